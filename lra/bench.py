@@ -18,7 +18,10 @@ memory families get a memory of ``memory_size`` cells, as the encoder passes the
 
 Checks per family (first and last measured lengths, 1K and 16K by default): time per token
 at the longest within 1.5x of the shortest; faster than softmax at 4K; memory ratio within 1.25x
-of the length ratio (linear; a quadratic family shows the square).
+of the length ratio (linear; a quadratic family shows the square). Families whose number of
+attention scores is fixed by a pattern (softmax: N^2; dispersed: Algorithm 2's, whose keys per
+query grow with N until the gaps run out near N = 33K) also get the same check per score, which
+separates "the pattern has more scores" from "each score got more expensive".
 """
 
 from __future__ import annotations
@@ -67,6 +70,42 @@ def default_memory_limit() -> int:
     return int(0.6 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+def parse_family(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"name"`` or ``"name:key=value,key=value"`` -> (registry name, module options).
+
+    Options let one report compare settings of a family, e.g. ``linear:chunk_size=16384``.
+    """
+    from lra.defaults import parse_value
+
+    name, _, opts = spec.partition(":")
+    attention.get(name)  # an unknown name fails here, listing the valid ones
+    kwargs: dict[str, Any] = {}
+    for item in filter(None, opts.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"family option {item!r} in {spec!r} is not key=value, e.g. linear:chunk_size=256")
+        kwargs[key.strip()] = parse_value(value.strip())
+    valid = set(attention.option_names(name))
+    unknown = sorted(set(kwargs) - valid)
+    if unknown:
+        raise ValueError(f"{name} has no option {', '.join(unknown)} (in {spec!r}); "
+                         f"its options: {', '.join(sorted(valid))}")
+    return name, kwargs
+
+
+def attention_scores(family: str, n: int) -> int | None:
+    """Query-key scores one head computes at length ``n``, None where no pattern fixes them."""
+    name, kwargs = parse_family(family)
+    if name == "softmax":
+        return n * n
+    if name == "dispersed":
+        from lra.attention.dispersed import num_scores
+
+        module = attention.get(name)(num_heads=1, qkv_dim=1, **kwargs)
+        return num_scores(n, module.window, module.max_gap)
+    return None
+
+
 def _memory_stats() -> dict[str, Any] | None:
     try:
         return jax.devices()[0].memory_stats()
@@ -76,8 +115,9 @@ def _memory_stats() -> dict[str, Any] | None:
 
 def _step(family: str, n: int, s: Settings) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """The jitted forward+backward of one layer and its arguments at length ``n``."""
-    cls = attention.get(family)
-    module = cls(num_heads=s.num_heads, qkv_dim=s.qkv_dim, dtype=jnp.dtype(s.dtype))
+    name, kwargs = parse_family(family)
+    cls = attention.get(name)
+    module = cls(num_heads=s.num_heads, qkv_dim=s.qkv_dim, dtype=jnp.dtype(s.dtype), **kwargs)
     kx, km, kp = jax.random.split(jax.random.key(0), 3)
     x = jax.random.normal(kx, (s.batch, n, s.dim), jnp.float32)
     mask = jnp.ones((s.batch, n), bool)
@@ -167,6 +207,10 @@ def measure_length(
             case["seconds"] = statistics.median(case["samples"])
             case["min_seconds"] = min(case["samples"])
             case["us_per_token"] = 1e6 * case["seconds"] / (s.batch * n)
+            scores = attention_scores(case["family"], n)
+            if scores is not None:
+                case["scores"] = scores
+                case["ns_per_score"] = 1e9 * case["seconds"] / (s.batch * scores)
         log(f"  {case['family']} N={n}: {case['status']} "
             + (f"{case['seconds'] * 1e3:.1f} ms" if case["status"] == "ok" else case["reason"]))
     return list(cases.values())
@@ -239,6 +283,10 @@ def checks(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             growth = ok[hi]["us_per_token"] / ok[lo]["us_per_token"]
             result["time_per_token"] = dict(short=lo, long=hi, ratio=growth,
                                             passed=growth <= FLAT_TIME_FACTOR)
+            if "ns_per_score" in ok[lo] and "ns_per_score" in ok[hi]:
+                per_score = ok[hi]["ns_per_score"] / ok[lo]["ns_per_score"]
+                result["time_per_score"] = dict(short=lo, long=hi, ratio=per_score,
+                                                passed=per_score <= FLAT_TIME_FACTOR)
             mem_lo, mem_hi = ((ok[k].get("memory") or {}).get("total_bytes") for k in (lo, hi))
             if mem_lo and mem_hi:
                 ratio = mem_hi / mem_lo
@@ -291,31 +339,34 @@ def markdown(report: dict[str, Any]) -> str:
         "(arguments + outputs + temporaries).",
         f"Command: `{env['command']}`",
         "",
-        "| family | N | status | ms / call | µs / token | × softmax | memory MiB | device peak MiB |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| family | N | status | ms / call | µs / token | ns / score | × softmax | memory MiB | device peak MiB |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for c in cases:
         if c["status"] != "ok":
-            lines.append(f"| {c['family']} | {c['n']} | {c['status']}: {c['reason']} | | | | | |")
+            lines.append(f"| {c['family']} | {c['n']} | {c['status']}: {c['reason']} | | | | | | |")
             continue
         rel = f"{c['seconds'] / soft[c['n']]['seconds']:.2f}" if c["n"] in soft else ""
+        per_score = f"{c['ns_per_score']:.2f}" if "ns_per_score" in c else ""
         lines.append(
             f"| {c['family']} | {c['n']} | ok{' (1 call)' if c.get('note') else ''} | {c['seconds'] * 1e3:,.1f} | "
-            f"{c['us_per_token']:.2f} | {rel} | {_mib((c.get('memory') or {}).get('total_bytes'))} | "
+            f"{c['us_per_token']:.2f} | {per_score} | {rel} | {_mib((c.get('memory') or {}).get('total_bytes'))} | "
             f"{_mib(c.get('device_peak_bytes'))} |"
         )
     lines += [
         "",
         f"Checks: time per token at the longest length within {FLAT_TIME_FACTOR}× of the shortest; "
         f"time below softmax's at N={SPEED_CHECK_LENGTH}; memory growing at most "
-        f"{LINEAR_MEMORY_SLACK}× the length ratio (linear).",
+        f"{LINEAR_MEMORY_SLACK}× the length ratio (linear). Where the number of scores is set by a "
+        "pattern (softmax N², dispersed's Algorithm 2), time per score gets the same flatness check.",
         "",
-        "| family | time/token long ÷ short | × softmax at 4K | memory long ÷ short |",
-        "|---|---|---|---|",
+        "| family | time/token long ÷ short | time/score long ÷ short | × softmax at 4K | memory long ÷ short |",
+        "|---|---|---|---|---|",
     ]
     for family, ch in report["checks"].items():
         lines.append(
             f"| {family} | {_mark(ch.get('time_per_token'), '{ratio:.2f} ({long}÷{short})')} | "
+            f"{_mark(ch.get('time_per_score'), '{ratio:.2f}')} | "
             f"{_mark(ch.get('vs_softmax'), '{ratio:.2f}')} | "
             f"{_mark(ch.get('memory'), '{ratio:.1f} (length ×{length_ratio:.0f})')} |"
         )

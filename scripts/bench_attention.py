@@ -1,11 +1,13 @@
 """Time and memory of one attention layer (forward + backward) against sequence length.
 
 Every family in lra.attention.ATTENTIONS by default; see lra/bench.py for the method. Writes
-attention_scaling.{json,md,png} under --out.
+attention_scaling.{json,md,png} (or --name.*) under --out. A family may carry module options,
+``name:key=value,...``, to compare settings side by side.
 
     python scripts/bench_attention.py                                   # all families, 1K..16K
     python scripts/bench_attention.py --families softmax luna --lengths 1024 4096 --repeats 3
     python scripts/bench_attention.py --lengths 256 512 --repeats 2 --out /tmp/bench   # a quick try
+    python scripts/bench_attention.py --families linear linear:chunk_size=1000000 --name linear_chunks
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from lra import attention, bench
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--families", nargs="+", default=list(attention.ATTENTIONS), help="registry names")
+    p.add_argument("--families", nargs="+", default=list(attention.ATTENTIONS),
+                   help="registry names, each optionally with module options: luna:memory_size=256")
     p.add_argument("--lengths", nargs="+", type=int, default=list(bench.DEFAULT_LENGTHS))
     p.add_argument("--repeats", type=int, default=5, help="timed calls per case (median reported)")
     p.add_argument("--out", type=Path, default=Path("results/bench"))
+    p.add_argument("--name", default="attention_scaling", help="file name stem of the report")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
@@ -40,7 +44,10 @@ def main(argv: list[str] | None = None) -> None:
                         "(default: on for GPU/TPU, off for CPU)")
     args = p.parse_args(argv)
     for family in args.families:
-        attention.get(family)  # unknown names fail now, listing the valid ones
+        try:
+            bench.parse_family(family)  # unknown names and options fail now, listing the valid ones
+        except ValueError as e:
+            p.error(str(e))
 
     limit = int(args.max_memory_gb * 2**30) if args.max_memory_gb else bench.default_memory_limit()
     settings = bench.Settings(batch=args.batch, dim=args.dim, num_heads=args.heads, qkv_dim=args.qkv_dim,
@@ -48,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
                               max_memory_bytes=limit)
     isolate = args.isolate if args.isolate is not None else jax.default_backend() != "cpu"
     cases = bench.run(args.families, args.lengths, settings, isolate=isolate)
-    paths = bench.write_report(cases, settings, args.out, [Path(sys.argv[0]).name] + (argv or sys.argv[1:]))
+    paths = bench.write_report(cases, settings, args.out, [Path(sys.argv[0]).name] + (argv or sys.argv[1:]),
+                               name=args.name)
     print(paths["md"].read_text())
     print("wrote", ", ".join(str(path) for path in paths.values()))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from lra import bench
 
 
@@ -42,3 +44,39 @@ def test_checks():
     assert ch["luna"]["time_per_token"]["passed"] and ch["luna"]["memory"]["passed"]
     assert ch["luna"]["vs_softmax"]["ratio"] == 0.25 and ch["luna"]["vs_softmax"]["passed"]
     assert not ch["softmax"]["time_per_token"]["passed"] and not ch["softmax"]["memory"]["passed"]
+
+
+def test_scores_follow_the_pattern():
+    from lra.attention.dispersed import num_scores
+
+    assert bench.attention_scores("softmax", 64) == 64 * 64
+    assert bench.attention_scores("dispersed", 1000) == num_scores(1000) == 60550  # paper's Table 1
+    assert bench.attention_scores("linear", 1000) is None
+
+
+def test_per_score_check_separates_pattern_growth_from_cost():
+    # dispersed-like: 4x the scores per token at the long length, each score as cheap as before.
+    def case(n, seconds, scores):
+        return dict(family="dispersed", n=n, status="ok", seconds=seconds, us_per_token=1e6 * seconds / n,
+                    scores=scores, ns_per_score=1e9 * seconds / scores, memory=dict(total_bytes=n))
+
+    ch = bench.checks([case(1024, 1.0, 1000), case(16384, 64.0, 64000)])["dispersed"]
+    assert ch["time_per_token"]["ratio"] == 4.0 and not ch["time_per_token"]["passed"]
+    assert ch["time_per_score"]["ratio"] == 1.0 and ch["time_per_score"]["passed"]
+    ch = bench.checks([case(1024, 1.0, 1000), case(16384, 64.0, 16000)])["dispersed"]
+    assert ch["time_per_score"]["ratio"] == 4.0 and not ch["time_per_score"]["passed"]
+
+
+def test_family_specs_carry_module_options():
+    assert bench.parse_family("linear") == ("linear", {})
+    assert bench.parse_family("linear:chunk_size=256,causal=true") == ("linear", {"chunk_size": 256, "causal": True})
+    assert bench.attention_scores("dispersed:window=8", 1000) > bench.attention_scores("dispersed", 1000)
+    with pytest.raises(ValueError, match="no option chunk_sise.*chunk_size"):
+        bench.parse_family("linear:chunk_sise=3")
+    with pytest.raises(ValueError, match="not key=value"):
+        bench.parse_family("linear:chunk_size")
+    with pytest.raises(ValueError, match="unknown attention 'linea'"):
+        bench.parse_family("linea")
+    s = bench.Settings(dim=16, num_heads=2, qkv_dim=16, repeats=1)
+    small, whole = bench.run(["linear:chunk_size=4", "linear:chunk_size=64"], [32], s, log=lambda _: None)
+    assert small["status"] == whole["status"] == "ok" and small["family"] == "linear:chunk_size=4"
