@@ -58,10 +58,12 @@ def reference(module: AgglomerativeAttention, variables, x, mask) -> np.ndarray:
     return y
 
 
+@pytest.mark.parametrize("chunk_size", [64, 4])  # 4: N = 9 splits into 3 chunks, the last padded
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("num_classes", [None, 4])
-def test_matches_the_papers_equations(causal, num_classes):
-    module = AgglomerativeAttention(num_heads=H, qkv_dim=QKV, num_classes=num_classes, causal=causal)
+def test_matches_the_papers_equations(causal, num_classes, chunk_size):
+    module = AgglomerativeAttention(num_heads=H, qkv_dim=QKV, num_classes=num_classes, causal=causal,
+                                    chunk_size=chunk_size)
     x, mask = inputs()
     variables = perturb_params(module.init(jax.random.key(1), x, mask))
     m = num_classes or H
@@ -75,9 +77,11 @@ def test_matches_the_papers_equations(causal, num_classes):
     )
 
 
+@pytest.mark.parametrize("chunk_size", [64, 4])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_padding_invariant(causal):
-    assert_padding_invariant(AgglomerativeAttention(num_heads=H, qkv_dim=QKV, causal=causal), atol=1e-4)
+def test_padding_invariant(causal, chunk_size):
+    module = AgglomerativeAttention(num_heads=H, qkv_dim=QKV, causal=causal, chunk_size=chunk_size)
+    assert_padding_invariant(module, atol=1e-4)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

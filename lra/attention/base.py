@@ -110,6 +110,26 @@ def zero_padding(y_BxNx___: jax.Array, mask_BxN: jax.Array) -> jax.Array:
     return jnp.where(mask_BxN.reshape(shape), y_BxNx___, 0).astype(y_BxNx___.dtype)
 
 
+def split_chunks(a_BxNx___: jax.Array, size: int) -> jax.Array:
+    """B x N x ... -> B x C x L x ...: chunks of L = min(``size``, N) tokens, the last zero-padded.
+
+    Why: a sum over all N tokens (k^T v, class sums) makes XLA's CPU backend transpose whole
+    N-long arrays with strided loops, which cost more per token once they outgrow the L2 cache;
+    summing chunk by chunk keeps every transpose inside one chunk (results/bench/chunked_sums.md).
+    """
+    b, n = a_BxNx___.shape[:2]
+    size = max(1, min(size, n))
+    pad = (-n) % size
+    a = jnp.pad(a_BxNx___, ((0, 0), (0, pad)) + ((0, 0),) * (a_BxNx___.ndim - 2))
+    return a.reshape((b, (n + pad) // size, size) + a_BxNx___.shape[2:])
+
+
+def per_chunk(summary_Bx___: jax.Array, num_chunks: int) -> jax.Array:
+    """The same per-sequence summary for every chunk (B x C x ...), so that reading it is a
+    chunk-batched product and its gradient a chunk-local sum (see ``split_chunks``)."""
+    return jnp.broadcast_to(summary_Bx___[:, None], (summary_Bx___.shape[0], num_chunks) + summary_Bx___.shape[1:])
+
+
 def dot_product_attention(
     q_BxNxHxD: jax.Array,
     k_BxMxHxD: jax.Array,
