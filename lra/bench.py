@@ -39,10 +39,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from lra import attention
+from lra.attention.base import project_out, project_qkv
 
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 FLAT_TIME_FACTOR = 1.5  # time per token may grow this much from the shortest to the longest length
@@ -70,6 +72,27 @@ def default_memory_limit() -> int:
     return int(0.6 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+class Projections(attention.Attention):
+    """The reference floor: only the q/k/v/out projections every family shares, y = out(q + k + v).
+
+    Its time per token against N is what this machine charges for the dense layers alone; a
+    family cannot scale better than this, and its growth is not the family's doing.
+    """
+
+    @nn.compact
+    def __call__(self, x_BxNxD: jax.Array, mask_BxN: jax.Array, memory: jax.Array | None = None,
+                 deterministic: bool = True) -> tuple[jax.Array, None]:
+        q, k, v = project_qkv(self, x_BxNxD)
+        return project_out(self, q + k + v, x_BxNxD.shape[-1]), None
+
+
+REFERENCES = {"projections": Projections}  # benchmark-only rows, not attention families
+
+
+def _family_class(name: str) -> type[attention.Attention]:
+    return REFERENCES[name] if name in REFERENCES else attention.get(name)
+
+
 def parse_family(spec: str) -> tuple[str, dict[str, Any]]:
     """``"name"`` or ``"name:key=value,key=value"`` -> (registry name, module options).
 
@@ -78,14 +101,14 @@ def parse_family(spec: str) -> tuple[str, dict[str, Any]]:
     from lra.defaults import parse_value
 
     name, _, opts = spec.partition(":")
-    attention.get(name)  # an unknown name fails here, listing the valid ones
+    _family_class(name)  # an unknown name fails here, listing the valid ones
     kwargs: dict[str, Any] = {}
     for item in filter(None, opts.split(",")):
         key, eq, value = item.partition("=")
         if not eq:
             raise ValueError(f"family option {item!r} in {spec!r} is not key=value, e.g. linear:chunk_size=256")
         kwargs[key.strip()] = parse_value(value.strip())
-    valid = set(attention.option_names(name))
+    valid = set(attention.option_names(name)) if name not in REFERENCES else set()
     unknown = sorted(set(kwargs) - valid)
     if unknown:
         raise ValueError(f"{name} has no option {', '.join(unknown)} (in {spec!r}); "
@@ -116,7 +139,7 @@ def _memory_stats() -> dict[str, Any] | None:
 def _step(family: str, n: int, s: Settings) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """The jitted forward+backward of one layer and its arguments at length ``n``."""
     name, kwargs = parse_family(family)
-    cls = attention.get(name)
+    cls = _family_class(name)
     module = cls(num_heads=s.num_heads, qkv_dim=s.qkv_dim, dtype=jnp.dtype(s.dtype), **kwargs)
     kx, km, kp = jax.random.split(jax.random.key(0), 3)
     x = jax.random.normal(kx, (s.batch, n, s.dim), jnp.float32)
@@ -360,6 +383,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"{LINEAR_MEMORY_SLACK}× the length ratio (linear). Where the number of scores is set by a "
         "pattern (softmax N², dispersed's Algorithm 2), time per score gets the same flatness check.",
         "",
+        *(["`projections` is a reference row, not a family: the q/k/v/out projections alone, "
+           "y = out(q + k + v). Every family has these dense layers, so their time-per-token ratio "
+           "is what this machine charges before any attention is computed.", ""]
+          if any(c["family"].partition(":")[0] in REFERENCES for c in cases) else []),
         "| family | time/token long ÷ short | time/score long ÷ short | × softmax at 4K | memory long ÷ short |",
         "|---|---|---|---|---|",
     ]

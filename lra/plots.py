@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -72,7 +73,8 @@ def pvalue_heatmap(p: Sequence[Sequence[float]], models: Sequence[str], tasks: S
                     fontweight="bold" if value < 0.05 else "normal")
     ax.set_xticks(range(len(tasks)), tasks)
     ax.set_yticks(range(len(models)), models)
-    ax.set_title(title, fontsize=9)
+    width_chars = int(12 * fig.get_figwidth())  # ~12 characters per inch at fontsize 9
+    ax.set_title("\n".join(textwrap.fill(line, width_chars) for line in title.splitlines()), fontsize=9)
     fig.colorbar(image, ax=ax, label="p-value (Holm)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1,6 +1,8 @@
 """Time and memory of one attention layer (forward + backward) against sequence length.
 
-Every family in lra.attention.ATTENTIONS by default; see lra/bench.py for the method. Writes
+Every family in lra.attention.ATTENTIONS by default, after the reference row ``projections`` (the
+q/k/v/out projections alone: what the machine charges for the dense layers every family shares);
+see lra/bench.py for the method. Writes
 attention_scaling.{json,md,png} (or --name.*) under --out. A family may carry module options,
 ``name:key=value,...``, to compare settings side by side.
 
@@ -23,7 +25,7 @@ from lra import attention, bench
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--families", nargs="+", default=list(attention.ATTENTIONS),
+    p.add_argument("--families", nargs="+", default=["projections", *attention.ATTENTIONS],
                    help="registry names, each optionally with module options: luna:memory_size=256")
     p.add_argument("--lengths", nargs="+", type=int, default=list(bench.DEFAULT_LENGTHS))
     p.add_argument("--repeats", type=int, default=5, help="timed calls per case (median reported)")

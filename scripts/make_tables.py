@@ -26,10 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("results/tables"))
     p.add_argument("--seeds", type=int, help="seeds a complete cell has (default: the most any cell of the table has)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--note", help="a sentence printed under every table, e.g. how these runs differ from the paper")
     args = p.parse_args(argv)
     if not args.results.is_dir():
         p.error(f"--results {args.results} is not a folder")
-    summary = tables.write_all(args.results, args.out, args.seeds, plots_enabled=not args.no_plots)
+    summary = tables.write_all(args.results, args.out, args.seeds, plots_enabled=not args.no_plots,
+                                 note=args.note)
     if not summary["tables"]:
         print(f"no finished runs (result.json) under {args.results}", file=sys.stderr)
         return 1

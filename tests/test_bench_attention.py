@@ -80,3 +80,14 @@ def test_family_specs_carry_module_options():
     s = bench.Settings(dim=16, num_heads=2, qkv_dim=16, repeats=1)
     small, whole = bench.run(["linear:chunk_size=4", "linear:chunk_size=64"], [32], s, log=lambda _: None)
     assert small["status"] == whole["status"] == "ok" and small["family"] == "linear:chunk_size=4"
+
+
+def test_projections_reference_row(tmp_path):
+    assert bench.parse_family("projections") == ("projections", {})
+    with pytest.raises(ValueError, match="no option"):
+        bench.parse_family("projections:chunk_size=4")
+    s = bench.Settings(dim=16, num_heads=2, qkv_dim=16, repeats=1)
+    (case,) = bench.run(["projections"], [32], s, log=lambda _: None)
+    assert case["status"] == "ok" and case["memory"]["total_bytes"] > 0
+    paths = bench.write_report([case], s, tmp_path, ["bench_attention.py"])
+    assert "reference row, not a family" in paths["md"].read_text()

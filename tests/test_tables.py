@@ -211,3 +211,13 @@ def test_other_json_files_named_result_are_skipped(tmp_path):
     with pytest.warns(UserWarning, match="not an lra.train result"):
         runs, unfinished = tables.load_results(tmp_path)
     assert [r.variant for r in runs] == ["Luna-1"] and unfinished == []
+
+
+def test_note_goes_under_every_table(grid, tmp_path):
+    root, _ = grid
+    note = "Reduced to 300 steps to fit one session."
+    summary = make(root, tmp_path / "out", "--note", note, "--no-plots")
+    md = (tmp_path / "out" / summary["tables"][0]["files"]["markdown"]).read_text()
+    table_end = max(i for i, line in enumerate(md.splitlines()) if line.startswith("|"))
+    assert md.splitlines()[table_end + 2] == note and summary["note"] == note
+    assert note in (tmp_path / "out" / "tables.md").read_text()

@@ -39,7 +39,7 @@ of a cumulative sum is a reverse cumulative sum of the same size). With the defa
 Dh = 32 (4 heads, qkv 128) that is about 80 floats per token and head.
 
 Non-causal mode sums C chunk by chunk too (same result up to summation order): on CPU that makes
-the layer about 25% faster at N = 16K (results/bench/chunked_sums.md).
+the layer 22% faster at N = 16K (results/bench/chunked_sums.md).
 
 Summaries (C and the chunk sums, sums over up to N tokens) and the normalisation are float32;
 the reads ``q^T C`` run in ``dtype`` like softmax's weighted sum.
