@@ -75,8 +75,8 @@ def default_memory_limit() -> int:
 class Projections(attention.Attention):
     """The reference floor: only the q/k/v/out projections every family shares, y = out(q + k + v).
 
-    Its time per token against N is what this machine charges for the dense layers alone; a
-    family cannot scale better than this, and its growth is not the family's doing.
+    Its time per token against N is what this machine charges for the dense layers alone: every
+    family runs them too, so that part of a family's growth is not the family's doing.
     """
 
     @nn.compact
