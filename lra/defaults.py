@@ -162,6 +162,23 @@ def _field_defaults(attention: str) -> dict[str, Any]:
     }
 
 
+def parse_option(attention: str, token: str) -> tuple[str, Any]:
+    """One ``key=value`` option of family ``attention`` (aliases such as ``mem=`` allowed) as
+    (field, value); a key the family does not have fails, naming the valid ones."""
+    from lra import attention as registry  # local: keeps config loading light until needed
+
+    key, value = (part.strip() for part in token.split("=", 1))
+    field = OPTION_ALIASES.get(key, key)
+    valid_options = set(registry.option_names(attention))
+    if field not in valid_options:
+        aliases = ", ".join(f"{a}={f}" for a, f in OPTION_ALIASES.items() if f in valid_options)
+        raise ValueError(
+            f"option {key!r} is not an option of attention {attention!r}; valid options: "
+            f"{', '.join(sorted(valid_options)) or '(none)'}" + (f"; aliases: {aliases}" if aliases else "")
+        )
+    return field, parse_value(value)
+
+
 def make_config(
     task: str,
     attention: str,
@@ -189,20 +206,11 @@ def make_config(
     c.model.update(dict(model or {}))
     kwargs: dict[str, Any] = dict(attention_kwargs or {})
     flags = dict(flags or {})
-    valid_options = set(_field_defaults(attention)) - {"num_heads", "qkv_dim", "dropout_rate", "dtype", "parent", "name"}
-
     presets, options, chosen_flags = [], {}, []
     for token in filter(None, (t.strip() for t in (arg or "").split(","))):
         if "=" in token:
-            key, value = (s.strip() for s in token.split("=", 1))
-            field = OPTION_ALIASES.get(key, key)
-            if field not in valid_options:
-                raise ValueError(
-                    f"option {key!r} is not an option of attention {attention!r}; valid options: "
-                    f"{', '.join(sorted(valid_options)) or '(none)'}"
-                    f"{'; aliases: ' + ', '.join(f'{a}={f}' for a, f in OPTION_ALIASES.items() if f in valid_options) if valid_options else ''}"
-                )
-            options[field] = parse_value(value)
+            field, value = parse_option(attention, token)
+            options[field] = value
         elif token in PRESETS:
             presets.append(token)
         elif token in flags:

@@ -437,10 +437,11 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
         folder = out / scale.slug
         folder.mkdir(parents=True, exist_ok=True)
         files = {"markdown": folder / "results.md", "latex": folder / "results.tex", "runs_csv": folder / "runs.csv"}
-        files["markdown"].write_text(markdown_table(table, note))
+        table_markdown = markdown_table(table, note)
+        files["markdown"].write_text(table_markdown)
         files["latex"].write_text(latex_table(table))
         _write_runs_csv(table, files["runs_csv"])
-        index += [markdown_table(table, note)]
+        index += [table_markdown]
         if table.friedman:
             files.update(friedman_markdown=folder / "friedman.md", friedman_latex=folder / "friedman.tex",
                          friedman_csv=folder / "friedman.csv")
