@@ -4,10 +4,10 @@ Options: paper | cpu | smoke, mem=1|16|256, and only_scaling | only_filtering (A
 """
 
 from lra.attention.luna import CONVLUNA_FLAGS
-from lra.defaults import make_config
+from lra.defaults import MEMORY_FAMILY_MODEL, make_config
 
 
 def get_config(arg: str | None = None):
     return make_config("image", "convluna", arg, label="ConvLuna-{memory_size}",
                        attention_kwargs=dict(filter="maxpool", kernel_size=4, stride=1),
-                       model=dict(norm="post", pooling="memory"), flags=CONVLUNA_FLAGS)
+                       model=MEMORY_FAMILY_MODEL, flags=CONVLUNA_FLAGS)

@@ -1,8 +1,8 @@
 """Matching (AAN) with Luna (Appendix B; options: paper | cpu | smoke, mem=1|16|256)."""
 
-from lra.defaults import make_config
+from lra.defaults import MEMORY_FAMILY_MODEL, make_config
 
 
 def get_config(arg: str | None = None):
     return make_config("matching", "luna", arg, label="Luna-{memory_size}",
-                       model=dict(norm="post", pooling="memory"))
+                       model=MEMORY_FAMILY_MODEL)

@@ -8,7 +8,9 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
   * a preset: ``paper`` (default), ``cpu``, ``smoke``;
   * a family option ``key=value``: an attention field (``memory_size=16``) or an alias
     (``mem=16``, ``clusters=8``);
-  * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna).
+  * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna);
+  * ``reference``: the published ConvLuna code's choices where they differ from the paper's
+    text or from our defaults (``lra/reference.py``), for the softmax, Luna and ConvLuna configs.
 """
 
 from __future__ import annotations
@@ -89,8 +91,18 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.model.max_len = t["max_len"]  # size of the position table
     c.model.norm = "pre"  # "pre" | "post" LayerNorm blocks
     c.model.pooling = "cls"  # "cls" | "mean" | "memory"
-    c.model.dual_combine = "concat_mul_sub"  # matching: [u, v, u*v, u-v] | "concat": [u, v]
+    c.model.dual_combine = "concat_mul_sub"  # matching: [u, v, u*v, u-v] (LRA's) | "concat": [u, v]
     c.model.dtype = "float32"  # "bfloat16" on GPU/TPU
+    # Memory families: the learned initial memory ~ N(0, memory_init_scale^2) (published code: 1.0).
+    c.model.memory_init_scale = 1.0
+    c.model.head_activation = "gelu"  # Table 2; "relu" was this suite's head before
+    c.model.head_hidden_layers = 1  # single-input head: Dense(mlp_dim) layers before the logits
+    c.model.pre_pool_norm = False  # LayerNorm right before pooling (the published code's classifier)
+    c.model.attention_residual_dropout = True  # dropout on the attention output before the residual
+    c.model.mask_padding = True  # False: no padding masks anywhere (the published code's default)
+    c.model.embedding = "table"  # "table" (token embeddings) | "linear" (image: x * w + b of normalised pixels)
+    c.model.pixel_mean = 0.48  # embedding="linear": pixels / 255 are normalised as (p - mean) / std
+    c.model.pixel_std = 0.24
 
     c.batch_size = t["batch_size"]
     c.eval_batch_size = t["batch_size"]
@@ -103,6 +115,9 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.checkpoint_every = 1000
     c.log_every = 100
     c.max_eval_batches = 0  # 0: the whole split
+    # Memory families: memory statistics (lra.memory_stats) on one validation batch at each
+    # evaluation, logged to metrics.jsonl as split "memory". On in the cpu preset of memory families.
+    c.log_memory_stats = False
     return c
 
 
@@ -206,20 +221,22 @@ def make_config(
     c.model.update(dict(model or {}))
     kwargs: dict[str, Any] = dict(attention_kwargs or {})
     flags = dict(flags or {})
-    presets, options, chosen_flags = [], {}, []
+    presets, options, chosen_flags, reference = [], {}, [], False
     for token in filter(None, (t.strip() for t in (arg or "").split(","))):
         if "=" in token:
             field, value = parse_option(attention, token)
             options[field] = value
         elif token in PRESETS:
             presets.append(token)
+        elif token == "reference":
+            reference = True
         elif token in flags:
             chosen_flags.append(token)
         else:
             raise ValueError(
                 f"unknown config option {token!r}; valid: presets {', '.join(PRESETS)}"
                 + (f"; flags {', '.join(sorted(flags))}" if flags else "")
-                + "; or key=value family options"
+                + "; reference; or key=value family options"
             )
     if len(presets) > 1:
         raise ValueError(f"choose one preset, got {presets}")
@@ -228,7 +245,29 @@ def make_config(
     for name in chosen_flags:
         kwargs.update(flags[name].get("attention_kwargs", {}))
         label = flags[name].get("label", label)
-    kwargs.update(options)
+    if reference:
+        from lra.reference import apply_reference  # local: imports the attention registry
+
+        kwargs = apply_reference(c, kwargs)
+        label += " (reference)"
+    kwargs.update(options)  # options named after the colon win over flags and reference
     c.model.attention_kwargs = ml_collections.ConfigDict(kwargs)
     c.variant = label.format(**{**_field_defaults(attention), **kwargs})
+    if c.preset == "cpu" and _uses_memory(attention):
+        c.log_memory_stats = True
     return c
+
+
+def _uses_memory(attention: str) -> bool:
+    from lra import attention as registry  # local: keeps config loading light until needed
+
+    return registry.get(attention).uses_memory
+
+
+# config.model settings of the memory families' configs (Luna, ConvLuna): post-LN blocks
+# (Appendix B), memory-average pooling (Table 2), no dropout between the attention and the
+# residuals (Appendix B's equations; the published code has none either), and for matching the
+# paper's "concatenated hidden representations" [u, v] (the published code's DualClassifier).
+MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
+    norm="post", pooling="memory", attention_residual_dropout=False, dual_combine="concat"
+)

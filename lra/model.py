@@ -29,6 +29,9 @@ from lra.data.types import PAD_ID
 POOLINGS = ("cls", "mean", "memory")
 NORMS = ("pre", "post")
 DUAL_COMBINES = ("concat_mul_sub", "concat")
+HEAD_ACTIVATIONS = ("gelu", "relu")
+EMBEDDINGS = ("table", "linear")
+_ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu}
 
 
 def _dtype(name: str) -> Any:
@@ -81,11 +84,15 @@ class EncoderBlock(nn.Module):
         if memory is not None and pre:
             mem_in = ln("memory_norm")(memory)
         y, packed = attn(x_in, mask, memory=mem_in, deterministic=deterministic)
-        x = x + drop(y, deterministic=deterministic)
+        # Dropout on the attention output before the residual: LRA's Transformer has it; the Luna
+        # equations and the published ConvLuna code do not (config.model.attention_residual_dropout).
+        sub_drop = drop if cfg.attention_residual_dropout else (lambda a, deterministic: a)
+        x = x + sub_drop(y, deterministic=deterministic)
         if memory is not None:
-            memory = memory + drop(packed, deterministic=deterministic)
+            memory = memory + sub_drop(packed, deterministic=deterministic)
             if not pre:
                 memory = ln("memory_norm")(memory)
+            self.sow("intermediates", "memory", memory)  # this block's output memory, for lra.diagnose
         if not pre:
             x = ln("attention_norm")(x)
 
@@ -108,10 +115,18 @@ class Encoder(nn.Module):
         cfg = self.config
         dtype = _dtype(cfg.dtype)
         batch, n = tokens_BxN.shape
-        mask = tokens_BxN != PAD_ID
-        x = nn.Embed(
-            self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(stddev=1.0), name="embed"
-        )(tokens_BxN)
+        # mask_padding=False is the published code's setting (--mask_inputs False): every position,
+        # padding included, is attended to and pooled. Kept as an option for reproduction only.
+        mask = tokens_BxN != PAD_ID if cfg.mask_padding else jnp.ones(tokens_BxN.shape, bool)
+        if cfg.embedding == "linear":  # pixels: token v + 1 -> ((v / 255) - mean) / std, then x * w + b
+            pixels = ((tokens_BxN.astype(jnp.float32) - 1.0) / 255.0 - cfg.pixel_mean) / cfg.pixel_std
+            w = self.param("embed_weight", nn.initializers.normal(stddev=1.0), (cfg.emb_dim,))
+            b = self.param("embed_bias", nn.initializers.normal(stddev=0.1), (cfg.emb_dim,))
+            x = pixels[..., None] * w + b
+        else:
+            x = nn.Embed(
+                self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(stddev=1.0), name="embed"
+            )(tokens_BxN)
         if cfg.pooling == "cls":
             cls = self.param("cls", nn.initializers.normal(stddev=0.02), (cfg.emb_dim,))
             x = jnp.concatenate([jnp.broadcast_to(cls, (batch, 1, cfg.emb_dim)), x], axis=1)
@@ -134,7 +149,9 @@ class Encoder(nn.Module):
         attn_cls = attention_registry.get(cfg.attention)
         if attn_cls.uses_memory:
             cells = dict(cfg.attention_kwargs).get("memory_size", attn_cls.memory_size)
-            mem0 = self.param("memory", nn.initializers.normal(stddev=cfg.emb_dim**-0.5), (cells, cfg.emb_dim))
+            # N(0, memory_init_scale^2): 1.0 is the published code's nn.init.normal_; the former
+            # D^-1/2 made the first block's memories nearly identical from step 0.
+            mem0 = self.param("memory", nn.initializers.normal(stddev=cfg.memory_init_scale), (cells, cfg.emb_dim))
             memory = jnp.broadcast_to(mem0, (batch, cells, cfg.emb_dim)).astype(dtype)
 
         for i in range(cfg.num_layers):
@@ -144,6 +161,11 @@ class Encoder(nn.Module):
             if memory is not None:
                 memory = nn.LayerNorm(dtype=dtype, param_dtype=jnp.float32, name="final_memory_norm")(memory)
 
+        if cfg.pre_pool_norm:  # the published code's classifier: LayerNorm, then pool
+            pool_norm = nn.LayerNorm(dtype=dtype, param_dtype=jnp.float32, name="pool_norm")
+            x = pool_norm(x)
+            if memory is not None:
+                memory = pool_norm(memory)
         if cfg.pooling == "cls":
             return x[:, 0]
         if cfg.pooling == "mean":
@@ -153,7 +175,12 @@ class Encoder(nn.Module):
 
 
 class Classifier(nn.Module):
-    """Encoder + classifier head. Inputs B x N (one input) or B x 2 x N (matching)."""
+    """Encoder + classifier head. Inputs B x N (one input) or B x 2 x N (matching).
+
+    Head: ``head_hidden_layers`` Dense(mlp_dim) layers (two of mlp_dim and mlp_dim/2 for
+    matching), each followed by ``head_activation`` (GELU: Table 2 of the ConvLuna paper), then
+    the logits.
+    """
 
     config: ml_collections.ConfigDict
     vocab_size: int
@@ -173,11 +200,13 @@ class Classifier(nn.Module):
             u, v = both[:batch].astype(jnp.float32), both[batch:].astype(jnp.float32)
             parts = [u, v] if cfg.dual_combine == "concat" else [u, v, u * v, u - v]
             h = jnp.concatenate(parts, axis=-1)
-            h = nn.relu(dense(cfg.mlp_dim, "head_hidden")(h))
-            h = nn.relu(dense(cfg.mlp_dim // 2, "head_hidden2")(h))
+            widths = [cfg.mlp_dim, cfg.mlp_dim // 2]
         else:
             h = encoder(inputs, deterministic).astype(jnp.float32)
-            h = nn.relu(dense(cfg.mlp_dim, "head_hidden")(h))
+            widths = [cfg.mlp_dim] * cfg.head_hidden_layers
+        act = _ACTIVATIONS[cfg.head_activation]
+        for i, width in enumerate(widths):
+            h = act(dense(width, "head_hidden" + (str(i + 1) if i else ""))(h))
         return dense(self.num_classes, "logits")(h)
 
 

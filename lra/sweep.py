@@ -74,6 +74,13 @@ GRIDS: dict[str, Grid] = {
         + _memory_variants("OnlyFiltering", "convluna", "only_filtering"),
         description="ConvLuna paper, Table 3 (ablations): OnlyScaling and OnlyFiltering with memory 1/16/256",
     ),
+    "memory_degradation": Grid(
+        tuple(Variant(f"{family}-{m}{suffix}", config, ",".join(filter(None, [f"mem={m}", option])))
+              for suffix, option in (("", ""), (" (reference)", "reference"))
+              for family, config in (("Luna", "luna"), ("ConvLuna", "convluna")) for m in (16, 256)),
+        description="ConvLuna paper, Figure 1 / Section 2: Luna and ConvLuna with memory 16/256, our defaults "
+                    "and the published code's (reference); diagnose with python -m lra.diagnose memory",
+    ),
     "lra_families": Grid(
         (Variant("Transformer", "transformer"), Variant("Luna-16", "luna"), Variant("ConvLuna-16", "convluna"),
          Variant("Clustered-100", "clustered"), Variant("i-Clustered-100", "improved_clustered"),

@@ -33,6 +33,7 @@ from lra import distributed
 from lra.checkpoints import Checkpoints
 from lra.data import TaskData, load_task
 from lra.data.batching import TrainBatches, eval_batches
+from lra.memory_stats import log_memory_stats
 from lra.model import build_model
 from lra.progress import Progress
 from lra.run_files import MetricsLog, check_workdir, config_to_dict, git_commit, write_json_atomic
@@ -165,6 +166,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     repl, sharded = distributed.replicated(mesh), distributed.batch_sharded(mesh)
     tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
     train_step, eval_step = make_steps(model, tx, config, mesh)
+    memory_probe = log_memory_stats(model, config, data.validation, sharded)
 
     init_key = jax.random.fold_in(jax.random.key(config.seed), 1_000_003)
     sample = jnp.zeros((1,) + data.train.inputs.shape[1:], jnp.int32)
@@ -258,8 +260,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
             if step % config.eval_every == 0 or step == config.num_train_steps:
                 flush_train_metrics()
                 val = evaluate_split(eval_step, state["params"], data.validation, config, sharded)
+                records = [{"step": step, "split": "validation", **val}]
+                if memory_probe is not None:
+                    records.append({"step": step, "split": "memory", **memory_probe(state["params"])})
                 if primary:
-                    metrics_log.write([{"step": step, "split": "validation", **val}])
+                    metrics_log.write(records)
                 progress.update(step, "validation", val)
                 if val["accuracy"] > float(state["best_val_accuracy"]):
                     state["best_val_accuracy"] = put(val["accuracy"], np.float32)

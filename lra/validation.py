@@ -10,7 +10,7 @@ import ml_collections
 from lra import attention as attention_registry
 from lra import data as data_registry
 from lra.attention.base import check_heads
-from lra.model import DUAL_COMBINES, NORMS, POOLINGS
+from lra.model import DUAL_COMBINES, EMBEDDINGS, HEAD_ACTIVATIONS, NORMS, POOLINGS
 
 
 class ConfigError(ValueError):
@@ -58,6 +58,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         ("model.pooling", m.pooling, POOLINGS),
         ("model.dual_combine", m.dual_combine, DUAL_COMBINES),
         ("model.dtype", m.dtype, ("float32", "bfloat16", "float16")),
+        ("model.head_activation", m.head_activation, HEAD_ACTIVATIONS),
+        ("model.embedding", m.embedding, EMBEDDINGS),
     ):
         if value not in allowed:
             raise ConfigError(f"config.{field}={value!r} is not one of {', '.join(allowed)}")
@@ -67,6 +69,17 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
             f"config.model.pooling='memory' needs a family with a memory ({', '.join(memory_families)}); "
             f"{m.attention!r} has none: use pooling 'cls' or 'mean'"
         )
+    if m.embedding == "linear" and config.task != "image":
+        raise ConfigError(f"config.model.embedding='linear' embeds pixel values (task image); task "
+                          f"{config.task!r} has symbols: use 'table'")
+    for name in ("memory_init_scale", "pixel_std"):
+        if not m[name] > 0:  # also refuses NaN
+            raise ConfigError(f"config.model.{name} must be > 0, got {m[name]}")
+    if not isinstance(m.head_hidden_layers, int) or m.head_hidden_layers < 0:
+        raise ConfigError(f"config.model.head_hidden_layers must be an integer >= 0, got {m.head_hidden_layers!r}")
+    if config.log_memory_stats and not attn_cls.uses_memory:
+        raise ConfigError(f"config.log_memory_stats=True needs a memory family (luna, convluna); "
+                          f"{m.attention!r} has no memory: set it to False")
     _positive(config, "model.num_layers", "model.num_heads", "model.emb_dim", "model.qkv_dim",
               "model.mlp_dim", "model.max_len", "data.max_len", "batch_size", "eval_batch_size",
               "num_train_steps", "eval_every", "checkpoint_every", "log_every")

@@ -140,11 +140,13 @@ def dot_product_attention(
     dropout_rate: float = 0.0,
     dropout_rng: jax.Array | None = None,
     deterministic: bool = True,
-) -> jax.Array:
+    return_weights: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Masked multi-head softmax attention, O(N x M) memory: the dense building block.
 
     Logits and softmax are computed in float32 whatever the input dtype; the weighted sum runs
-    in the value dtype. ``scale`` defaults to Dh^-1/2.
+    in the value dtype. ``scale`` defaults to Dh^-1/2. ``return_weights`` also returns the
+    attention weights (B x H x N x M, float32, before dropout), for diagnostics.
     """
     if scale is None:
         scale = q_BxNxHxD.shape[-1] ** -0.5
@@ -154,8 +156,9 @@ def dot_product_attention(
     logits_BxHxNxM = logits_BxHxNxM * scale
     if kv_mask_BxM is not None:
         logits_BxHxNxM = logits_BxHxNxM + key_mask_bias(kv_mask_BxM)
-    weights = jax.nn.softmax(logits_BxHxNxM, axis=-1)
+    probs = weights = jax.nn.softmax(logits_BxHxNxM, axis=-1)
     if not deterministic and dropout_rate > 0.0:
         keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
         weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
-    return jnp.einsum("bhnm,bmhd->bnhd", weights.astype(v_BxMxHxD.dtype), v_BxMxHxD)
+    y = jnp.einsum("bhnm,bmhd->bnhd", weights.astype(v_BxMxHxD.dtype), v_BxMxHxD)
+    return (y, probs) if return_weights else y

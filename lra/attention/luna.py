@@ -68,6 +68,7 @@ import jax.numpy as jnp
 from lra.attention.base import Attention, Dtype, dense_heads, dot_product_attention, zero_padding
 
 FILTERS = ("none", "conv", "maxpool")
+WINDOWS = ("same", "valid")
 
 # Ablation presets of Appendix E for the ConvLuna configs (``configs/*_convluna.py:only_scaling``):
 # one of ConvLuna's two packing changes at a time, everything else (sharing) unchanged.
@@ -83,6 +84,25 @@ CONVLUNA_FLAGS: dict[str, dict[str, Any]] = {
 }
 
 
+PROJECTIONS = ("query", "key", "value", "out")
+_LETTERS = {"q": "query", "k": "key", "v": "value", "o": "out"}
+
+
+def shared_projections(share: bool | str) -> tuple[str, ...]:
+    """The projections shared by packing and unpacking: ``True`` = all four, ``False`` = none,
+    or a string of the letters q, k, v, o (the reference code's ``shared_att`` spelling)."""
+    if share is True:
+        return PROJECTIONS
+    if share is False or share in ("", "none"):
+        return ()
+    if isinstance(share, str) and share and set(share) <= set(_LETTERS):
+        return tuple(name for letter, name in _LETTERS.items() if letter in share)
+    raise ValueError(
+        f"attention_kwargs.share_projections={share!r}: use true (share W^Q, W^K, W^V, W^O), "
+        f"false (share none) or letters of 'qkvo' (e.g. 'q': only W^Q, the published ConvLuna code)"
+    )
+
+
 class _Layers(NamedTuple):
     """The projections of one attention; ``value`` is None when W^V = I."""
 
@@ -92,32 +112,29 @@ class _Layers(NamedTuple):
     out: nn.Module
 
 
-def _make_layers(num_heads: int, head_dim: int, features: int, share_kv: bool, dtype: Dtype) -> _Layers:
-    """Create W^Q, W^K, (W^V), W^O in the current module scope, named as softmax's."""
-    return _Layers(
-        query=dense_heads(num_heads, head_dim, "query", dtype),
-        key=dense_heads(num_heads, head_dim, "key", dtype),
-        value=None if share_kv else dense_heads(num_heads, head_dim, "value", dtype),
-        out=nn.DenseGeneral(features, axis=(-2, -1), dtype=dtype,
-                            kernel_init=nn.initializers.xavier_uniform(), name="out"),
-    )
+def _make_layer(name: str, num_heads: int, head_dim: int, features: int, dtype: Dtype) -> nn.Module:
+    """W^Q, W^K, W^V (D -> H x Dh) or W^O (H x Dh -> D) in the current module scope, named as softmax's."""
+    if name == "out":
+        return nn.DenseGeneral(features, axis=(-2, -1), dtype=dtype,
+                               kernel_init=nn.initializers.xavier_uniform(), name="out")
+    return dense_heads(num_heads, head_dim, name, dtype)
 
 
 class _Projections(nn.Module):
-    """A named set of projections (``pack`` or ``unpack``) when they are not shared."""
+    """The projections of one attention (``pack`` or ``unpack``) that are not shared."""
 
+    names: tuple[str, ...]
     num_heads: int
     head_dim: int
     features: int
-    share_kv: bool
     dtype: Dtype
 
     def setup(self) -> None:
-        layers = _make_layers(self.num_heads, self.head_dim, self.features, self.share_kv, self.dtype)
-        self.query, self.key, self.value, self.out = layers
+        for name in self.names:
+            setattr(self, name, _make_layer(name, self.num_heads, self.head_dim, self.features, self.dtype))
 
-    def layers(self) -> _Layers:
-        return _Layers(self.query, self.key, self.value, self.out)
+    def layers(self) -> dict[str, nn.Module]:
+        return {name: getattr(self, name) for name in self.names}
 
 
 def _maxpool_same(x_BxNxHxDh: jax.Array, kernel_size: int) -> jax.Array:
@@ -170,13 +187,23 @@ def filter_length(
     kernel_size: int,
     stride: int,
     kernel_KxH: jax.Array | None = None,
+    padding: str = "same",
 ) -> tuple[jax.Array, jax.Array]:
-    """Filter along the length axis with 'same'-style windows; returns (B x J x H x Dh, B x J mask).
+    """Filter along the length axis; returns (B x J x H x Dh, B x J mask).
 
-    J = ceil(N / stride). Window j is centred on token j*stride and is real iff that token is
-    real; padded tokens count as 0 (conv) or -inf (maxpool); non-real windows are zeroed.
-    Strided windows are the stride-1 windows at the centres j*stride.
+    ``same``: J = ceil(N / stride); window j is centred on token j*stride and is real iff that
+    token is real. ``valid`` (the published code's max-pool and strided windows): window j covers
+    tokens [j*S, j*S + K), J = floor((N - K) / S) + 1 (at least 1: a sequence shorter than the
+    kernel is first padded to K), and it is real iff all its tokens are real. Padded tokens count
+    as 0 (conv) or -inf (maxpool); non-real windows are zeroed. Strided windows are the stride-1
+    windows at the strided positions.
     """
+    if padding not in WINDOWS:
+        raise ValueError(f"unknown filter padding {padding!r}; valid: {', '.join(WINDOWS)}")
+    if padding == "valid" and x_BxNxHxDh.shape[1] < kernel_size:
+        extra = kernel_size - x_BxNxHxDh.shape[1]
+        x_BxNxHxDh = jnp.pad(x_BxNxHxDh, ((0, 0), (0, extra), (0, 0), (0, 0)))
+        mask_BxN = jnp.pad(mask_BxN, ((0, 0), (0, extra)))
     real = mask_BxN[:, :, None, None]
     if kind == "maxpool":
         y = _maxpool_same(jnp.where(real, x_BxNxHxDh, -jnp.inf), kernel_size)
@@ -184,8 +211,17 @@ def filter_length(
         y = _conv_same(jnp.where(real, x_BxNxHxDh, 0.0), kernel_KxH)
     else:
         raise ValueError(f"unknown filter {kind!r}; valid: {', '.join(FILTERS)}")
-    mask_BxJ = mask_BxN[:, ::stride]
-    return jnp.where(mask_BxJ[:, :, None, None], y[:, ::stride], 0.0).astype(x_BxNxHxDh.dtype), mask_BxJ
+    if padding == "same":
+        mask_BxJ = mask_BxN[:, ::stride]
+        y = y[:, ::stride]
+    else:
+        n, left = mask_BxN.shape[1], (kernel_size - 1) // 2
+        num_windows = (n - kernel_size) // stride + 1
+        y = y[:, left::stride][:, :num_windows]  # the 'same' window centred at j*S + left is [j*S, j*S + K)
+        real_count = jnp.pad(jnp.cumsum(mask_BxN.astype(jnp.int32), axis=1), ((0, 0), (1, 0)))
+        starts = jnp.arange(num_windows) * stride
+        mask_BxJ = (real_count[:, starts + kernel_size] - real_count[:, starts]) == kernel_size
+    return jnp.where(mask_BxJ[:, :, None, None], y, 0.0).astype(x_BxNxHxDh.dtype), mask_BxJ
 
 
 class LunaAttention(Attention):
@@ -195,8 +231,14 @@ class LunaAttention(Attention):
       memory_size: memory cells M of the encoder's learned initial memory (paper: 1, 16, 256).
       filter: "none" | "conv" | "maxpool": ConvLuna's filter on the packing keys and values.
       kernel_size, stride: the filter's K and S (ignored for "none").
+      filter_padding: "same" (default: padding-safe, see the module docstring) | "valid" (the
+        published code's max-pool windows and strided convolutions).
       learn_temperature: packing logits / exp(tau), tau learned from 0; else the standard Dh^-1/2.
-      share_projections: one set of projections for packing and unpacking.
+      scale_unpacking: unpacking logits * Dh^-1/2 (Appendix B and Figure 3's note); False leaves
+        them unscaled, as the published ConvLuna code does (see the module docstring).
+      share_projections: projections used by both packing and unpacking: True (all of W^Q, W^K,
+        W^V, W^O), False (none), or a string of the letters q, k, v, o ("q": W^Q only, the
+        published ConvLuna code).
       share_kv: W^K for keys and W^V = I for values (needs qkv_dim == the model width D).
     """
 
@@ -204,8 +246,10 @@ class LunaAttention(Attention):
     filter: str = "none"
     kernel_size: int = 4
     stride: int = 1
+    filter_padding: str = "same"
     learn_temperature: bool = False
-    share_projections: bool = False
+    scale_unpacking: bool = True
+    share_projections: bool | str = False
     share_kv: bool = False
 
     uses_memory: ClassVar[bool] = True
@@ -214,6 +258,9 @@ class LunaAttention(Attention):
         super().__post_init__()
         if self.filter not in FILTERS:
             raise ValueError(f"attention_kwargs.filter={self.filter!r}; valid: {', '.join(FILTERS)}")
+        if self.filter_padding not in WINDOWS:
+            raise ValueError(f"attention_kwargs.filter_padding={self.filter_padding!r}; valid: {', '.join(WINDOWS)}")
+        shared_projections(self.share_projections)  # raises on a bad value
         for field in ("memory_size", "kernel_size", "stride"):
             if getattr(self, field) < 1:
                 raise ValueError(f"attention_kwargs.{field} must be >= 1, got {getattr(self, field)}")
@@ -244,7 +291,7 @@ class LunaAttention(Attention):
             v = xkv_BxKxD.reshape(k.shape).astype(k.dtype)
         else:
             v = layers.value(xkv_BxKxD)
-        scale: jax.Array | float | None = None  # Dh^-1/2
+        scale: jax.Array | float | None = None if packing or self.scale_unpacking else 1.0  # None: Dh^-1/2
         if packing:
             k, v = zero_padding(k, kv_mask_BxK), zero_padding(v, kv_mask_BxK)
             if self.filter != "none":
@@ -256,16 +303,20 @@ class LunaAttention(Attention):
                         nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform", in_axis=0, out_axis=1),
                         (self.kernel_size, self.num_heads),
                     )
-                opts = (self.filter, self.kernel_size, self.stride, kernel)
+                opts = (self.filter, self.kernel_size, self.stride, kernel, self.filter_padding)
                 k, _ = filter_length(k, kv_mask_BxK, *opts)
                 v, kv_mask_BxK = filter_length(v, kv_mask_BxK, *opts)
             if self.learn_temperature:
                 scale = jnp.exp(-self.param("log_temperature", nn.initializers.zeros, ()))
         dropout_rng = self.dropout_rng(deterministic)
-        return dot_product_attention(
+        y, weights_BxHxQxK = dot_product_attention(
             q, k, v, kv_mask_BxK, scale=scale, dropout_rate=self.dropout_rate,
-            dropout_rng=dropout_rng, deterministic=deterministic,
+            dropout_rng=dropout_rng, deterministic=deterministic, return_weights=True,
         )
+        if packing:  # for lra.diagnose (no-ops unless the "intermediates" collection is mutable)
+            self.sow("intermediates", "packing_weights", weights_BxHxQxK)
+            self.sow("intermediates", "packing_key_mask", kv_mask_BxK)
+        return y
 
     @nn.compact
     def __call__(
@@ -278,14 +329,19 @@ class LunaAttention(Attention):
         b, _, d = x_BxNxD.shape
         self._check_width(d)
         if memory is None:  # standalone use; the encoder passes its own learned memory
-            mem = self.param("memory", nn.initializers.normal(stddev=d**-0.5), (self.memory_size, d))
+            mem = self.param("memory", nn.initializers.normal(stddev=1.0), (self.memory_size, d))
             memory = jnp.broadcast_to(mem, (b,) + mem.shape).astype(x_BxNxD.dtype)
-        args = (self.num_heads, self.head_dim, d, self.share_kv, self.dtype)
-        if self.share_projections:
-            pack = unpack = _make_layers(*args)
-        else:
-            pack = _Projections(*args, name="pack").layers()
-            unpack = _Projections(*args, name="unpack").layers()
+        needed = tuple(n for n in PROJECTIONS if not (n == "value" and self.share_kv))
+        shared = tuple(n for n in shared_projections(self.share_projections) if n in needed)
+        own = tuple(n for n in needed if n not in shared)
+        args = (self.num_heads, self.head_dim, d, self.dtype)
+        common = {name: _make_layer(name, *args) for name in shared}
+
+        def layers(scope: str) -> _Layers:
+            found = dict(common, **(_Projections(own, *args, name=scope).layers() if own else {}))
+            return _Layers(found["query"], found["key"], found.get("value"), found["out"])
+
+        pack, unpack = layers("pack"), layers("unpack")
 
         packed_BxMxHxDh = self._attend(pack, memory, x_BxNxD, mask_BxN, packing=True,
                                        deterministic=deterministic)
