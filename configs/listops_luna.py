@@ -1,4 +1,5 @@
-"""ListOps with Luna (Appendix B; options: paper | cpu | smoke, mem=1|16|256)."""
+"""ListOps with Luna (Appendix B; options: paper | cpu | smoke,
+mem=1|16|256, reference)."""
 
 from lra.defaults import MEMORY_FAMILY_MODEL, make_config
 

@@ -10,7 +10,7 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
     (``mem=16``, ``clusters=8``);
   * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna);
   * ``reference``: the published ConvLuna code's choices where they differ from the paper's
-    text or from our defaults (``lra/reference.py``), for the softmax, Luna and ConvLuna configs.
+    text or from our defaults (``lra/reference.py``), for the Luna and ConvLuna configs.
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.model.head_hidden_layers = 1  # single-input head: Dense(mlp_dim) layers before the logits
     c.model.pre_pool_norm = False  # LayerNorm right before pooling (the published code's classifier)
     c.model.attention_residual_dropout = True  # dropout on the attention output before the residual
+    c.model.embedding_dropout = True  # dropout on token + position embeddings (LRA's encoders)
     c.model.mask_padding = True  # False: no padding masks anywhere (the published code's default)
     c.model.embedding = "table"  # "table" (token embeddings) | "linear" (image: x * w + b of normalised pixels)
     c.model.pixel_mean = 0.48  # embedding="linear": pixels / 255 are normalised as (p - mean) / std

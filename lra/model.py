@@ -1,15 +1,24 @@
 """The common encoder and the classifier heads every attention family plugs into.
 
-Token embedding + learnable absolute positions, ``num_layers`` blocks (pre- or post-LayerNorm),
-pooling (``cls`` | ``mean`` over real tokens | ``memory`` average for memory families), and a
-classifier: one input, or two inputs for matching (the same encoder on both documents, combined
-as [u, v, u*v, u-v] by default).
+Token embedding (or, ``embedding="linear"``, the published ConvLuna code's affine pixel
+embedding) + learnable absolute positions, ``num_layers`` blocks (pre- or post-LayerNorm),
+optionally a LayerNorm (``pre_pool_norm``), pooling (``cls`` | ``mean`` over real tokens |
+``memory`` average for memory families), and a classifier head (GELU by default, Table 2): one
+input, or two inputs for matching (the same encoder on both documents, combined as
+[u, v, u*v, u-v] (LRA's) or [u, v] (``dual_combine="concat"``, the memory families' configs)).
+
+Padding is masked everywhere unless ``mask_padding=False`` (the published code's setting, for
+reproduction only: padding then changes the result). The attention output goes through dropout
+before its residual unless ``attention_residual_dropout=False`` (the memory families' configs:
+Appendix B's equations and the published code have none).
 
 Memory families (``Attention.uses_memory``): the encoder owns the learned initial memory
 (``memory_size`` x D) and threads it through the blocks. A block calls
 ``y, packed = attn(x, mask, memory=mem)`` and applies the residuals itself; post-LN (the Luna
 paper's block): X' = LN(X + y), P' = LN(P + packed), X'' = LN(FFN(X') + X'): the memory skips
-the FFN. Pre-LN: the attention sees LN(x), LN(mem) and both residuals are plain sums.
+the FFN. Pre-LN: the attention sees LN(x), LN(mem) and both residuals are plain sums. The
+initial memory is drawn from N(0, ``memory_init_scale``^2), 1.0 as in the published code (the
+paper is silent). Each block sows its output memory (``intermediates``) for ``lra.diagnose``.
 
 The final norm is applied for pre-LN stacks only: a post-LN block already ends in a LayerNorm.
 """
@@ -104,6 +113,22 @@ class EncoderBlock(nn.Module):
         return x, memory
 
 
+class PixelEmbed(nn.Module):
+    """Pixel tokens (value v as token v + 1) -> ((v / 255 - mean) / std) * w + b, a D-vector per
+    pixel: the published ConvLuna code's CIFAR embedding (``IEmbedding``: w ~ N(0, 1), b ~ N(0, 0.1^2))."""
+
+    features: int
+    mean: float
+    std: float
+
+    @nn.compact
+    def __call__(self, tokens_BxN: jax.Array) -> jax.Array:
+        pixels_BxN = ((tokens_BxN.astype(jnp.float32) - 1.0) / 255.0 - self.mean) / self.std
+        w = self.param("weight", nn.initializers.normal(stddev=1.0), (self.features,))
+        b = self.param("bias", nn.initializers.normal(stddev=0.1), (self.features,))
+        return pixels_BxN[..., None] * w + b
+
+
 class Encoder(nn.Module):
     """Tokens B x N (0 = padding) -> pooled representation B x D."""
 
@@ -118,11 +143,8 @@ class Encoder(nn.Module):
         # mask_padding=False is the published code's setting (--mask_inputs False): every position,
         # padding included, is attended to and pooled. Kept as an option for reproduction only.
         mask = tokens_BxN != PAD_ID if cfg.mask_padding else jnp.ones(tokens_BxN.shape, bool)
-        if cfg.embedding == "linear":  # pixels: token v + 1 -> ((v / 255) - mean) / std, then x * w + b
-            pixels = ((tokens_BxN.astype(jnp.float32) - 1.0) / 255.0 - cfg.pixel_mean) / cfg.pixel_std
-            w = self.param("embed_weight", nn.initializers.normal(stddev=1.0), (cfg.emb_dim,))
-            b = self.param("embed_bias", nn.initializers.normal(stddev=0.1), (cfg.emb_dim,))
-            x = pixels[..., None] * w + b
+        if cfg.embedding == "linear":
+            x = PixelEmbed(cfg.emb_dim, cfg.pixel_mean, cfg.pixel_std, name="embed")(tokens_BxN)
         else:
             x = nn.Embed(
                 self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(stddev=1.0), name="embed"
@@ -143,7 +165,8 @@ class Encoder(nn.Module):
             (cfg.max_len + (cfg.pooling == "cls"), cfg.emb_dim),
         )
         x = (x + pos[None, :positions]).astype(dtype)
-        x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
+        if cfg.embedding_dropout:  # LRA's encoders; the published ConvLuna code has none
+            x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
 
         memory = None
         attn_cls = attention_registry.get(cfg.attention)

@@ -51,12 +51,26 @@ def upstream_data(tmp_path_factory) -> Path:
     return root
 
 
+MEMORY_CONFIG_FILES = [p for p in CONFIG_FILES if p.stem.endswith("luna")]
+SMOKE_RUNS = [(p, "smoke") for p in CONFIG_FILES] + [(p, "smoke,reference") for p in MEMORY_CONFIG_FILES]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)
-def test_smoke_preset_runs_end_to_end(path, upstream_data, tmp_path):
+@pytest.mark.parametrize("path,arg", SMOKE_RUNS, ids=lambda v: getattr(v, "stem", v))
+def test_smoke_preset_runs_end_to_end(path, arg, upstream_data, tmp_path):
+    _smoke_run(path, arg, upstream_data, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["listops_convluna", "text_luna"])
+def test_reference_smoke_runs_end_to_end(name, upstream_data, tmp_path):
+    """Two of the slow set's :reference runs, in the fast suite (the rest: -m slow)."""
+    _smoke_run(CONFIGS / f"{name}.py", "smoke,reference", upstream_data, tmp_path)
+
+
+def _smoke_run(path, arg, upstream_data, tmp_path):
     from lra.train import train_and_evaluate
 
-    config = load(path, "smoke")
+    config = load(path, arg)
     config.data_dir = str(upstream_data)
     config.num_train_steps = 2
     config.eval_every = config.checkpoint_every = 2

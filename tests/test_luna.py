@@ -27,6 +27,12 @@ VARIANTS = [
     (ConvLunaAttention, dict(filter="conv", kernel_size=4, stride=1)),
     (ConvLunaAttention, dict(filter="conv", kernel_size=5, stride=2, share_projections=False, share_kv=False)),
     (ConvLunaAttention, dict(filter="conv", kernel_size=32, stride=1)),
+    # the published code's choices (:reference): 'valid' windows, W^Q-only sharing, unscaled unpacking
+    (ConvLunaAttention, dict(filter="maxpool", kernel_size=4, stride=1, filter_padding="valid",
+                             share_projections="q", scale_unpacking=False)),
+    (ConvLunaAttention, dict(filter="conv", kernel_size=3, stride=2, filter_padding="valid")),
+    (ConvLunaAttention, dict(filter="maxpool", kernel_size=12, stride=1, filter_padding="valid")),
+    (LunaAttention, dict(share_projections="ko")),
 ]
 IDS = [f"{cls.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for cls, kw in VARIANTS]
 
@@ -34,17 +40,20 @@ IDS = [f"{cls.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for cls, 
 # ----------------------------------------------------------------------------- numpy reference
 
 
-def _np_filter(x, mask, kind, k, s, w):
-    """Appendix C's FilterOp with our window rule, written window by window."""
+def _np_filter(x, mask, kind, k, s, w, padding="same"):
+    """Appendix C's FilterOp with our window rules, written window by window: 'same' windows are
+    centred on token j*s (real iff that token is); 'valid' windows are [j*s, j*s + k) (real iff
+    all their tokens are, positions past the end counting as padding)."""
     b, n = mask.shape
-    nw, left = -(-n // s), (k - 1) // 2
+    left = (k - 1) // 2 if padding == "same" else 0
+    nw = -(-n // s) if padding == "same" else (max(n, k) - k) // s + 1
     y, m = np.zeros((b, nw) + x.shape[2:]), np.zeros((b, nw), bool)
     for bi in range(b):
         for j in range(nw):
-            c = j * s
-            m[bi, j] = mask[bi, c]
-            taps = [(t, c - left + t) for t in range(k)]
-            taps = [(t, p) for t, p in taps if 0 <= p < n and mask[bi, p]]
+            start = j * s - left
+            real = lambda p: 0 <= p < n and mask[bi, p]  # noqa: E731
+            m[bi, j] = real(j * s) if padding == "same" else all(real(start + t) for t in range(k))
+            taps = [(t, start + t) for t in range(k) if real(start + t)]
             if not m[bi, j]:
                 continue
             if kind == "maxpool":
@@ -63,22 +72,32 @@ def _np_mha(layers, xq, xkv, kv_mask, scale, filt=None):
         (k, _), (v, kv_mask) = filt(k, kv_mask), filt(v, kv_mask)
     logits = np.einsum("bqhk,bmhk->bhqm", q, k) * scale
     logits = np.where(kv_mask[:, None, None, :], logits, -np.inf)
-    w = np.exp(logits - logits.max(-1, keepdims=True))
-    y = np.einsum("bhqm,bmhk->bqhk", w / w.sum(-1, keepdims=True), v)
+    top = logits.max(-1, keepdims=True)
+    w = np.exp(logits - np.where(np.isfinite(top), top, 0.0))
+    total = w.sum(-1, keepdims=True)  # 0 when no key is real (a 'valid' kernel longer than the input):
+    y = np.einsum("bhqm,bmhk->bqhk", np.where(total > 0, w / np.maximum(total, 1e-300), 0.0), v)  # nothing read
     return np.einsum("bqhk,hkd->bqd", y, layers["out"]["kernel"]) + layers["out"]["bias"]
 
 
 def _np_luna(module, params, x, mask, memory):
     p = jax.tree.map(lambda a: np.asarray(a, np.float64), params["params"])
-    pack, unpack = (p, p) if module.share_projections else (p["pack"], p["unpack"])
+    shared = {True: "qkvo", False: ""}.get(module.share_projections, module.share_projections)
+    names = dict(q="query", k="key", v="value", o="out")
+
+    def layers(scope):
+        return {name: p[name] if letter in shared else p[scope][name]
+                for letter, name in names.items() if name in p or name in p.get(scope, {})}
+
+    pack, unpack = layers("pack"), layers("unpack")
     dh = module.qkv_dim // module.num_heads
     scale = np.exp(-p["log_temperature"]) if module.learn_temperature else dh**-0.5
     filt = None
     if module.filter != "none":
         w = p.get("filter_kernel")
-        filt = lambda a, m: _np_filter(a, m, module.filter, module.kernel_size, module.stride, w)  # noqa: E731
+        filt = lambda a, m: _np_filter(a, m, module.filter, module.kernel_size, module.stride, w,  # noqa: E731
+                                       module.filter_padding)
     packed = _np_mha(pack, memory, x, mask, scale, filt)
-    y = _np_mha(unpack, x, packed, np.ones(packed.shape[:2], bool), dh**-0.5)
+    y = _np_mha(unpack, x, packed, np.ones(packed.shape[:2], bool), dh**-0.5 if module.scale_unpacking else 1.0)
     return y, packed
 
 

@@ -1,4 +1,8 @@
-"""Luna and ConvLuna: attention factorised through a shared memory (Yorsh et al., Appendices B-D).
+"""Luna and ConvLuna: attention factorised through a shared memory.
+
+ConvLuna: Yorsh, Holeňa, Bojar, Herel, *On Difficulties of Attention Factorization through Shared
+Memory* (arXiv:2404.00798), Appendices B-D; Luna: Ma et al., *Luna: Linear Unified Nested
+Attention* (arXiv:2106.01540).
 
 One module is one Luna block's pair of attentions over the memory P (B x M x D) and the input
 X (B x N x D)::
@@ -18,7 +22,12 @@ ConvLuna (Appendix C) changes only the packing attention:
   ``Conv2d(H, H, (K, 1), groups=H)``), without bias; ``maxpool`` is a (K, 1) max. The same filter
   is applied to keys and values.
 * ``learn_temperature``: logits / exp(tau) with a learnable scalar tau (``log_temperature``,
-  initialised at 0) instead of Dh^-1/2. The unpacking attention keeps Dh^-1/2 (Figure 3's note).
+  initialised at 0) instead of Dh^-1/2. The unpacking attention keeps Dh^-1/2 (Figure 3's note:
+  "we keep the normalization fixed and identical to the vanilla Transformer").
+  ``scale_unpacking=False`` leaves the unpacking logits unscaled: that is what the published
+  code runs, because its ``ConvLunaBlock`` passes ``temperature_unpack`` into ``UnpackAttention``'s
+  ``affine`` argument slot, so the unpacking temperature stays at its 'unit' default (log 1 = 0).
+  The paper's numbers came from that code; ``:reference`` switches to it.
 
 The Appendix E ablations are config flags of the ConvLuna configs (``CONVLUNA_FLAGS``):
 ``only_scaling`` (no filter, learned temperature) and ``only_filtering`` (filter, Dh^-1/2), each
@@ -35,26 +44,38 @@ over the window's real tokens; the centre is real, so it is finite). Windows cen
 are masked out of the softmax and zeroed, even when they reach back over real tokens: counting
 them would make the memory depend on how much padding follows the sequence. Hence padded
 tokens never reach the memory, and changing or extending padding changes nothing at real
-positions. 'valid' windows (the reference's setting for pooling and stride > 1) cannot have that
-property: their number depends on the padded length, and a sequence shorter than the kernel
-would have no key at all. (The public reference code, github vladyorsh/lra_efficient_transformers,
-runs with masks switched off by default (``--mask_inputs False``) and, with them on, drops the key
-mask whenever the filter changes the length, so padding reaches its memory; we always mask.)
+positions. ``filter_padding="valid"`` gives the published code's windows (PyTorch
+``MaxPool2d(padding=0)``, and its convolutions at stride > 1): window j covers tokens
+[j*S, j*S + K) and is real iff all its tokens are. Windows that reach into padding are masked,
+so padding still never reaches the memory; but a sequence shorter than K has no real window,
+and its memory then reads nothing from the input (the packed memory is W^O's bias). (The public
+reference code, github vladyorsh/lra_efficient_transformers, runs with masks switched off by
+default (``--mask_inputs False``) and, with them on, drops the key mask whenever the filter
+changes the length, so padding reaches its memory; we mask unless ``config.model.mask_padding``
+is off, which ``:reference`` does to reproduce it.)
 The conv runs as small banded matmuls over blocks of the sequence (see ``_conv_same``).
 
 Sharing (Section D: "all ConvLuna models share projection matrices between packing and
 unpacking attention, and share the W^K and W^V = I_d weights within a module"):
 
-* ``share_projections``: one W^Q, W^K, W^V, W^O used by both attentions.
+* ``share_projections``: one W^Q, W^K, W^V, W^O used by both attentions (True), none (False),
+  or the named subset in the reference code's spelling (letters of "qkvo"). The published code
+  shares less than the text says: Luna's block reuses one attention module for both (all four),
+  but ConvLuna's ``SimplifiedConvLunaBlock`` re-creates both attentions after wiring the sharing
+  and then re-shares only W^Q ("q"), so W^K and W^O are separate. Our ConvLuna default follows
+  the text (W^Q, W^K, W^O shared); ``:reference`` uses "q".
 * ``share_kv``: no W^V: values are the attended inputs themselves split into heads (W^V = I),
   keys use W^K; this needs ``qkv_dim == D``.
 
 Parameter names. Shared projections use softmax's names at the top level: ``query``, ``key``,
 ``value`` (absent with ``share_kv``) and ``out``. Separate projections live in two submodules
-with the same inner names: ``pack/{query,key,value,out}`` and ``unpack/{query,key,value,out}``.
+with the same inner names: ``pack/{query,key,value,out}`` and ``unpack/{query,key,value,out}``
+(only those not shared).
 ConvLuna adds ``filter_kernel`` (K x H, for ``conv``) and ``log_temperature`` (a scalar).
-Called without a memory, the module uses its own learned ``memory`` (memory_size x D), so it
-also works as a standalone layer; inside the encoder the memory always comes from outside.
+Called without a memory, the module uses its own learned ``memory`` (memory_size x D, N(0, 1)),
+so it also works as a standalone layer; inside the encoder the memory always comes from outside.
+The packing attention's weights (B x H x M x J) and key mask are sown into the
+``intermediates`` collection for ``lra.diagnose`` (free unless that collection is mutable).
 """
 
 from __future__ import annotations
