@@ -1,4 +1,4 @@
-"""Task defaults at paper scale (Table 2 of convluna_shared_memory.txt), softmax attention.
+"""Task defaults at paper scale (Table 2 of the ConvLuna paper, arXiv:2404.00798), softmax attention.
 
 The defaults live in ``lra/defaults.py`` so the package can import them; this file exposes them
 to ``--config configs/base.py:TASK``.

@@ -1,4 +1,4 @@
-"""Task defaults (Table 2 of convluna_shared_memory.txt), presets and the config-option parser.
+"""Task defaults (Table 2 of the ConvLuna paper, arXiv:2404.00798), presets and the config-option parser.
 
 Every ``configs/<task>_<attention>.py`` is a thin call of :func:`make_config`, so the whole
 config system lives here, importable from the package (tests, sweeps, evaluation) rather than
@@ -119,6 +119,36 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     # Memory families: memory statistics (lra.memory_stats) on one validation batch at each
     # evaluation, logged to metrics.jsonl as split "memory". On in the cpu preset of memory families.
     c.log_memory_stats = False
+    return c
+
+
+# What runs recorded before a field existed did: a config.json without the field is read with
+# this value, so evaluating or diagnosing an old run rebuilds the model it trained.
+LEGACY_FIELDS: dict[str, Any] = {
+    "model.memory_init_scale": None,  # None: emb_dim ** -0.5, filled in by upgrade_run_config
+    "model.head_activation": "relu",
+    "model.head_hidden_layers": 1,
+    "model.pre_pool_norm": False,
+    "model.attention_residual_dropout": True,
+    "model.embedding_dropout": True,
+    "model.mask_padding": True,
+    "model.embedding": "table",
+    "model.pixel_mean": 0.48,
+    "model.pixel_std": 0.24,
+    "log_memory_stats": False,
+}
+
+
+def upgrade_run_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A run's recorded config with the fields added since it ran set to :data:`LEGACY_FIELDS`."""
+    c = ml_collections.ConfigDict(config.to_dict())
+    for dotted, value in LEGACY_FIELDS.items():
+        *parents, name = dotted.split(".")
+        node = c
+        for parent in parents:
+            node = node[parent]
+        if name not in node:
+            node[name] = c.model.emb_dim**-0.5 if dotted == "model.memory_init_scale" else value
     return c
 
 

@@ -22,7 +22,7 @@ import ml_collections
 from lra import distributed
 from lra.checkpoints import Checkpoints
 from lra.data import load_task
-from lra.defaults import OPTION_ALIASES, parse_value
+from lra.defaults import OPTION_ALIASES, parse_value, upgrade_run_config
 from lra.model import build_model
 from lra.train import evaluate_split, make_steps
 from lra.validation import validate_config
@@ -32,7 +32,8 @@ def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
     path = workdir / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: --workdir must be a run directory written by lra.train")
-    return ml_collections.ConfigDict(json.loads(path.read_text()))
+    # Fields added since the run was recorded take the values the run trained with.
+    return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
 
 
 def parse_options(text: str) -> dict[str, Any]:

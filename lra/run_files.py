@@ -1,4 +1,4 @@
-"""The files of a run's workdir: config.json, metrics.jsonl and result.json (DESIGN.md, A run)."""
+"""The files of a run's workdir: config.json, metrics.jsonl and result.json (docs/design.md, A run)."""
 
 from __future__ import annotations
 

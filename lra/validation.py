@@ -82,7 +82,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                           f"{m.attention!r} has no memory: set it to False")
     _positive(config, "model.num_layers", "model.num_heads", "model.emb_dim", "model.qkv_dim",
               "model.mlp_dim", "model.max_len", "data.max_len", "batch_size", "eval_batch_size",
-              "num_train_steps", "eval_every", "checkpoint_every", "log_every")
+              "num_train_steps", "eval_every", "checkpoint_every", "log_every",
+              "data.num_train", "data.num_val", "data.num_test")  # an empty split selects or reports nothing
     for name in ("model.dropout_rate", "model.attention_dropout_rate"):
         rate = m[name.split(".")[1]]
         if not 0.0 <= rate < 1.0:

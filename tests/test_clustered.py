@@ -144,15 +144,59 @@ def test_kmeans_recovers_separated_groups_and_ignores_padding():
     hashes[..., -2:, :] = -centers[0]  # two padded queries far from everything
     mask = jnp.asarray(np.arange(10)[None, :] < 8)
     for init in cl.INITS:
-        got = np.asarray(cl.hamming_kmeans(jnp.asarray(hashes, jnp.float32), mask, 3, 5, init))
+        got = np.asarray(cl.hamming_kmeans(jnp.asarray(hashes, jnp.float32), mask, 3, 5, init,
+                                           jax.random.key(0)))
         got = got[0, 0, :8]
         # Same partition as the labels (cluster ids are arbitrary).
         assert len(set(zip(got, labels[:8]))) == 3 == len(set(got))
 
 
+@pytest.mark.parametrize("kmeans_init", cl.INITS)
 @pytest.mark.parametrize("name", NAMES)
-def test_padding_invariance(name):
-    assert_padding_invariant(make(name, num_clusters=3, topk=4))
+def test_padding_invariance(name, kmeans_init):
+    assert_padding_invariant(make(name, num_clusters=3, topk=4, kmeans_init=kmeans_init))
+
+
+def random_seeds(mask: np.ndarray, count: int, key: int) -> np.ndarray:
+    return np.asarray(jax.jit(cl._random_real_indices, static_argnums=1)(
+        jnp.asarray(mask), count, jax.random.key(key)))
+
+
+def test_random_init_draws_distinct_real_positions_deterministically():
+    mask = np.arange(40)[None, :] < np.array([[9], [40], [25]])
+    seeds = random_seeds(mask, 6, key=0)
+    for b, length in enumerate((9, 40, 25)):
+        assert len(set(seeds[b])) == 6 and seeds[b].max() < length, seeds[b]  # distinct, real
+    np.testing.assert_array_equal(random_seeds(mask, 6, key=0), seeds)  # same key, same seeds
+    draws = {tuple(random_seeds(mask, 6, key=k)[1]) for k in range(5)}
+    assert len(draws) == 5  # other keys, other seeds
+    assert not all(tuple(s) == tuple(range(6)) for s in draws)  # not the "first" seeding
+    # Extra padding leaves the seeds of real positions unchanged (padding invariance).
+    longer = np.concatenate([mask, np.zeros((3, 7), bool)], axis=1)
+    np.testing.assert_array_equal(random_seeds(longer, 6, key=0), seeds)
+    # Fewer real tokens than clusters: every real position is a seed, then one repeats.
+    short = random_seeds(np.arange(12)[None, :] < 4, 6, key=0)[0]
+    assert set(short) == {0, 1, 2, 3} and len(set(short[4:])) == 1
+
+
+def test_random_init_seeds_come_from_the_attention_rng_under_jit():
+    x, mask = random_inputs(5)
+    variables = init(x, mask)
+    module = make("clustered", num_clusters=3, kmeans_init="random")
+    apply = jax.jit(lambda key: module.apply(variables, x, mask, rngs={"attention": key})[0])
+    y = np.asarray(apply(jax.random.key(2)))
+    np.testing.assert_array_equal(np.asarray(apply(jax.random.key(2))), y)
+    np.testing.assert_allclose(
+        np.asarray(module.apply(variables, x, mask, rngs={"attention": jax.random.key(2)})[0]),
+        y, atol=1e-5)  # eager == jit
+    # Other keys, other clusterings (with no Lloyd step: the seeds' Voronoi cells).
+    q = jnp.asarray(np.random.default_rng(0).normal(size=(2, N, 2, 8)), jnp.float32)
+    clusters = [np.asarray(cl.cluster_queries(q, mask, jax.random.key(k), 3, iterations=0,
+                                              init="random")) for k in range(3)]
+    assert not np.array_equal(clusters[0], clusters[1])
+    assert not np.array_equal(clusters[0], clusters[2])
+    with pytest.raises(ValueError, match="rng"):
+        cl.hamming_kmeans(jnp.ones((1, 1, 4, 8)), jnp.ones((1, 4), bool), 2, init="random")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -192,15 +236,16 @@ def test_hashing_planes_come_from_the_attention_rng(name):
     assert jax.tree.structure(created) == jax.tree.structure(variables)  # planes are no parameters
 
 
+@pytest.mark.parametrize("kmeans_init", ["farthest", "random"])
 @pytest.mark.parametrize("name", NAMES)
-def test_no_quadratic_memory(name):
-    assert_no_quadratic(make(name), n=4096)
+def test_no_quadratic_memory(name, kmeans_init):
+    assert_no_quadratic(make(name, kmeans_init=kmeans_init), n=4096)
 
 
 def test_invalid_options_fail_clearly():
     x, mask = token_inputs()
     with pytest.raises(ValueError, match="kmeans_init"):
-        jax.eval_shape(make("clustered", kmeans_init="random").init, jax.random.key(0), x, mask)
+        jax.eval_shape(make("clustered", kmeans_init="kmeans++").init, jax.random.key(0), x, mask)
     with pytest.raises(ValueError, match="topk"):
         jax.eval_shape(make("improved_clustered", topk=0).init, jax.random.key(0), x, mask)
 

@@ -31,6 +31,8 @@ VARIANTS = {
     "gated": dict(cls=GatedLinearAttention),
     "gated_causal": dict(cls=GatedLinearAttention, causal=True, chunk_size=3),
     "gated_key": dict(cls=GatedLinearAttention, gate_on="key"),
+    "linear_tied": dict(cls=LinearAttention, tie_kv=True),
+    "gated_tied_causal": dict(cls=GatedLinearAttention, tie_kv=True, causal=True, chunk_size=3),
 }
 
 
@@ -53,7 +55,8 @@ def reference(module: LinearAttention, variables, x, mask) -> np.ndarray:
     def proj(name: str) -> np.ndarray:
         return np.einsum("bnd,dhk->bnhk", x, p[name]["kernel"]) + p[name]["bias"]
 
-    q, k, v = proj("query"), proj("key"), proj("value")
+    q, k = proj("query"), proj("key")
+    v = k if module.tie_kv else proj("value")
     if isinstance(module, GatedLinearAttention):
         g = 1.0 / (1.0 + np.exp(-proj("gate")))
         k = k * g if module.gate_on in ("both", "key") else k
@@ -83,7 +86,8 @@ def test_matches_explicit_sum_over_tokens(variant):
     )
 
 
-@pytest.mark.parametrize("variant", ["linear", "linear_chunked", "gated_causal"])
+@pytest.mark.parametrize(
+    "variant", ["linear", "linear_chunked", "gated_causal", "linear_tied", "gated_tied_causal"])
 def test_padding_invariant(variant):
     assert_padding_invariant(make(variant), atol=1e-4)
 
@@ -110,7 +114,7 @@ def test_causal_outputs_ignore_the_future(variant):
         assert not np.allclose(y2[:, i], y[:, i], atol=1e-3)  # position i does see itself
 
 
-@pytest.mark.parametrize("variant", ["linear", "gated", "linear_sum", "linear_chunked"])
+@pytest.mark.parametrize("variant", ["linear", "gated", "linear_sum", "linear_chunked", "linear_tied"])
 def test_lookup_of_encoded_document_equals_forward(variant):
     module = make(variant)
     x, mask = inputs()
@@ -154,6 +158,37 @@ def test_normalize_makes_output_scale_length_independent():
     np.testing.assert_allclose(l, 8 * s, rtol=1e-5, atol=1e-5)  # the plain sum grows
 
 
+@pytest.mark.parametrize("cls", [LinearAttention, GatedLinearAttention])
+def test_tie_kv_creates_no_value_projection(cls):
+    x, mask = inputs()
+    tied = cls(num_heads=H, qkv_dim=QKV, tie_kv=True).init(jax.random.key(1), x, mask)["params"]
+    untied = cls(num_heads=H, qkv_dim=QKV).init(jax.random.key(1), x, mask)["params"]
+    assert "value" not in tied and set(untied) - set(tied) == {"value"}
+
+
+def test_tie_kv_without_normalize_is_the_papers_symmetric_summary():
+    """One head, tie_kv, plain sum: C = sum_t h_t h_t^T over real tokens (h = key projection),
+    out_i = C q_i, then the out projection -- the paper's R = C q written with numpy matrices."""
+    module = LinearAttention(num_heads=1, qkv_dim=QKV, tie_kv=True, normalize=False)
+    x, mask = inputs()
+    variables = perturb_params(module.init(jax.random.key(1), x, mask))
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), variables["params"])
+    xs, m = np.asarray(x, np.float64), np.asarray(mask)
+    y, _ = module.apply(variables, x, mask)
+    summary = module.apply(variables, x, mask, method="encode")
+    for b in range(B):
+        h = xs[b] @ p["key"]["kernel"][:, 0] + p["key"]["bias"][0]  # N x Dh
+        q = xs[b] @ p["query"]["kernel"][:, 0] + p["query"]["bias"][0]
+        c = sum(np.outer(h[t], h[t]) for t in range(N) if m[b, t])
+        np.testing.assert_allclose(summary[b, 0], c, rtol=1e-5, atol=1e-5)
+        expected = (q @ c) @ p["out"]["kernel"][0] + p["out"]["bias"]  # C symmetric: q^T C = (C q)^T
+        np.testing.assert_allclose(np.asarray(y[b])[m[b]], expected[m[b]], rtol=1e-4, atol=1e-4)
+    # The option string the docs name selects exactly this module.
+    from lra.defaults import make_config
+    kwargs = make_config("listops", "linear", "smoke,tie_kv=true,normalize=false").model.attention_kwargs
+    assert (kwargs["tie_kv"], kwargs["normalize"]) == (True, False)
+
+
 def test_gate_starts_open_and_validates_its_side():
     module = make("gated")
     x, mask = inputs()
@@ -176,8 +211,10 @@ def test_dropout_drops_token_contributions_only_when_training():
         LinearAttention(num_heads=2, qkv_dim=16, causal=True),
         GatedLinearAttention(num_heads=2, qkv_dim=16),
         GatedLinearAttention(num_heads=2, qkv_dim=16, causal=True),
+        LinearAttention(num_heads=2, qkv_dim=16, tie_kv=True),
+        GatedLinearAttention(num_heads=2, qkv_dim=16, causal=True, tie_kv=True),
     ],
-    ids=["linear", "linear_causal", "gated", "gated_causal"],
+    ids=["linear", "linear_causal", "gated", "gated_causal", "linear_tied", "gated_tied_causal"],
 )
 def test_no_quadratic_intermediate(module):
     assert_no_quadratic(module, n=4096)  # the Dh x Dh summaries are fine, N x N is not

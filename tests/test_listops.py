@@ -338,6 +338,39 @@ def test_missing_release_file_names_path_and_fix(tmp_path):
         listops.load(make_config(tmp_path, source="release"))
 
 
+@pytest.mark.parametrize("missing", list(listops.SPLIT_FILES.values()))
+def test_auto_with_a_partial_release_names_the_missing_file(tmp_path, monkeypatch, missing):
+    folder = write_release(tmp_path, RELEASE_LINES)
+    (folder / missing).unlink()
+
+    def no_generation(*args, **kwargs):
+        raise AssertionError("fell back to a generated set")
+
+    monkeypatch.setattr(listops, "generate", no_generation)
+    for max_len in (60, 2000):  # whether or not the release's trees would fit
+        with pytest.raises(DataError, match="partial ListOps release") as err:
+            listops.load(make_config(tmp_path, source="auto", max_len=max_len))
+        message = str(err.value)
+        assert str(folder / missing) in message and "to fix" in message and "lra_release.gz" in message
+        assert all(str(folder / f) not in message for f in listops.SPLIT_FILES.values() if f != missing)
+
+
+def test_header_only_split_names_the_file(tmp_path):
+    from lra.data import prepare
+
+    folder = write_release(tmp_path, dict(RELEASE_LINES, validation=[]))
+    path = folder / "basic_val.tsv"
+    assert path.read_text() == "Source\tTarget\n"
+    with pytest.raises(DataError, match="no examples after the header") as err:
+        listops.read_split(path, "validation", 12)
+    assert f"{path}:2 " in str(err.value) and "to fix" in str(err.value)
+    path.write_text("Source\tTarget")  # no final newline: still header-only
+    config = prepare.make_config("listops", str(tmp_path), 2000, ["source=release"])
+    with pytest.raises(DataError, match="no examples after the header") as err:
+        prepare.prepare(config, download=False)
+    assert f"{path}:2 " in str(err.value)
+
+
 def test_load_returns_padded_task_data(tmp_path):
     config = make_config(tmp_path)
     data = get_loader("listops")(config)

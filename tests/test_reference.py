@@ -247,3 +247,59 @@ def test_readme_divergence_table_lists_every_field():
         assert d.detail in section, d.detail
         for f in fields:
             assert f in section, f
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("listops_*.py")) + sorted(CONFIGS.glob("text_*luna.py")),
+                         ids=lambda p: p.stem)
+def test_every_default_model_ignores_padding(path):
+    """The new defaults (N(0, 1) memory, GELU head, no residual dropout for memory families) keep
+    the whole model padding invariant, for every family."""
+    config = load(path, "smoke")
+    model = build_model(config.model, 16, 10, False)
+    tokens = _tokens()
+    longer = np.concatenate([tokens, np.zeros((3, 9), np.int32)], axis=1)
+    v = model.init(jax.random.key(0), longer)
+    rngs = {"attention": jax.random.key(0)}
+    np.testing.assert_allclose(np.asarray(model.apply(v, tokens, rngs=rngs)),
+                               np.asarray(model.apply(v, longer, rngs=rngs)), atol=5e-5)
+
+
+@pytest.mark.parametrize("grid", ["convluna_table1", "convluna_table3", "memory_degradation"])
+def test_sweep_grids_use_the_papers_matching_head(grid):
+    from lra import sweep
+
+    for run in sweep.expand(grid, "paper", tasks=["matching"], seeds=[0]):
+        config = sweep._load_config_module(run.config_path).get_config(run.config_arg)
+        expected = "concat_mul_sub" if config.model.attention == "softmax" else "concat"
+        assert config.model.dual_combine == expected, run.variant.label
+
+
+def test_old_run_configs_rebuild_the_model_they_trained(tmp_path):
+    """A config.json recorded before the issue-12 fields existed reads back with the old behaviour."""
+    import json
+
+    from lra.defaults import LEGACY_FIELDS, upgrade_run_config
+    from lra.evaluate import load_run_config
+
+    record = load(CONFIGS / "listops_convluna.py", "smoke").to_dict()
+    for dotted in LEGACY_FIELDS:
+        *parents, name = dotted.split(".")
+        node = record
+        for parent in parents:
+            node = node[parent]
+        del node[name]
+    (tmp_path / "config.json").write_text(json.dumps(record))
+    old = load_run_config(tmp_path)
+    assert old.model.memory_init_scale == old.model.emb_dim**-0.5
+    assert (old.model.head_activation, old.model.attention_residual_dropout, old.log_memory_stats) == ("relu", True, False)
+    validate_config(old)
+    new = load(CONFIGS / "listops_convluna.py", "smoke")
+    assert upgrade_run_config(new).to_dict() == new.to_dict()  # present fields are kept
+
+
+@pytest.mark.parametrize("field", ["num_train", "num_val", "num_test"])
+def test_empty_generated_splits_are_refused(field):
+    c = make_config("listops", "softmax", "smoke")
+    c.data[field] = 0
+    with pytest.raises(ConfigError, match=f"config.data.{field} must be a positive integer"):
+        validate_config(c)

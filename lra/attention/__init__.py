@@ -1,4 +1,4 @@
-"""Registry of attention families: name -> flax module class (DESIGN.md).
+"""Registry of attention families: name -> flax module class (docs/design.md).
 
 Every registered module has the call signature
 ``y_BxNxD, memory = attn(x_BxNxD, mask_BxN, memory=None, deterministic=True)``.

@@ -25,7 +25,7 @@ MASK_LOGIT = -1e9
 
 
 class Attention(nn.Module):
-    """Base class: the fields every family takes (DESIGN.md's module interface).
+    """Base class: the fields every family takes (docs/design.md, The attention contract).
 
     Attributes:
       num_heads: number of heads H; ``qkv_dim`` must be divisible by it.

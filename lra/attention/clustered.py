@@ -24,7 +24,16 @@ Choices where the paper is silent (they follow the authors' released code unless
     seeding in Hamming space, starting at the first real query: deterministic, and when the
     queries have at most C distinct hashes every one gets its own centroid, so C >= (distinct
     queries) reproduces softmax attention exactly. ``"first"`` seeds with the first C real
-    queries (the released code).
+    queries: the released code up to fast-transformers 0.3.0 (the first C hashes of each
+    sequence). ``"random"`` seeds with C distinct real queries drawn at random: the released
+    code from fast-transformers 0.4.0 on, which draws C distinct positions of the padded length
+    (``np.random.choice(L, C, replace=False)``, the same positions for the whole batch and every
+    head). We draw among each sequence's real queries only, so padding is never a seed (one
+    random priority per position, shared by the batch and the heads, independent of the padded
+    length), from the ``attention`` rng stream (``fold_in(rng, 1)``: the hash planes stay those
+    of the other inits), so the seeds are deterministic given the rng. With fewer real queries
+    than C, ``"first"`` and ``"random"`` seed every real query and repeat one for the remaining
+    centroids; the duplicates stay empty (ties go to the lowest index), as with ``"farthest"``.
   * Lloyd step: assign each query to its nearest centroid (ties: lowest index), then set every
     centroid to the bitwise majority of its members' hashes (ties: bit 0). An empty cluster keeps
     its previous centroid (the released code redraws it at random; keeping it needs no rng).
@@ -60,7 +69,7 @@ from lra.attention.base import (
     zero_padding,
 )
 
-INITS = ("farthest", "first")
+INITS = ("farthest", "first", "random")
 
 
 # ----------------------------------------------------------------------------------- clustering
@@ -84,9 +93,30 @@ def hash_queries(q_BxHxNxD: jax.Array, planes_RxD: jax.Array, thresholds_R: jax.
 def _first_real_indices(mask_BxN: jax.Array, count: int) -> jax.Array:
     """Positions (B x count) of the first ``count`` real tokens; repeats the last when short."""
     order = jnp.argsort(jnp.where(mask_BxN, 0, 1), axis=-1, stable=True)  # real first, in order
+    return _leading_real(order, mask_BxN, count)
+
+
+def _random_real_indices(mask_BxN: jax.Array, count: int, rng: jax.Array) -> jax.Array:
+    """Positions (B x count) of ``count`` distinct real tokens drawn uniformly at random per
+    sequence (a random permutation of the real ones); every real token, then repeats, when short.
+
+    Position n's random priority comes from ``fold_in(rng, n)``, so it does not depend on the
+    padded length (extra padding never changes the seeds); like the released code, one draw is
+    shared by the batch, so a sequence's seeds do not depend on its batch slot.
+    """
+    u_N = jax.vmap(lambda n: jax.random.uniform(jax.random.fold_in(rng, n)))(
+        jnp.arange(mask_BxN.shape[-1]))
+    # The real positions in random order (priorities < 1), then the padding.
+    order = jnp.argsort(jnp.where(mask_BxN, u_N, 2.0), axis=-1)
+    return _leading_real(order, mask_BxN, count)
+
+
+def _leading_real(order_BxN: jax.Array, mask_BxN: jax.Array, count: int) -> jax.Array:
+    """The first ``count`` entries of ``order`` (a permutation listing the real positions first),
+    clipped to the real ones: the last real entry repeats when a sequence has fewer than count."""
     lengths = jnp.maximum(mask_BxN.sum(-1), 1)
     ranks = jnp.minimum(jnp.arange(count)[None, :], lengths[:, None] - 1)
-    return jnp.take_along_axis(order, ranks, axis=-1)
+    return jnp.take_along_axis(order_BxN, ranks, axis=-1)
 
 
 def _gather_rows(x_BxHxNxR: jax.Array, idx_BxHxC: jax.Array) -> jax.Array:
@@ -138,19 +168,26 @@ def hamming_kmeans(
     num_clusters: int,
     iterations: int = 10,
     init: str = "farthest",
+    rng: jax.Array | None = None,
 ) -> jax.Array:
     """K-means on +-1 hashes with Hamming distance; returns the cluster of each query (B x H x N).
 
     Padded queries get an assignment too (their outputs are discarded) but never count as
-    members, so they cannot move a centroid.
+    members, so they cannot move a centroid. ``rng`` draws the seeds of ``init="random"`` (the
+    same positions for every head of a sequence) and is unused otherwise.
     """
     if init not in INITS:
         raise ValueError(f"unknown K-means init {init!r}; valid: {', '.join(INITS)}")
+    if init == "random" and rng is None:
+        raise ValueError("hamming_kmeans(init='random') draws its seeds from rng: pass a jax key")
     real_Bx1xN = mask_BxN[:, None, :]
     if init == "farthest":
         centroids = _farthest_point_init(h_BxHxNxR, real_Bx1xN, num_clusters)
     else:
-        idx_BxC = _first_real_indices(mask_BxN, num_clusters)
+        if init == "first":
+            idx_BxC = _first_real_indices(mask_BxN, num_clusters)
+        else:
+            idx_BxC = _random_real_indices(mask_BxN, num_clusters, rng)
         idx_BxHxC = jnp.broadcast_to(idx_BxC[:, None, :], h_BxHxNxR.shape[:2] + (num_clusters,))
         centroids = _gather_rows(h_BxHxNxR, idx_BxHxC)
 
@@ -188,11 +225,17 @@ def cluster_queries(
     init: str = "farthest",
     dtype: Dtype = jnp.float32,
 ) -> jax.Array:
-    """LSH + Hamming K-means of the queries (not differentiated): cluster ids, B x H x N."""
+    """LSH + Hamming K-means of the queries (not differentiated): cluster ids, B x H x N.
+
+    ``rng`` draws the hash planes; ``fold_in(rng, 1)`` draws the ``init="random"`` seeds, so the
+    planes for a given rng are the same whatever the init.
+    """
     q_BxHxNxD = jax.lax.stop_gradient(q_BxNxHxD).transpose(0, 2, 1, 3)
     planes, thresholds = lsh_planes(rng, bits, q_BxHxNxD.shape[-1], hash_bias)
     hashes = hash_queries(q_BxHxNxD, planes, thresholds).astype(dtype)  # +-1: exact in bf16 too
-    return jax.lax.stop_gradient(hamming_kmeans(hashes, mask_BxN, num_clusters, iterations, init))
+    clusters = hamming_kmeans(hashes, mask_BxN, num_clusters, iterations, init,
+                              jax.random.fold_in(rng, 1))
+    return jax.lax.stop_gradient(clusters)
 
 
 # ------------------------------------------------------------------------------------ attention
@@ -341,7 +384,9 @@ class ClusteredAttention(Attention):
       bits: hash length R (the paper uses 63).
       iterations: Lloyd iterations of the Hamming K-means (the paper uses 10).
       hash_bias: random thresholds b ~ N(0, 1) on the hyperplanes (else sign of projection).
-      kmeans_init: K-means seeding, ``"farthest"`` or ``"first"`` (see the module docstring).
+      kmeans_init: K-means seeding: ``"farthest"`` (ours, deterministic), ``"first"``
+        (fast-transformers <= 0.3.0) or ``"random"`` (fast-transformers 0.4.0; seeds drawn from
+        the ``attention`` rng stream); see the module docstring.
     """
 
     num_clusters: int = 100

@@ -11,6 +11,14 @@ plays two roles, key and value, so per head::
 
 Choices (the paper works with one RNN state, not a transformer block):
 
+* ``tie_kv`` (default off): whether the value is the key. The paper's summary is the symmetric
+  ``C = sum_t h_t h_t^T``, one vector on both sides; ``tie_kv=True`` makes that literal
+  (``v_t = k_t``, no ``value`` projection is created), so ``linear:tie_kv=true,normalize=false``
+  with one head is the paper's form ``out_i = C q_i`` read through the ``out`` projection. Our
+  default gives the value its own projection, as every other family here does: it keeps the
+  parameter tree and capacity comparable with softmax attention (the LRA setting), and it
+  decouples what a token is matched on (its key) from what it returns (its value); tied, C is
+  symmetric positive semi-definite and a token returns the very vector it is matched on.
 * ``normalize`` (default on): C is divided by the number of real tokens (causal: by the number of
   real tokens up to i), i.e. a mean instead of the paper's sum. A sum grows with the length, so
   without it the output scale would depend on how long the sequence is (LRA lengths vary from
@@ -25,7 +33,9 @@ Choices (the paper works with one RNN state, not a transformer block):
   projected key/value rather than x_t itself means a closed gate removes the token's contribution
   entirely (the projection biases would otherwise still leak in). The gate starts open:
   W = 0, b = 1 (``gate_bias_init``), so at initialisation every token passes with weight
-  sigmoid(1) ~ 0.73 on each side, as in the authors' code.
+  sigmoid(1) ~ 0.73 on each side, as in the authors' code. With ``tie_kv=True`` and
+  ``gate_on="both"`` the two sides are literally the same vector ``g_t * k_t``, the paper's
+  ``f_t f_t^T``; untied, the same gate multiplies two different projections.
 * Attention dropout: there are no attention weights, so dropout removes whole token
   contributions to C (per token and head, inverted-dropout scaled); dropping the query-key pair
   weights would need the N x N matrix this family exists to avoid.
@@ -130,11 +140,15 @@ class LinearAttention(Attention):
       chunk_size: tokens per chunk. Causal: the running summary's granularity (memory
         N/L Dh^2 + N L per head). Non-causal: the sums over tokens are taken chunk by chunk, a
         speed setting only (see lra.attention.base.split_chunks).
+      tie_kv: values are the keys (v_t = k_t, no ``value`` parameters): the paper's symmetric
+        C = sum_t h_t h_t^T. Off by default so the value has its own projection like every other
+        family's (see the module docstring).
     """
 
     causal: bool = False
     normalize: bool = True
     chunk_size: int = 64
+    tie_kv: bool = False
 
     def __call__(
         self,
@@ -167,11 +181,13 @@ class LinearAttention(Attention):
             q = dense_heads(h, dh, "query", self.dtype)(x)
             return project_out(self, read(q, summary, self.chunk_size).astype(self.dtype), features)
 
-        if op == "forward":
+        if op == "forward" and not self.tie_kv:
             q, k, v = project_qkv(self, x)
-        else:  # encode: keys and values only
+        else:  # encode needs keys and values only; tie_kv has no value projection
+            if op == "forward":
+                q = dense_heads(h, dh, "query", self.dtype)(x)
             k = dense_heads(h, dh, "key", self.dtype)(x)
-            v = dense_heads(h, dh, "value", self.dtype)(x)
+            v = k if self.tie_kv else dense_heads(h, dh, "value", self.dtype)(x)
         k, v = self._gate(x, k, v)
         k = jnp.where(mask[..., None, None], k, 0).astype(k.dtype)  # padding never enters C
         dropout_rng = self.dropout_rng(deterministic)

@@ -1,4 +1,4 @@
-"""Task registry: name -> loader ``load(config) -> TaskData`` (DESIGN.md, Data).
+"""Task registry: name -> loader ``load(config) -> TaskData`` (docs/design.md, Data).
 
 Loaders are imported lazily so that a task's heavy dependencies are only needed when it runs.
 """

@@ -25,8 +25,10 @@ Decisions, where this differs from LRA's code:
     mixed-radix digits give the number of arguments and the operator. The labels are computed
     while the tree is built. Seeded with ``random.Random(generator_seed)``: deterministic.
   * Tokens: parentheses are dropped (they only mirror LRA's binary tuple nesting) and ``]`` is a
-    token of its own. LRA's input pipeline ran a tfds tokenizer that drops non-alphanumeric
-    tokens, so its models never saw ``]``; keeping it makes the expression unambiguous.
+    token of its own, which makes the expression unambiguous. This matches LRA's current input
+    pipeline, which keeps ``]`` (renamed ``X`` before its tokenizer, which drops
+    non-alphanumeric tokens); only its pre-2021 pipeline tokenized the raw ``]`` away, so those
+    models never saw where an operator's arguments end.
   * An example longer than ``config.data.max_len`` is an error, not silently truncated.
   * No CLS token is added: with ``config.model.pooling == "cls"`` the model prepends its own.
 """
@@ -213,6 +215,21 @@ def _say(message: str) -> None:
 
 def _complete(folder: Path) -> bool:
     return all((folder / f).is_file() for f in SPLIT_FILES.values())
+
+
+def _release_present(folder: Path, fix: str) -> bool:
+    """Whether the release's split files are all in ``folder``: False when none is.
+
+    A partial release (some split files but not all) is an error, not "absent": falling back to
+    a generated set would silently train on different data than the user put there.
+    """
+    missing = [folder / f for f in SPLIT_FILES.values() if not (folder / f).is_file()]
+    if missing and len(missing) < len(SPLIT_FILES):
+        raise DataError(
+            f"partial ListOps release in {folder}: missing {', '.join(map(str, missing))}\n"
+            f"  to fix: {fix}; or remove the folder's split files to use a generated set"
+        )
+    return not missing
 
 
 def _remove_stale_temporaries(final: Path) -> None:
@@ -432,7 +449,11 @@ def _check_structure(ids: np.ndarray, lengths: np.ndarray, first_line: int, wher
 
 
 def read_split(path: Path, split: str, max_len: int) -> Split:
-    """Read one TSV (``Source<TAB>Target`` header, LRA's parenthesised trees) into a padded Split."""
+    """Read one TSV (``Source<TAB>Target`` header, LRA's parenthesised trees) into a padded Split.
+
+    A file with no example after its header is a DataError (a truncated download or copy would
+    otherwise train, select or report on nothing; configs cannot ask for an empty split).
+    """
     where = _Where(path, split)
     raw = path.read_bytes()
     if not raw.endswith(b"\n"):
@@ -442,6 +463,11 @@ def read_split(path: Path, split: str, max_len: int) -> Split:
     if header != HEADER:
         raise where.error(1, f"expected the header {HEADER!r}, found {header[:40]!r}")
     num = raw.count(b"\n") - 1
+    if num == 0:
+        raise where.error(
+            2, "no examples after the header (a header-only file: truncated download or copy?); "
+            "to fix: re-extract it from the LRA release (lra_release.gz), or, for a generated "
+            "set, delete its folder so that it is generated again")
     inputs = np.zeros((num, max_len), np.int16)  # PAD_ID == 0
     labels = np.zeros(num, np.int32)
     lengths = np.zeros(num, np.int32)
@@ -476,26 +502,28 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     """ListOps as ``config.data`` describes: ``source`` auto | release | generated.
 
     auto: the release files if present and ``max_len`` holds their trees (< 2000 tokens), else a
-    generated set with the config's limits and counts (which the release ignores).
+    generated set with the config's limits and counts (which the release ignores). A release
+    folder with some split files but not all is an error under auto too, never a fallback.
     """
     d = config.data
     root = data_dir(config.data_dir)
     max_len = int(d.max_len)
     if d.source not in ("auto", "release", "generated"):
         raise ValueError(f"config.data.source={d.source!r}: valid values are auto, release, generated")
-    use_release = d.source == "release" or (
-        d.source == "auto" and _complete(release_dir(root)) and max_len >= RELEASE_MAX_LEN - 1
+    fix = (
+        f"download the LRA release (lra_release.gz) and extract it under the data dir {root} "
+        f"(set by --config.data_dir or LRA_DATA_DIR), or use --config.data.source=generated"
     )
+    use_release = d.source == "release" or (
+        d.source == "auto" and _release_present(release_dir(root), fix)
+        and max_len >= RELEASE_MAX_LEN - 1
+    )
+    counts = (int(d.num_train), int(d.num_val), int(d.num_test))
     if use_release:
         folder = release_dir(root)
-        fix = (
-            f"download the LRA release (lra_release.gz) and extract it under the data dir {root} "
-            f"(set by --config.data_dir or LRA_DATA_DIR), or use --config.data.source=generated"
-        )
         for f in SPLIT_FILES.values():
             require_file(folder / f, fix)
     else:
-        counts = (int(d.num_train), int(d.num_val), int(d.num_test))
         folder = ensure_generated(root, int(d.min_len), max_len, counts, int(d.generator_seed))
     _say(f"{'release' if use_release else 'generated'} data from {folder}")
     splits = {name: read_split(folder / f, name, max_len) for name, f in SPLIT_FILES.items()}
