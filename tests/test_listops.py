@@ -415,3 +415,59 @@ def test_auto_uses_release_only_when_present_and_it_fits(tmp_path):
 def test_invalid_config_names_the_field(tmp_path, data, field):
     with pytest.raises(ValueError, match=field):
         listops.load(make_config(tmp_path, **data))
+
+
+# --- token cache ----------------------------------------------------------------------------------
+
+
+def _forbid_reading(monkeypatch):
+    def no_parse(*args, **kwargs):
+        raise AssertionError("re-parsed a TSV that the cache holds")
+
+    monkeypatch.setattr(listops, "read_split", no_parse)
+
+
+@pytest.mark.parametrize("source", ["generated", "release"])
+def test_second_load_comes_from_the_cache(tmp_path, monkeypatch, source):
+    if source == "release":
+        write_release(tmp_path, RELEASE_LINES)
+    config = make_config(tmp_path, source=source, max_len=60)
+    first = listops.load(config)
+    entry = listops.cache_entry(config)
+    assert (entry / "meta.json").is_file() and entry.parent == tmp_path / "cache"
+    _forbid_reading(monkeypatch)
+    second = listops.load(config)
+    assert isinstance(second.train.inputs, np.memmap)  # memory-mapped, not parsed
+    for name, split in first.splits().items():
+        again = second.splits()[name]
+        for field in ("inputs", "labels", "lengths"):
+            np.testing.assert_array_equal(getattr(split, field), getattr(again, field))
+            assert getattr(split, field).dtype == getattr(again, field).dtype
+
+
+def test_changed_file_or_max_len_rebuilds_the_entry(tmp_path, monkeypatch):
+    folder = write_release(tmp_path, RELEASE_LINES)
+    config = make_config(tmp_path, source="release", max_len=12)
+    first = listops.load(config)
+    old_entry = listops.cache_entry(config)
+    with open(folder / "basic_val.tsv", "a") as f:  # one more example: size and mtime change
+        f.write("( ( ( [SM 4 ) 3 ) ] )\t7\n")
+    calls = []
+    real_read = listops.read_split
+    monkeypatch.setattr(listops, "read_split", lambda *a, **k: calls.append(a[1]) or real_read(*a, **k))
+    second = listops.load(config)
+    assert listops.cache_entry(config) != old_entry and calls == ["train", "validation", "test"]
+    assert first.validation.labels.tolist() == [3] and second.validation.labels.tolist() == [3, 7]
+    third = listops.load(make_config(tmp_path, source="release", max_len=16))  # another max_len
+    assert third.train.inputs.shape == (2, 16) and len(calls) == 6
+    np.testing.assert_array_equal(third.train.inputs[:, :12], second.train.inputs)
+
+
+def test_failed_parse_leaves_no_cache_entry(tmp_path):
+    folder = write_release(tmp_path, dict(RELEASE_LINES, test=[]))  # header-only test split
+    config = make_config(tmp_path, source="release", max_len=12)
+    with pytest.raises(DataError, match="basic_test.tsv:2 .*no examples after the header"):
+        listops.load(config)
+    assert not list((tmp_path / "cache").iterdir())  # no entry, no temporary folder
+    (folder / "basic_test.tsv").write_text("Source\tTarget\n( ( ( [MIN 4 ) 3 ) ] )\t3\n")
+    assert listops.load(config).test.labels.tolist() == [3]

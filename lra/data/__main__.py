@@ -1,4 +1,5 @@
-"""``python -m lra.data prepare TASK [--data_dir DIR] [--max_len N]`` (see lra/data/prepare.py)."""
+"""``python -m lra.data prepare TASK [--data_dir DIR] [--max_len N]`` (lra/data/prepare.py) and
+``python -m lra.data download TASK [--data_dir DIR] [--url URL]`` (lra/data/download.py)."""
 
 import sys
 

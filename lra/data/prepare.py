@@ -1,5 +1,7 @@
 """``python -m lra.data prepare TASK``: fetch (where possible), tokenise, cache, check, summarise.
 
+(``python -m lra.data download TASK`` fetches the official archives first: lra/data/download.py.)
+
 Run it once per task (and per ``--max_len``) before training: it builds the cache that every
 later load memory-maps, checks counts, labels and lengths, and prints a summary (examples and
 label balance per split, length percentiles, the cache folder). Published sizes that differ are
@@ -148,10 +150,29 @@ def prepare(config: ml_collections.ConfigDict, force: bool = False,
     return load_task(config), entry
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from lra.data import TASKS
+def run(task: str, data_dir: str | None = None, max_len: int | None = None, overrides: Sequence[str] = (),
+        force: bool = False, download: bool = True) -> int:
+    """The ``prepare`` command for one task: 0 ok, 1 broken invariants, 2 missing or malformed data."""
+    try:
+        config = make_config(task, data_dir, max_len, overrides)
+        data, entry = prepare(config, force=force, download=download)
+    except (DataError, ValueError, TypeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    errors, warnings = check(data, expected_sizes(task, config))
+    print(summary(data, task, entry))
+    for w in warnings:
+        print(f"warning: {w}")
+    for e in errors:
+        print(f"ERROR: {e}")
+    return 1 if errors else 0
 
-    parser = argparse.ArgumentParser(prog="python -m lra.data", description="Prepare the data of an LRA task.")
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from lra.data import TASKS, download
+
+    parser = argparse.ArgumentParser(prog="python -m lra.data",
+                                     description="Download and prepare the data of an LRA task.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="download (where possible), tokenise, cache and check one task")
     p.add_argument("task", choices=TASKS)
@@ -161,18 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="any config.data field, e.g. --set val_fraction=0.2 --set grayscale=pil")
     p.add_argument("--force", action="store_true", help="rebuild the cache entry")
     p.add_argument("--no_download", action="store_true", help="never call tensorflow-datasets")
+    download.add_parser(sub, TASKS)
     args = parser.parse_args(argv)
-
-    try:
-        config = make_config(args.task, args.data_dir, args.max_len, args.set)
-        data, entry = prepare(config, force=args.force, download=not args.no_download)
-    except (DataError, ValueError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    errors, warnings = check(data, expected_sizes(args.task, config))
-    print(summary(data, args.task, entry))
-    for w in warnings:
-        print(f"warning: {w}")
-    for e in errors:
-        print(f"ERROR: {e}")
-    return 1 if errors else 0
+    if args.command == "download":
+        return download.run(args)
+    return run(args.task, args.data_dir, args.max_len, args.set, args.force, download=not args.no_download)
