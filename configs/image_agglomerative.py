@@ -1,4 +1,7 @@
-"""Image (CIFAR-10 pixels) with agglomerative attention (options: paper | cpu | smoke, classes=N, causal=true)."""
+"""Image (CIFAR-10 pixels) with agglomerative attention (options: paper | cpu | smoke, classes=N, causal=true).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
 
 from lra.defaults import make_config
 

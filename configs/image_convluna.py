@@ -2,6 +2,8 @@
 
 Options: paper | cpu | smoke, mem=1|16|256, only_scaling | only_filtering (Appendix E), and
 reference (the published code's choices, lra/reference.py).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
 from lra.attention.luna import CONVLUNA_FLAGS

@@ -3,6 +3,8 @@ tokens plus keys at cumulative gaps 2, 3, ..., 180 beyond it on each side (paper
 
 Options: paper | cpu | smoke, window=W, max_gap=G, scale_scores=false, block_size=C. Same parameter
 tree as the Transformer baseline (pre-norm, CLS pooling), so softmax-trained weights evaluate with it.
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
 from lra.defaults import make_config

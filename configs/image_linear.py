@@ -1,4 +1,7 @@
-"""Image (CIFAR-10 pixels) with cheap linear attention (options: paper | cpu | smoke, normalize=false, causal=true)."""
+"""Image (CIFAR-10 pixels) with cheap linear attention (options: paper | cpu | smoke, normalize=false, causal=true).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
 
 from lra.defaults import make_config
 

@@ -1,5 +1,8 @@
 """Image (CIFAR-10) with Luna (Appendix B; options: paper | cpu | smoke,
-mem=1|16|256, reference)."""
+mem=1|16|256, reference).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
 
 from lra.defaults import MEMORY_FAMILY_MODEL, make_config
 

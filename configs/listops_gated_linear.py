@@ -1,4 +1,7 @@
-"""ListOps with gated linear attention (options: paper | cpu | smoke, gate_on=key|value|both)."""
+"""ListOps with gated linear attention (options: paper | cpu | smoke, gate_on=key|value|both).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
 
 from lra.defaults import make_config
 

@@ -1,4 +1,7 @@
-"""Matching (AAN retrieval) with agglomerative attention (options: paper | cpu | smoke, classes=N, causal=true)."""
+"""Matching (AAN retrieval) with agglomerative attention (options: paper | cpu | smoke, classes=N, causal=true).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
 
 from lra.defaults import make_config
 

@@ -2,6 +2,8 @@
 
 Options: paper | cpu | smoke, clusters=N (num_clusters), bits=, iterations=. Same parameter tree
 as the Transformer baseline (pre-norm, CLS pooling), so softmax-trained weights evaluate with it.
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
 from lra.defaults import make_config

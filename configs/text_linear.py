@@ -1,4 +1,7 @@
-"""Text (IMDB byte-level) with cheap linear attention (options: paper | cpu | smoke, normalize=false, causal=true)."""
+"""Text (IMDB byte-level) with cheap linear attention (options: paper | cpu | smoke, normalize=false, causal=true).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
 
 from lra.defaults import make_config
 

@@ -1,32 +1,124 @@
-"""Devices: multi-host initialisation and the data-parallel mesh (the successor of pmap)."""
+"""Devices: multi-host initialisation and the data-parallel mesh (the successor of pmap).
+
+Launches:
+
+* explicit: every process gets ``JAX_COORDINATOR_ADDRESS`` (``host:port`` of process 0),
+  ``JAX_NUM_PROCESSES`` and its own ``JAX_PROCESS_ID`` (optionally ``JAX_LOCAL_DEVICE_IDS``,
+  e.g. ``0,1``). jax's own initialize() reads only the address from the environment, so we parse
+  all of them and pass them explicitly; a missing one is an error that names it.
+* SLURM (``srun``), Open MPI (``mpirun``) and TPU pods: jax detects the processes itself; any
+  ``JAX_*`` variable given there is passed on and jax fills in the rest.
+* one process: nothing to initialise.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Any, Mapping
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+COORDINATOR_VAR = "JAX_COORDINATOR_ADDRESS"
+NUM_PROCESSES_VAR = "JAX_NUM_PROCESSES"
+PROCESS_ID_VAR = "JAX_PROCESS_ID"
+LOCAL_DEVICE_IDS_VAR = "JAX_LOCAL_DEVICE_IDS"
+EXPLICIT_VARS = (COORDINATOR_VAR, NUM_PROCESSES_VAR, PROCESS_ID_VAR)
+
 _initialized = False
 
 
-def multi_host_environment() -> bool:
-    """True under a launcher that runs one process per host (coordinator set, SLURM, MPI, TPU pod)."""
-    env = os.environ
-    if env.get("JAX_COORDINATOR_ADDRESS"):
-        return True
+def cluster_launcher(env: Mapping[str, str] | None = None) -> bool:
+    """True under a launcher jax detects by itself with several processes (SLURM, MPI, TPU pod)."""
+    env = os.environ if env is None else env
     for var in ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"):
         if int(env.get(var, "1") or 1) > 1:
             return True
     return "," in env.get("TPU_WORKER_HOSTNAMES", "")
 
 
+def multi_host_environment(env: Mapping[str, str] | None = None) -> bool:
+    """True under a launcher that runs one process per host (JAX_* variables, SLURM, MPI, TPU pod)."""
+    env = os.environ if env is None else env
+    return any(env.get(var) for var in EXPLICIT_VARS) or cluster_launcher(env)
+
+
+def _int_var(env: Mapping[str, str], var: str, minimum: int) -> int:
+    text = env[var].strip()
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"{var}={text!r} must be an integer >= {minimum}")
+    return value
+
+
+def initialize_args(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The keyword arguments for ``jax.distributed.initialize`` from the environment.
+
+    None when there is nothing to initialise (one process). Under SLURM/MPI/TPU only the
+    variables that are set are passed (jax detects the others); otherwise the three of
+    EXPLICIT_VARS must all be set, and a ValueError names the missing ones.
+    """
+    env = os.environ if env is None else env
+    given = {var: env[var] for var in EXPLICIT_VARS if env.get(var, "").strip()}
+    if not given:
+        return {} if cluster_launcher(env) else None
+    missing = [var for var in EXPLICIT_VARS if var not in given]
+    if missing and not cluster_launcher(env):
+        raise ValueError(
+            f"multi-process launch: {', '.join(given)} set but {', '.join(missing)} missing; set all of "
+            f"{COORDINATOR_VAR}=host:port (process 0's address), {NUM_PROCESSES_VAR}=N and "
+            f"{PROCESS_ID_VAR}=0..N-1 in every process (or unset them all for one process)"
+        )
+    args: dict[str, Any] = {}
+    if COORDINATOR_VAR in given:
+        address = given[COORDINATOR_VAR].strip()
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"{COORDINATOR_VAR}={address!r} must be host:port, e.g. 10.0.0.1:1234")
+        args["coordinator_address"] = address
+    if NUM_PROCESSES_VAR in given:
+        args["num_processes"] = _int_var(env, NUM_PROCESSES_VAR, 1)
+    if PROCESS_ID_VAR in given:
+        args["process_id"] = _int_var(env, PROCESS_ID_VAR, 0)
+        if args.get("num_processes", args["process_id"] + 1) <= args["process_id"]:
+            raise ValueError(
+                f"{PROCESS_ID_VAR}={args['process_id']} must be < {NUM_PROCESSES_VAR}={args['num_processes']}"
+            )
+    ids = env.get(LOCAL_DEVICE_IDS_VAR, "").strip()
+    if ids:
+        try:
+            args["local_device_ids"] = [int(i) for i in ids.split(",")]
+        except ValueError:
+            raise ValueError(f"{LOCAL_DEVICE_IDS_VAR}={ids!r} must be comma-separated integers, e.g. 0,1") from None
+    return args
+
+
+def _cpu_collectives_default() -> None:
+    """Use gloo for cross-process collectives on CPU unless one is chosen already.
+
+    Without an implementation a multi-process CPU run cannot run computations spanning
+    processes. Recent jax (0.10 here) defaults to gloo, older releases to none. The option only
+    configures the CPU client, so setting it on GPU/TPU runs changes nothing there. Must
+    precede initialize(): the CPU client is created with it.
+    """
+    name = "jax_cpu_collectives_implementation"
+    if hasattr(jax.config, name) and getattr(jax.config, name) is None:  # hasattr: older jax lack it
+        jax.config.update(name, "gloo")
+
+
 def initialize() -> None:
-    """Call jax.distributed.initialize() once when several hosts take part; a no-op otherwise."""
+    """Call jax.distributed.initialize() once when several processes take part; a no-op otherwise."""
     global _initialized
-    if not _initialized and multi_host_environment():
-        jax.distributed.initialize()
+    if _initialized:
+        return
+    args = initialize_args()
+    if args is not None:
+        _cpu_collectives_default()
+        jax.distributed.initialize(**args)
     _initialized = True
 
 

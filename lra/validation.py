@@ -50,7 +50,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         )
     # Let the family check its own option values (e.g. ranges) by constructing it.
     try:
-        attn_cls(num_heads=m.num_heads, qkv_dim=m.qkv_dim, **dict(m.attention_kwargs))
+        attn_cls(num_heads=m.num_heads, qkv_dim=m.qkv_dim, dropout_rate=m.attention_dropout_rate,
+                 **dict(m.attention_kwargs))
     except (TypeError, ValueError) as e:
         raise ConfigError(f"config.model.attention_kwargs for {m.attention!r}: {e}") from None
     for field, value, allowed in (
@@ -69,6 +70,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
             f"config.model.pooling='memory' needs a family with a memory ({', '.join(memory_families)}); "
             f"{m.attention!r} has none: use pooling 'cls' or 'mean'"
         )
+    if m.attention_kwargs.get("implementation") == "cudnn" and m.dtype == "float32":
+        raise ConfigError("attention_kwargs.implementation='cudnn' has no float32 kernel: set "
+                          "config.model.dtype=bfloat16 (or implementation=xla)")
     if m.embedding == "linear" and config.task != "image":
         raise ConfigError(f"config.model.embedding='linear' embeds pixel values (task image); task "
                           f"{config.task!r} has symbols: use 'table'")

@@ -303,3 +303,14 @@ def test_empty_generated_splits_are_refused(field):
     c.data[field] = 0
     with pytest.raises(ConfigError, match=f"config.data.{field} must be a positive integer"):
         validate_config(c)
+
+
+def test_cudnn_softmax_needs_bf16_and_no_attention_dropout():
+    c = make_config("listops", "softmax", "smoke,implementation=cudnn")
+    with pytest.raises(ConfigError, match="attention_dropout_rate"):
+        validate_config(c)
+    c.model.attention_dropout_rate = 0.0
+    with pytest.raises(ConfigError, match="dtype=bfloat16"):
+        validate_config(c)
+    c.model.dtype = "bfloat16"
+    validate_config(c)

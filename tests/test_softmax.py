@@ -1,4 +1,5 @@
-"""The softmax baseline: equals a plain reference, padding invariant, jit == no jit, bf16 runs."""
+"""The softmax baseline: equals a plain reference, padding invariant, jit == no jit, bf16 runs;
+implementation="cudnn" builds the arguments that give the same attention."""
 
 import jax
 import jax.numpy as jnp
@@ -7,6 +8,10 @@ import pytest
 
 from attention_checks import assert_padding_invariant, reference_softmax_attention
 from lra import attention
+from lra.attention import softmax as softmax_module
+from lra.attention.base import dot_product_attention
+from lra.defaults import make_config
+from lra.validation import ConfigError, validate_config
 
 
 def _inputs(b=2, n=9, d=16, lengths=(5, 9), seed=0):
@@ -68,3 +73,93 @@ def test_heads_must_divide_qkv_dim():
     x, mask = _inputs()
     with pytest.raises(ValueError, match="not divisible by num_heads"):
         m.init(jax.random.key(0), x, mask)
+
+
+# --- implementation="cudnn" (cuDNN fused attention). No GPU in CI: the CPU tests run the exact
+# arguments the cudnn path builds (softmax.cudnn_args) through jax's "xla" implementation.
+
+
+def _qkv_mask(dtype, b=5, n=11, h=2, dh=8, seed=0):
+    rng = np.random.default_rng(seed)
+    q, k, v = (jnp.asarray(rng.normal(size=(b, n, h, dh)), dtype) for _ in range(3))
+    lengths = np.array([n, 7, 3, 1, 0])[:b]  # full, partial, one key, none (a padding-only row)
+    mask = np.arange(n)[None, :] < lengths[:, None]
+    return q, k, v, jnp.asarray(mask)
+
+
+@pytest.mark.parametrize("dtype, atol", [(jnp.float32, 1e-5), (jnp.bfloat16, 3e-2)])
+@pytest.mark.parametrize("prefix", [True, False])
+def test_cudnn_args_equal_ours_at_real_queries(dtype, atol, prefix):
+    # bf16 tolerance: outputs are convex combinations of N(0,1) values (|y| <~ 3); both paths
+    # form logits and softmax in float32 but round q, k, v, the weights and the weighted sum to
+    # bf16 (8-bit mantissa, relative step 2^-8 ~ 0.004), differently ordered: a few ulps of 3.
+    q, k, v, mask = _qkv_mask(dtype)
+    if not prefix:  # real keys scattered: row 1 keeps every other key, row 2 a middle block
+        mask = mask.at[1].set(jnp.arange(mask.shape[1]) % 2 == 0)
+        mask = mask.at[2].set((jnp.arange(mask.shape[1]) >= 4) & (jnp.arange(mask.shape[1]) < 8))
+    ours = np.asarray(dot_product_attention(q, k, v, mask), np.float32)
+    theirs = jax.nn.dot_product_attention(**softmax_module.cudnn_args(q, k, v, mask), implementation="xla")
+    assert theirs.dtype == dtype and theirs.shape == ours.shape
+    theirs = np.asarray(theirs, np.float32)
+    assert np.isfinite(theirs).all()  # padded queries and the row without real keys included
+    # Every query row attends to the real keys of its row, so padded queries agree too; only the
+    # row without real keys differs (ours: uniform over all keys; cudnn_args: its first key).
+    has_keys = np.asarray(mask.any(-1))
+    np.testing.assert_allclose(theirs[has_keys], ours[has_keys], atol=atol, rtol=0)
+
+
+def test_cudnn_args_keep_a_prefix_mask_in_place():
+    q, k, v, mask = _qkv_mask(jnp.float32)
+    args = softmax_module.cudnn_args(q, k, v, mask)
+    np.testing.assert_array_equal(np.asarray(args["key"]), np.asarray(k))
+    np.testing.assert_array_equal(np.asarray(args["key_value_seq_lengths"]), [11, 7, 3, 1, 1])
+    assert args["key_value_seq_lengths"].dtype == jnp.int32
+    assert args["scale"] == pytest.approx(8**-0.5)
+
+
+def test_cudnn_module_wiring_equals_xla_module(monkeypatch):
+    # The module's cudnn branch (dtype check, zeroed padding, output projection), with the fused
+    # call redirected to jax's xla implementation so that it runs on CPU.
+    real = softmax_module.fused_attention
+    monkeypatch.setattr(softmax_module, "fused_attention", lambda *a: real(*a, implementation="xla"))
+    x, mask = _inputs(lengths=(5, 9))
+    xla = attention.get("softmax")(num_heads=2, qkv_dim=16, dtype=jnp.bfloat16)
+    cudnn = attention.get("softmax")(num_heads=2, qkv_dim=16, dtype=jnp.bfloat16, implementation="cudnn")
+    v = xla.init(jax.random.key(0), x, mask)
+    y_xla = np.asarray(xla.apply(v, x, mask)[0], np.float32)
+    y_cudnn = np.asarray(cudnn.apply(v, x, mask, deterministic=False)[0], np.float32)
+    np.testing.assert_allclose(y_cudnn, y_xla, atol=3e-2)
+    pad = ~mask  # padded positions: the out-projection bias only (zero-initialised)
+    np.testing.assert_array_equal(y_cudnn[pad], 0.0)
+
+
+def test_cudnn_refuses_dropout_float32_and_unknown_names():
+    with pytest.raises(ValueError, match="attention_dropout_rate=0"):
+        attention.get("softmax")(num_heads=2, qkv_dim=16, dropout_rate=0.1, implementation="cudnn")
+    with pytest.raises(ValueError, match="implementation='flash'.*valid: xla, cudnn"):
+        attention.get("softmax")(num_heads=2, qkv_dim=16, implementation="flash")
+    m = attention.get("softmax")(num_heads=2, qkv_dim=16, implementation="cudnn")  # float32
+    x, mask = _inputs()
+    with pytest.raises(ValueError, match="config.model.dtype=bfloat16"):
+        m.init(jax.random.key(0), x, mask)
+
+
+def test_implementation_is_a_config_option():
+    c = make_config("listops", "softmax", "smoke,implementation=cudnn")
+    assert c.model.attention_kwargs.implementation == "cudnn"
+    c.model.update(attention_dropout_rate=0.0, dtype="bfloat16")  # what cuDNN needs (test_reference)
+    validate_config(c)
+    with pytest.raises(ConfigError, match="implementation"):
+        validate_config(make_config("listops", "softmax", "smoke,implementation=flash"))
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN fused attention needs a GPU")
+def test_cudnn_on_gpu_equals_xla_at_real_positions():
+    x, mask = _inputs(b=4, n=128, d=64, lengths=(128, 100, 17, 1))
+    xla = attention.get("softmax")(num_heads=2, qkv_dim=64, dtype=jnp.bfloat16)
+    cudnn = attention.get("softmax")(num_heads=2, qkv_dim=64, dtype=jnp.bfloat16, implementation="cudnn")
+    v = xla.init(jax.random.key(0), x, mask)
+    y_xla = np.asarray(jax.jit(xla.apply)(v, x, mask)[0], np.float32)
+    y_cudnn = np.asarray(jax.jit(cudnn.apply)(v, x, mask)[0], np.float32)
+    np.testing.assert_allclose(y_cudnn[mask], y_xla[mask], atol=3e-2)
+    assert np.isfinite(y_cudnn).all()

@@ -1,0 +1,171 @@
+"""Multi-process launches: the environment becomes jax.distributed.initialize's arguments, and two
+CPU processes on 127.0.0.1 compute one sharded sum together (gloo collectives)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import jax
+import pytest
+
+from lra import distributed
+
+LAUNCHER_VARS = (
+    *distributed.EXPLICIT_VARS,
+    distributed.LOCAL_DEVICE_IDS_VAR,
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_SIZE",
+    "TPU_WORKER_HOSTNAMES",
+)
+EXPLICIT = {
+    "JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234",
+    "JAX_NUM_PROCESSES": "4",
+    "JAX_PROCESS_ID": "3",
+}
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """A clean launcher environment, a fresh module state and a fake jax.distributed.initialize."""
+    for var in LAUNCHER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(distributed, "_initialized", False)
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kwargs: calls.append(kwargs))
+    return calls
+
+
+def test_one_process_initializes_nothing(captured):
+    assert distributed.initialize_args({}) is None
+    assert not distributed.multi_host_environment({})
+    distributed.initialize()
+    assert captured == []
+
+
+def test_explicit_launch_passes_all_three_and_device_ids(captured, monkeypatch):
+    for var, value in {**EXPLICIT, "JAX_LOCAL_DEVICE_IDS": "0, 1"}.items():
+        monkeypatch.setenv(var, value)
+    distributed.initialize()
+    distributed.initialize()  # once only
+    assert captured == [
+        dict(coordinator_address="10.0.0.1:1234", num_processes=4, process_id=3, local_device_ids=[0, 1])
+    ]
+
+
+@pytest.mark.parametrize(
+    "given, missing",
+    [
+        (["JAX_COORDINATOR_ADDRESS"], "JAX_NUM_PROCESSES, JAX_PROCESS_ID missing"),
+        (["JAX_NUM_PROCESSES", "JAX_PROCESS_ID"], "JAX_COORDINATOR_ADDRESS missing"),
+        (["JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES"], "JAX_PROCESS_ID missing"),
+    ],
+)
+def test_a_missing_variable_is_named(captured, monkeypatch, given, missing):
+    for var in given:
+        monkeypatch.setenv(var, EXPLICIT[var])
+    with pytest.raises(ValueError, match=missing):
+        distributed.initialize()
+    assert captured == []
+
+
+@pytest.mark.parametrize(
+    "var, value, message",
+    [
+        ("JAX_PROCESS_ID", "4", "JAX_PROCESS_ID=4 must be < JAX_NUM_PROCESSES=4"),
+        ("JAX_PROCESS_ID", "-1", "JAX_PROCESS_ID='-1' must be an integer >= 0"),
+        ("JAX_NUM_PROCESSES", "two", "JAX_NUM_PROCESSES='two' must be an integer >= 1"),
+        ("JAX_COORDINATOR_ADDRESS", "10.0.0.1", "JAX_COORDINATOR_ADDRESS='10.0.0.1' must be host:port"),
+        ("JAX_LOCAL_DEVICE_IDS", "0;1", "JAX_LOCAL_DEVICE_IDS='0;1' must be comma-separated"),
+    ],
+)
+def test_bad_values_are_named(var, value, message):
+    with pytest.raises(ValueError, match=message):
+        distributed.initialize_args({**EXPLICIT, var: value})
+
+
+def test_cluster_launchers_keep_jax_auto_detection():
+    # SLURM / MPI / TPU: jax detects what is not given (as before), so a lone address is fine.
+    assert distributed.initialize_args({"SLURM_NTASKS": "8"}) == {}
+    assert distributed.initialize_args({"OMPI_COMM_WORLD_SIZE": "2"}) == {}
+    assert distributed.initialize_args({"TPU_WORKER_HOSTNAMES": "a,b"}) == {}
+    assert distributed.initialize_args({"SLURM_NTASKS": "8", "JAX_COORDINATOR_ADDRESS": "n1:99"}) == {
+        "coordinator_address": "n1:99"
+    }
+    assert distributed.initialize_args({"SLURM_NTASKS": "1"}) is None
+
+
+def test_cpu_collectives_default_to_gloo_but_a_choice_is_kept(monkeypatch):
+    name = "jax_cpu_collectives_implementation"
+    if not hasattr(jax.config, name):
+        pytest.skip(f"this jax ({jax.__version__}) has no {name}")
+    before = getattr(jax.config, name)
+    try:
+        jax.config.update(name, None)
+        distributed._cpu_collectives_default()
+        assert getattr(jax.config, name) == "gloo"
+        jax.config.update(name, "mpi")
+        distributed._cpu_collectives_default()
+        assert getattr(jax.config, name) == "mpi"
+    finally:
+        jax.config.update(name, before)
+
+
+WORKER = textwrap.dedent(
+    """
+    import json
+    import jax, jax.numpy as jnp, numpy as np
+    from lra import distributed
+
+    distributed.initialize()
+    mesh = distributed.data_mesh()
+    batch = {"x": np.arange(24, dtype=np.float32).reshape(8, 3)}  # the same global batch everywhere
+    sharded = distributed.shard_batch(batch, distributed.batch_sharded(mesh))
+    total = jax.jit(lambda b: jnp.sum(b["x"] ** 2), out_shardings=distributed.replicated(mesh))(sharded)
+    print(json.dumps({"process_index": jax.process_index(), "process_count": jax.process_count(),
+                      "devices": int(mesh.devices.size), "local_rows": sharded["x"].addressable_shards[0].data.shape[0],
+                      "sum": float(total)}))
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_cpu_processes_share_one_sharded_sum(tmp_path: Path):
+    if not hasattr(jax.config, "jax_cpu_collectives_implementation"):
+        pytest.skip(f"this jax ({jax.__version__}) has no CPU cross-process collectives option")
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
+    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2")
+    procs = [
+        subprocess.Popen([sys.executable, str(script)], env={**env, "JAX_PROCESS_ID": str(i)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    outputs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, f"process exited {p.returncode}:\n{err[-3000:]}"
+            outputs.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    expected = float(sum(i * i for i in range(24)))  # the single-process sum
+    assert [o["process_index"] for o in outputs] == [0, 1]
+    for o in outputs:
+        assert o["process_count"] == 2 and o["devices"] == 2 and o["local_rows"] == 4
+        assert o["sum"] == expected
