@@ -397,38 +397,89 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _length_label(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 else str(n)
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    """Time and memory against N, log-log, from a report (also one read back from its JSON:
+    ``scripts/bench_attention.py --replot``). The legend sits right of both panels, off the data;
+    the settings (batch, width, heads) are in the title; a family's skipped lengths are written
+    where its line stops, with the predicted memory drawn hollow when XLA gave one."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f"{e}: the figure needs the tables extra, pip install -e \".[tables]\"; the "
+                                  "JSON is written: redraw it with scripts/bench_attention.py --replot JSON",
+                                  name=e.name) from e
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
     cases = report["cases"]
-    for family in dict.fromkeys(c["family"] for c in cases):
+    colours = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("Dark2")(i) for i in range(8)]
+    markers = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
+    families = list(dict.fromkeys(c["family"] for c in cases))
+    attention_families = [f for f in families if f.partition(":")[0] not in REFERENCES]
+    skipped_notes = []
+    for family in families:
         ok = _ok(cases, family)
         ns = sorted(ok)
-        if not ns:
+        if family.partition(":")[0] in REFERENCES:
+            style = dict(color="black", linestyle="--", marker="x", label=f"{family} (reference: dense layers only)")
+        else:
+            i = attention_families.index(family)
+            style = dict(color=colours[i % len(colours)], linestyle="-", marker=markers[i % len(markers)],
+                         label=family)
+        if ns:
+            ax_t.plot(ns, [ok[n]["seconds"] for n in ns], markersize=5, **style)
+            mem = [(n, (ok[n].get("memory") or {}).get("total_bytes")) for n in ns]
+            mem = [(n, b / 2**20) for n, b in mem if b]
+            if mem:
+                ax_m.plot(*zip(*mem), markersize=5, **style)
+        missing = sorted((c for c in cases if c["family"] == family and c["status"] != "ok"), key=lambda c: c["n"])
+        if not missing:
             continue
-        ax_t.plot(ns, [ok[n]["seconds"] for n in ns], "o-", label=family)
-        mem = [(n, (ok[n].get("memory") or {}).get("total_bytes")) for n in ns]
-        mem = [(n, b / 2**20) for n, b in mem if b]
-        if mem:
-            ax_m.plot(*zip(*mem), "o-", label=family)
+        lengths = ", ".join(_length_label(c["n"]) for c in missing)
+        skipped_notes.append(f"{family} at N = {lengths} {missing[0]['status']}: {missing[0].get('reason', '')}")
+        if ns:
+            last = ns[-1]
+            ax_t.annotate(f"{family}: N = {lengths} {missing[0]['status']}", (last, ok[last]["seconds"]),
+                          xytext=(6, 0), textcoords="offset points", va="center", fontsize=8,
+                          color=style["color"])
+        predicted = [(c["n"], c["memory"]["total_bytes"] / 2**20) for c in missing
+                     if (c.get("memory") or {}).get("total_bytes")]
+        if predicted:
+            start = [(ns[-1], ok[ns[-1]]["memory"]["total_bytes"] / 2**20)] if ns and ok[ns[-1]].get("memory") else []
+            ax_m.plot(*zip(*(start + predicted)), color=style["color"], linestyle=":", marker=None)
+            ax_m.plot(*zip(*predicted), linestyle="none", marker=style["marker"], markersize=7,
+                      markerfacecolor="white", markeredgecolor=style["color"])
+            n, mib = predicted[-1]
+            ax_m.annotate(f"{family} {_length_label(n)}: predicted, not run", (n, mib), xytext=(-8, 1),
+                          textcoords="offset points", ha="right", va="bottom", fontsize=8, color=style["color"])
     lengths = sorted({c["n"] for c in cases})
-    for ax, ylabel in ((ax_t, "seconds per forward+backward"), (ax_m, "memory (MiB, compiled step)")):
+    for ax, ylabel in ((ax_t, "seconds per forward + backward"), (ax_m, "memory (MiB, XLA's compiled step)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xticks(lengths, [f"{n // 1024}K" if n % 1024 == 0 else str(n) for n in lengths])
+        ax.set_xticks(lengths, [_length_label(n) for n in lengths])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("sequence length N")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-    ax_m.legend(fontsize=8)
-    env = report["environment"]
-    fig.suptitle(f"One attention layer, {env['device_kind']}, jax {env['jax_version']}")
-    fig.tight_layout()
+    if len(lengths) > 1:  # room on the right for the notes of a line that stops early
+        ax_t.set_xlim(lengths[0] / 1.2, lengths[-1] * (2.0 if skipped_notes else 1.2))
+    handles, labels = ax_t.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=8, title="family", title_fontsize=8)
+    env, s = report["environment"], report["settings"]
+    fig.suptitle(f"One attention layer, forward + backward: batch {s['batch']}, width {s['dim']}, "
+                 f"{s['num_heads']} heads, qkv {s['qkv_dim']}, {s['dtype']}; median of {s['repeats']} calls\n"
+                 f"{env['device_kind']}" + (f" ({env['cpu_count']} CPUs)" if env.get("backend") == "cpu" else "")
+                 + f", jax {env['jax_version']}", fontsize=10)
+    if skipped_notes:
+        fig.supxlabel("skipped: " + "; ".join(skipped_notes), fontsize=8, color="dimgray")
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

@@ -114,23 +114,53 @@ def main(argv: list[str]) -> None:
           f"{result['attention']}{'(' + kwargs + ')' if kwargs else ''}")
 
 
-if __name__ == "__main__":
+# (flag, one-line description): defined for absl and printed by --help, which must work without a run
+FLAG_HELP = (
+    ("workdir", "a finished run's directory (required; its config.json gives the model and the data)"),
+    ("attention", "evaluate with this attention instead of the run's (one with the same parameter tree)"),
+    ("options", "that attention's options, key=value,... (aliases allowed), e.g. clusters=16,topk=8"),
+    ("split", "the split to evaluate: test (default) or validation"),
+    ("config.FIELD", "override a field of the run's config.json, e.g. --config.max_eval_batches=4"),
+)
+HELP_FLAGS = ("-h", "--help", "--helpshort", "--helpfull")
+
+
+def usage() -> str:
+    """The docstring's commands and every flag with its one-line description."""
+    width = max(len(name) for name, _ in FLAG_HELP) + 4
+    lines = [__doc__.strip(), "", "flags:"]
+    lines += [f"  --{name:<{width}}{text}" for name, text in FLAG_HELP]
+    return "\n".join(lines) + "\n"
+
+
+def cli(argv: list[str]) -> None:
+    """``python -m lra.evaluate``: --help without a run; otherwise read --workdir's config first (the
+    --config.FIELD flags are that config's fields), define the flags and hand over to absl."""
+    if any(a in HELP_FLAGS for a in argv[1:]):
+        print(usage(), end="")
+        sys.exit(0)
     from absl import app, flags
     from ml_collections import config_flags
 
     # The config comes from the run itself; --workdir must be known before flags are parsed.
-    workdir_arg = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--workdir=")), None)
-    if workdir_arg is None and "--workdir" in sys.argv[:-1]:
-        workdir_arg = sys.argv[sys.argv.index("--workdir") + 1]
+    workdir_arg = next((a.split("=", 1)[1] for a in argv if a.startswith("--workdir=")), None)
+    if workdir_arg is None and "--workdir" in argv[:-1]:
+        workdir_arg = argv[argv.index("--workdir") + 1]
     if workdir_arg is None:
-        raise SystemExit("usage: python -m lra.evaluate --workdir RUN_DIR [--attention NAME] [--options k=v,...] [--config.FIELD=VALUE]")
+        print("error: --workdir is required\n\n" + usage(), end="", file=sys.stderr)
+        sys.exit(2)
     try:
         run_config = load_run_config(Path(workdir_arg))
     except FileNotFoundError as e:
         raise SystemExit(f"error: {e}") from None
-    flags.DEFINE_string("workdir", None, "A finished run's directory.")
-    flags.DEFINE_string("attention", None, "Evaluate with this attention instead (same parameter tree).")
-    flags.DEFINE_string("options", "", "Options of that attention, e.g. clusters=16,topk=8.")
-    flags.DEFINE_enum("split", "test", ["test", "validation"], "Split to evaluate.")
-    config_flags.DEFINE_config_dict("config", run_config, "Overrides of the run's config.")
-    app.run(main)
+    described = dict(FLAG_HELP)
+    flags.DEFINE_string("workdir", None, described["workdir"])
+    flags.DEFINE_string("attention", None, described["attention"])
+    flags.DEFINE_string("options", "", described["options"])
+    flags.DEFINE_enum("split", "test", ["test", "validation"], described["split"])
+    config_flags.DEFINE_config_dict("config", run_config, described["config.FIELD"])
+    app.run(main, argv=argv)
+
+
+if __name__ == "__main__":
+    cli(sys.argv)

@@ -1,6 +1,7 @@
 """PNG figures of the results: learning curves over seeds and the Friedman p-value heatmap (Figure 2).
 
-matplotlib with the Agg backend, so plots are written without a display.
+matplotlib with the Agg backend, so plots are written without a display. matplotlib belongs to the
+``tables`` extra (pip install -e ".[tables]"): training does not import this module.
 """
 
 from __future__ import annotations
@@ -11,47 +12,129 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import matplotlib
+import numpy as np
+
+try:
+    import matplotlib
+except ModuleNotFoundError as e:  # figures are an extra: the training path never imports this module
+    raise ModuleNotFoundError(f"{e}: the figures need the tables extra, pip install -e \".[tables]\"",
+                              name=e.name) from e
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 
-def _styles(variants: Sequence[str]) -> dict[str, tuple[Any, str]]:
-    """A colour per family (``Luna`` of ``Luna-16``) and a line style per size within it."""
+REFERENCE = "Transformer"  # drawn in every panel, so that each family is seen against softmax attention
+# tab10 without its grey, so that no variant's colour is mistaken for the black reference line
+_PALETTE = [plt.get_cmap("tab10")(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]
+_LINES = ["-", "--", "-.", ":"]
+_MARKERS = ["o", "s", "^", "D"]
+
+
+def _family(variant: str) -> str:
+    """``"Luna-16"`` -> ``"Luna"`` (the same split as lra.tables.family, which imports this module)."""
+    m = re.fullmatch(r"(.+)-(\d+)", variant)
+    return m.group(1) if m else variant
+
+
+def curve_panels(variants: Sequence[str], max_lines: int = 4,
+                 reference: str = REFERENCE) -> list[tuple[str, list[str]]]:
+    """Split the variants into panels of at most ``max_lines`` lines (plus the reference line),
+    so that 7-9 curves stay readable: a family with several sizes gets its own panel (Luna-1/16/256),
+    one-variant families share panels in the given order. Up to ``max_lines + 1`` variants: one panel.
+    Returns (panel title, variants) pairs; ``reference`` is not listed, it is drawn in every panel."""
+    variants = list(variants)
+    if len(variants) <= max_lines + 1:
+        return [("", variants)]
+    rest = [v for v in variants if v != reference]
     families: dict[str, list[str]] = {}
-    for v in variants:
-        m = re.fullmatch(r"(.+)-(\d+)", v)
-        families.setdefault(m.group(1) if m else v, []).append(v)
-    colors = plt.get_cmap("tab10")
-    lines = ["-", "--", ":", "-."]
-    return {v: (colors(i % 10), lines[j % len(lines)]) for i, members in enumerate(families.values())
-            for j, v in enumerate(members)}
+    for v in rest:
+        families.setdefault(_family(v), []).append(v)
+    groups: list[list[str]] = []
+    singles: list[str] = []
+    for members in families.values():
+        if len(members) == 1:
+            singles.extend(members)
+        else:
+            groups += [members[i:i + max_lines] for i in range(0, len(members), max_lines)]
+    groups += [singles[i:i + max_lines] for i in range(0, len(singles), max_lines)]
+    groups.sort(key=lambda g: rest.index(g[0]))
+    return [(", ".join(dict.fromkeys(_family(v) for v in g)), g) for g in groups]
 
 
-def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], path: Path, title: str) -> Path:
-    """Validation accuracy (%) against step, one line per variant: the mean over seeds at each
-    step, with a band from the minimum to the maximum seed. ``curves[variant][seed][step] = acc``."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
-    styles = _styles(list(curves))
-    for variant, by_seed in curves.items():
-        steps = sorted(set().union(*(s.keys() for s in by_seed.values())))
-        values = [[by_seed[seed][step] for seed in by_seed if step in by_seed[seed]] for step in steps]
-        mean = np.array([np.mean(v) for v in values])
-        low, high = np.array([min(v) for v in values]), np.array([max(v) for v in values])
-        color, line = styles[variant]
-        ax.plot(steps, mean, color=color, linestyle=line, label=f"{variant} (n={len(by_seed)})")
-        if len(by_seed) > 1:
-            ax.fill_between(steps, low, high, color=color, alpha=0.1, linewidth=0)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("validation accuracy (%)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.text(0.99, 0.01, "line: mean over seeds; band: min-max over seeds", ha="right", va="bottom", fontsize=7,
-             color="gray")
-    fig.tight_layout()
+def _test_label(variant: str, values: Sequence[float] | None, common_n: int | None) -> str:
+    """Legend entry: the variant and its test accuracy (%), mean ± sample std over seeds."""
+    if not values:
+        return variant
+    text = f"{variant}: test {np.mean(values):.1f}"
+    if len(values) > 1:
+        text += f" ± {np.std(values, ddof=1):.1f}"
+    if common_n is not None and len(values) != common_n:
+        text += f" ({len(values)} seeds)"
+    return text
+
+
+def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], path: Path, title: str, *,
+                    test: Mapping[str, Sequence[float]] | None = None,
+                    baselines: Sequence[tuple[str, float]] = (), max_lines: int = 4) -> Path:
+    """Validation accuracy (%) against step, ``curves[variant][seed][step] = acc``: one line per
+    variant, the mean over seeds with a marker at every evaluation and a min-max band over seeds.
+
+    Readable with 7-9 variants: panels of at most ``max_lines`` variants (curve_panels), each with the
+    Transformer as a black reference line; a distinct colour per variant, line style and marker per
+    panel slot. ``test[variant]``: test accuracies (%), one per seed, shown in the legend, since the
+    tables report test and not validation. ``baselines``: (label, accuracy %) horizontal lines,
+    e.g. ("chance (10 classes)", 10.0), so that a reader sees how far above guessing the curves are.
+    """
+    test = test or {}
+    variants = list(curves)
+    panels = curve_panels(variants, max_lines)
+    colours = {v: _PALETTE[i % len(_PALETTE)] for i, v in enumerate(v for v in variants if v != REFERENCE)}
+    counts = [len(by_seed) for by_seed in curves.values()]
+    common_n = max(set(counts), key=counts.count) if counts else None
+    all_steps = sorted(set().union(*(s.keys() for by_seed in curves.values() for s in by_seed.values())))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.6), sharey=True,
+                             squeeze=False, layout="constrained")
+    for ax, (panel_title, members) in zip(axes[0], panels):
+        drawn = ([REFERENCE] if REFERENCE in curves and REFERENCE not in members else []) + members
+        for slot, variant in enumerate(drawn):
+            by_seed = curves[variant]
+            steps = sorted(set().union(*(s.keys() for s in by_seed.values())))
+            values = [[by_seed[seed][step] for seed in by_seed if step in by_seed[seed]] for step in steps]
+            mean = np.array([np.mean(v) for v in values])
+            if variant == REFERENCE:
+                style = dict(color="black", linestyle="-", marker="x", linewidth=1.3, markersize=6)
+            else:
+                k = slot - (drawn[0] == REFERENCE)
+                style = dict(color=colours[variant], linestyle=_LINES[k % len(_LINES)],
+                             marker=_MARKERS[k % len(_MARKERS)], linewidth=1.6, markersize=5)
+            ax.plot(steps, mean, label=_test_label(variant, test.get(variant), common_n), **style)
+            if len(by_seed) > 1:
+                low, high = np.array([min(v) for v in values]), np.array([max(v) for v in values])
+                ax.fill_between(steps, low, high, color=style["color"], alpha=0.08, linewidth=0)
+        for label, value in baselines:
+            ax.axhline(value, color="gray", linestyle=(0, (2, 2)), linewidth=1.0)
+            ax.annotate(f"{label}: {value:.1f}%", (1.0, value), xycoords=("axes fraction", "data"),
+                        xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7.5,
+                        color="dimgray")
+        if panel_title:
+            ax.set_title(panel_title, fontsize=10)
+        if len(all_steps) <= 12:
+            ax.set_xticks(all_steps)
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
+    axes[0][0].set_ylabel("validation accuracy (%)")
+    low = min([b for _, b in baselines] + [axes[0][0].get_ylim()[0]])
+    axes[0][0].set_ylim(bottom=max(0.0, low - 2.0))
+    fig.suptitle(title, fontsize=11)
+    several = bool(counts) and max(counts) > 1
+    note = ("markers: evaluations on the validation split" + ("; line: mean over seeds, band: min-max over seeds"
+                                                               if several else "")
+            + "; legend: test accuracy (%) at the best-validation checkpoint"
+            + (", mean ± sample std over seeds" if several else ""))
+    width_chars = int(17 * fig.get_figwidth())  # ~17 characters per inch at fontsize 8
+    fig.supxlabel(textwrap.fill(note, width_chars), fontsize=8, color="dimgray")
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

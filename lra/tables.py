@@ -14,9 +14,17 @@ Rules that keep the numbers honest:
 - A cell with fewer seeds than the table's expected count (``--seeds N``, default: the largest
   count in the table) is incomplete: it is never bold and its row gets no Average. Every cell
   whose seed count differs from the expected one shows it: ``(n=k)``.
-- Best per column in bold, among complete cells, compared at the printed precision (ties: all).
+- Bold marks the best of a column, and never a cell that a plain cell of the same column beats:
+  the cells with the column's highest mean among *all* shown cells (complete or not), compared at
+  the printed precision (ties: all), are bold if they are complete. A column whose highest mean is
+  an incomplete cell has no bold at all: its best is not established, and bolding the best
+  complete cell would put bold under a higher plain number. Average: the same over the rows that
+  have one (complete rows only).
 - Rows and tables are in one markdown file, one LaTeX file (booktabs) per scale; Friedman tests
   (lra.stats) and plots (lra.plots) per scale; ``summary.json`` holds everything computed.
+- Learning curves draw chance (1 / number of classes, a fact of the task) and, when the caller gives
+  it (``majority``, measured on the data), the majority-class accuracy, so a reader sees how far
+  above guessing the curves are.
 """
 
 from __future__ import annotations
@@ -31,10 +39,14 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from lra import plots, stats
+from lra import stats
 from lra.run_files import RESUMABLE_CHANGES
 
 TASK_COLUMNS = {"text": "Classification", "matching": "Matching", "listops": "ListOps", "image": "CIFAR-10"}
+# NUM_CLASSES of each lra.data task module (tests check they agree): the chance line of the curves
+TASK_CLASSES = {"text": 2, "matching": 2, "listops": 10, "image": 10}
+# overrides written in words in figure titles; others appear as key=value
+OVERRIDE_WORDS = {"warmup_steps": "warmup {} steps", "learning_rate": "learning rate {}", "batch_size": "batch {}"}
 FAMILY_ORDER = ("Transformer", "Luna", "ConvLuna", "OnlyScaling", "OnlyFiltering")
 IGNORED_OVERRIDES = frozenset(RESUMABLE_CHANGES - {"num_train_steps"})
 STD_NOTE = "sample std (ddof=1)"
@@ -215,13 +227,15 @@ def build_table(scale: Scale, runs: Sequence[RunResult], expected_n: int | None 
         table.averages[v] = (sum(cells[(v, t)].mean for t in tasks) / len(tasks)
                              if len(tasks) > 1 and all(table.complete(v, t) for t in tasks) else None)
     for t in tasks:
-        table.best[t] = _argmax({v: cells[(v, t)].mean for v in variants if table.complete(v, t)})
+        shown = {v: cells[(v, t)].mean for v in variants if (v, t) in cells}
+        table.best[t] = {v for v in _argmax(shown) if table.complete(v, t)}
     table.best["Average"] = _argmax({v: a for v, a in table.averages.items() if a is not None})
     table.friedman = friedman_tests(unique, tasks)
     return table
 
 
 def _argmax(values: dict[str, float]) -> set[str]:
+    """The keys with the highest value at the printed precision (2 decimals): all of them on a tie."""
     if not values:
         return set()
     top = max(round(x, 2) for x in values.values())
@@ -280,7 +294,8 @@ def _average_text(table: Table, variant: str, latex: bool) -> str:
 def caption(table: Table) -> str:
     return (f"Test accuracy (%) at the best-validation checkpoint, mean ± {STD_NOTE} over "
             f"{table.expected_n} seed{'s' if table.expected_n != 1 else ''} per cell; (n=k) marks a cell with "
-            f"another seed count (with fewer: incomplete, not bold, no Average). Best per column in bold."
+            f"another seed count (with fewer: incomplete, not bold, no Average). Bold: the highest mean of its "
+            f"column, if that cell is complete (a column whose highest mean is incomplete has no bold)."
             + (" Average: mean over the task columns." if len(table.tasks) > 1 else ""))
 
 
@@ -412,6 +427,27 @@ def validation_curves(runs: Sequence[RunResult], task: str) -> dict[str, dict[in
     return curves
 
 
+def curve_title(table: Table, task: str) -> str:
+    """The learning-curve title in words: "ListOps, cpu preset, 750 training steps (warmup 500 steps),
+    5 seeds", with the variants whose seed count differs named, e.g. "1 seed (Transformer: 2)"."""
+    steps = sorted({r.num_train_steps for r in table.runs if r.task == task})
+    words = [OVERRIDE_WORDS[k].format(v) if k in OVERRIDE_WORDS else f"{k}={v}" for k, v in table.scale.overrides]
+    text = (f"{column_name(task)}, {table.scale.preset} preset, "
+            + "/".join(f"{n:,}" for n in steps) + " training steps" + (f" ({', '.join(words)})" if words else ""))
+    n = table.expected_n
+    others = [f"{v}: {table.cells[(v, task)].n}" for v in table.variants
+              if (v, task) in table.cells and table.cells[(v, task)].n != n]
+    return text + f", {n} seed{'s' if n != 1 else ''}" + (f" ({', '.join(others)})" if others else "")
+
+
+def curve_baselines(task: str, majority: float | None = None) -> list[tuple[str, float]]:
+    """Horizontal lines of a task's curves: chance, and the majority class when it was measured."""
+    lines = [(f"chance ({TASK_CLASSES[task]} classes)", 100.0 / TASK_CLASSES[task])] if task in TASK_CLASSES else []
+    if majority is not None:
+        lines.append(("majority class of validation", float(majority)))
+    return lines
+
+
 # --- everything ----------------------------------------------------------------------------------
 
 def _json_number(x: float | None) -> float | None:
@@ -419,16 +455,20 @@ def _json_number(x: float | None) -> float | None:
 
 
 def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, plots_enabled: bool = True,
-              note: str | None = None) -> dict:
+              note: str | None = None, majority: dict[str, float] | None = None) -> dict:
     """Read every result under ``results_dir``; write tables, tests, plots and summary.json to ``out``.
 
-    ``note`` is printed under every results table (and kept in summary.json).
+    ``note`` is printed under every results table (and kept in summary.json). ``majority``: task ->
+    accuracy (%) of always answering the most frequent label of the validation split, measured on
+    the data by the caller (the records do not hold the labels); drawn on that task's curves.
     """
+    majority = dict(majority or {})
     runs, unfinished = load_results(results_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"results_dir": str(results_dir), "num_runs": len(runs),
                                "std": STD_NOTE, "curve_band": BAND_NOTE, "accuracy_unit": "percent",
-                               "unfinished_workdirs": [str(p) for p in unfinished], "tables": [], "note": note}
+                               "unfinished_workdirs": [str(p) for p in unfinished], "tables": [], "note": note,
+                               "majority_class_percent": majority}
     index = ["# Results", "", f"Generated by `scripts/make_tables.py` from {len(runs)} finished runs under "
              f"`{results_dir}`" + (f" ({len(unfinished)} unfinished workdirs ignored)" if unfinished else "") + ".",
              "One table per scale; numbers of different scales are never compared.", ""]
@@ -450,6 +490,8 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
             _write_friedman_csv(table, files["friedman_csv"])
             index += [friedman_markdown(table)]
         if plots_enabled:
+            from lra import plots  # matplotlib: only when figures are drawn
+
             if table.friedman:
                 models, grid = _friedman_grid(table)
                 files["friedman_png"] = plots.pvalue_heatmap(
@@ -461,8 +503,9 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
                 curves = validation_curves(table.runs, task)
                 if curves:
                     files[f"curves_{task}"] = plots.learning_curves(
-                        curves, folder / f"curves_{task}.png",
-                        f"{column_name(task)}: preset {scale.preset}, {table.steps_text}")
+                        curves, folder / f"curves_{task}.png", curve_title(table, task),
+                        test={v: table.cells[(v, task)].values for v in curves if (v, task) in table.cells},
+                        baselines=curve_baselines(task, majority.get(task)))
                     index += [f"![{column_name(task)} curves]({files[f'curves_{task}'].relative_to(out)})", ""]
         summary["tables"].append(_table_summary(table, {k: str(v.relative_to(out)) for k, v in files.items()}))
     (out / "tables.md").write_text("\n".join(index) + "\n")

@@ -10,11 +10,13 @@ attention_scaling.{json,md,png} (or --name.*) under --out. A family may carry mo
     python scripts/bench_attention.py --families softmax luna --lengths 1024 4096 --repeats 3
     python scripts/bench_attention.py --lengths 256 512 --repeats 2 --out /tmp/bench   # a quick try
     python scripts/bench_attention.py --families linear linear:chunk_size=1000000 --name linear_chunks
+    python scripts/bench_attention.py --replot results/bench/attention_scaling.json   # redraw the .png only
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -44,7 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="each case in a fresh process, recording the device's peak memory "
                         "(default: on for GPU/TPU, off for CPU)")
+    p.add_argument("--replot", type=Path, metavar="JSON",
+                   help="redraw JSON's figure (the .png beside it) from its recorded cases; runs nothing")
     args = p.parse_args(argv)
+    if args.replot:
+        png = args.replot.with_suffix(".png")
+        bench.plot(json.loads(args.replot.read_text()), png)
+        print("wrote", png)
+        return
     for family in args.families:
         try:
             bench.parse_family(family)  # unknown names and options fail now, listing the valid ones

@@ -7,8 +7,11 @@ Reads every result.json under --results (and each run's metrics.jsonl and sweep_
 writes under --out, one folder per scale (preset, training steps, overrides):
 results.md / results.tex / runs.csv (test accuracy %, mean ± sample std over seeds, paper layout),
 friedman.md / .tex / .csv / .png (Friedman test over memory sizes 1/16/256, Holm-corrected),
-curves_<task>.png (validation accuracy vs step, mean and min-max band over seeds); plus
-tables.md (all of it on one page) and summary.json (every number computed). See lra/tables.py.
+curves_<task>.png (validation accuracy vs step, mean and min-max band over seeds, test accuracy in
+the legend, chance and, with --majority, the majority-class line); plus tables.md (all of it on
+one page) and summary.json (every number computed). See lra/tables.py for the rules (bold, n=).
+
+Needs the tables extra (matplotlib, scipy, statsmodels): pip install -e ".[tables]".
 """
 
 from __future__ import annotations
@@ -17,7 +20,25 @@ import argparse
 import sys
 from pathlib import Path
 
-from lra import tables
+try:
+    from lra import tables
+except ModuleNotFoundError as e:  # a core install (training only) lacks the tables extra
+    sys.exit(f"{e}: make_tables needs the tables extra, pip install -e \".[tables]\"")
+
+
+def parse_majority(items: list[str]) -> dict[str, float]:
+    """``["listops=16.9"]`` -> ``{"listops": 16.9}``; a ValueError naming the bad item otherwise."""
+    out = {}
+    for item in items:
+        task, sep, value = item.partition("=")
+        try:
+            percent = float(value)
+        except ValueError:
+            percent = -1.0
+        if not sep or not task or not 0.0 <= percent <= 100.0:
+            raise ValueError(f"--majority {item!r}: expected TASK=PERCENT, e.g. listops=16.9")
+        out[task] = percent
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,11 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, help="seeds a complete cell has (default: the most any cell of the table has)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--note", help="a sentence printed under every table, e.g. how these runs differ from the paper")
+    p.add_argument("--majority", action="append", default=[], metavar="TASK=PERCENT",
+                   help="accuracy (%%) of always answering the validation split's most frequent label, measured "
+                        "on the data; drawn on TASK's curves as 'majority class' (repeatable; chance, 1/classes, "
+                        "is always drawn)")
     args = p.parse_args(argv)
     if not args.results.is_dir():
         p.error(f"--results {args.results} is not a folder")
+    try:
+        majority = parse_majority(args.majority)
+    except ValueError as e:
+        p.error(str(e))
     summary = tables.write_all(args.results, args.out, args.seeds, plots_enabled=not args.no_plots,
-                                 note=args.note)
+                               note=args.note, majority=majority)
     if not summary["tables"]:
         print(f"no finished runs (result.json) under {args.results}", file=sys.stderr)
         return 1

@@ -91,3 +91,49 @@ def test_projections_reference_row(tmp_path):
     assert case["status"] == "ok" and case["memory"]["total_bytes"] > 0
     paths = bench.write_report([case], s, tmp_path, ["bench_attention.py"])
     assert "reference row, not a family" in paths["md"].read_text()
+
+
+def _report() -> dict:
+    """A recorded benchmark: softmax stops at N=64 (its 128 case was skipped with a predicted memory)."""
+    def case(family, n, seconds, mib):
+        return dict(family=family, n=n, status="ok", seconds=seconds, us_per_token=1e6 * seconds / n,
+                    memory=dict(total_bytes=mib * 2**20))
+
+    cases = [case(f, n, n / 1e4 * k, n / 8 * k) for n in (32, 64, 128) for k, f in ((1, "projections"), (2, "luna"))]
+    cases += [case("softmax", 32, 0.01, 40), case("softmax", 64, 0.04, 160),
+              dict(family="softmax", n=128, status="skipped", memory=dict(total_bytes=640 * 2**20),
+                   reason="predicted memory 0.6 GiB > limit 0.5 GiB (--max-memory-gb)")]
+    s = bench.Settings(batch=2, dim=16, num_heads=2, qkv_dim=16, repeats=3)
+    env = dict(device_kind="cpu", backend="cpu", cpu_count=2, jax_version="0", command="x")
+    return {"environment": env, "settings": bench.dataclasses.asdict(s), "cases": cases, "checks": bench.checks(cases)}
+
+
+def test_plot_keeps_the_legend_off_the_data_and_says_where_softmax_stops(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    bench.plot(_report(), tmp_path / "scaling.png")
+    (fig,) = figures
+    assert (tmp_path / "scaling.png").stat().st_size > 0
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1  # one legend, beside the axes
+    fig.canvas.draw()  # lay out again at the figure's own dpi before comparing extents
+    legend = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
+    assert all(legend.x0 >= ax.get_window_extent().x1 for ax in fig.axes)
+    assert "batch 2, width 16, 2 heads" in fig.get_suptitle()
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "softmax: N = 128 skipped" in notes and "softmax 128: predicted, not run" in notes
+    assert "predicted memory 0.6 GiB" in fig.get_supxlabel()
+
+
+def test_replot_redraws_from_the_json_without_running(tmp_path, monkeypatch):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "attention_scaling.json").write_text(json.dumps(_report()))
+    monkeypatch.setattr(bench, "run", lambda *a, **k: pytest.fail("--replot must not measure"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "scripts"))
+    importlib.import_module("bench_attention").main(["--replot", str(tmp_path / "attention_scaling.json")])
+    assert (tmp_path / "attention_scaling.png").stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attention_scaling.json", "attention_scaling.png"]

@@ -63,3 +63,25 @@ def test_cli_prints_accuracy_and_logs_it(finished_run):
     assert logged[-1]["attention"] == "dispersed"
     # a window covering the whole sequence is softmax attention
     assert logged[-1]["accuracy"] == pytest.approx(result["test_accuracy"], abs=1e-6)
+
+
+def test_help_lists_every_flag_without_a_run():
+    from lra.evaluate import FLAG_HELP
+
+    out = subprocess.run([sys.executable, "-m", "lra.evaluate", "--help"], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    for name, text in FLAG_HELP:
+        assert any(line.split() and line.split()[0] == f"--{name}" and line.endswith(text) for line in lines), name
+    assert all(len(text) <= 100 and "\n" not in text for _, text in FLAG_HELP)  # one line each
+
+
+def test_missing_workdir_prints_the_usage(capsys):
+    from lra.evaluate import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli(["lra.evaluate", "--attention", "clustered"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--workdir is required" in err and "--options" in err

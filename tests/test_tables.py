@@ -68,6 +68,17 @@ def md_row(markdown: str, variant: str) -> list[str]:
     return [c.strip() for c in line.strip("|").split("|")][1:]
 
 
+def assert_no_bold_is_beaten(markdown: str, variants: list[str]) -> None:
+    """The bold rule's promise: no bold cell is lower than a plain cell shown in its column."""
+    rows = [md_row(markdown, v) for v in variants]
+    for column in zip(*rows):
+        shown = [(c.startswith("**"), float(c.replace("**", "").split()[0])) for c in column if c != "—"]
+        plain = [x for bold, x in shown if not bold]
+        for bold, x in shown:
+            if bold and plain:
+                assert x >= max(plain), column
+
+
 def test_means_stds_bold_and_average(grid, tmp_path):
     root, acc = grid
     summary = make(root, tmp_path / "out")
@@ -93,6 +104,7 @@ def test_means_stds_bold_and_average(grid, tmp_path):
         assert table["best"][t] == [best]
         for v in VARIANTS:
             assert md_row(md, v)[i].startswith("**") == (v == best)
+    assert_no_bold_is_beaten(md, VARIANTS)
     tex = (tmp_path / "out" / table["files"]["latex"]).read_text()
     assert tex.count(r"\mathbf") == 3 and r"\pm" in tex and tex.count(r"\midrule") == 3  # header + 2 family breaks
     assert "300 training steps" in md and "device: cpu" in md and "ddof=1" in md
@@ -137,7 +149,8 @@ def test_friedman_pairs_by_seed_and_skips_incomplete(tmp_path):
 
 def test_incomplete_cells_show_n_and_are_not_averaged(grid, tmp_path):
     root, acc = grid
-    # ConvLuna-16 on listops loses 2 seeds but gets the highest accuracies: still not bold
+    # ConvLuna-16 on listops loses 2 seeds but gets the highest accuracies: not bold, and no other
+    # listops cell is bold either (it would sit under a higher plain number)
     for s in (3, 4):
         for f in (root / "cpu" / "300" / "listops_ConvLuna-16" / f"seed{s}").iterdir():
             f.unlink()
@@ -154,13 +167,41 @@ def test_incomplete_cells_show_n_and_are_not_averaged(grid, tmp_path):
     md = (tmp_path / "out" / table["files"]["markdown"]).read_text()
     row = md_row(md, "ConvLuna-16")
     assert row[1] == "99.00 ± 0.00 (n=3)" and row[-1] == "—"
-    assert table["averages"]["ConvLuna-16"] is None and "ConvLuna-16" not in table["best"]["listops"]
-    assert table["best"]["listops"] and all("(n=" not in c for c in md_row(md, "Luna-1"))
+    assert table["averages"]["ConvLuna-16"] is None and table["best"]["listops"] == []
+    listops = table["tasks"].index("listops")
+    assert not any(md_row(md, v)[listops].startswith("**") for v in VARIANTS)
+    assert table["best"]["text"] and table["best"]["Average"] and all("(n=" not in c for c in md_row(md, "Luna-1"))
+    assert_no_bold_is_beaten(md, VARIANTS)
     assert len(summary["unfinished_workdirs"]) == 1
     assert "n=3" in (tmp_path / "out" / table["files"]["latex"]).read_text()
     # with --seeds 6 every cell is incomplete: nothing bold, no averages
     (table6,) = make(root, tmp_path / "out6", "--seeds", "6")["tables"]
     assert all(not b for b in table6["best"].values()) and not any(table6["averages"].values())
+
+
+def test_bold_never_sits_under_a_higher_plain_cell(tmp_path):
+    """results/listops_cpu: the Transformer has 2 seeds, every other row 1, ConvLuna-16 is highest."""
+    root = tmp_path / "runs"
+    write_run(root, "listops", "Transformer", 0, 0.358)
+    write_run(root, "listops", "Transformer", 1, 0.352)
+    write_run(root, "listops", "Luna-16", 0, 0.356)
+    write_run(root, "listops", "ConvLuna-16", 0, 0.382)
+    variants = ["Transformer", "Luna-16", "ConvLuna-16"]
+    # default expected count = the largest (2): only the Transformer is complete; it used to be bold
+    # at 35.50 over ConvLuna-16's 38.20. Its best is not established: no bold.
+    (table,) = make(root, tmp_path / "out", "--no-plots")["tables"]
+    md = (tmp_path / "out" / table["files"]["markdown"]).read_text()
+    assert table["expected_seeds"] == 2 and table["best"]["listops"] == [] and "**" not in md
+    # --seeds 1: every cell is complete, the highest is bold, the 2-seed cell shows its n
+    (table,) = make(root, tmp_path / "out1", "--seeds", "1", "--no-plots")["tables"]
+    md = (tmp_path / "out1" / table["files"]["markdown"]).read_text()
+    assert table["best"]["listops"] == ["ConvLuna-16"]
+    assert [md_row(md, v)[0] for v in variants] == ["35.50 ± 0.42 (n=2)", "35.60", "**38.20**"]
+    assert_no_bold_is_beaten(md, variants)
+    # ties at the printed precision: all bold
+    write_run(root, "listops", "Luna-1", 0, 0.38201)
+    (table,) = make(root, tmp_path / "out2", "--seeds", "1", "--no-plots")["tables"]
+    assert table["best"]["listops"] == ["ConvLuna-16", "Luna-1"]
 
 
 def test_scales_are_never_mixed(tmp_path):
@@ -196,6 +237,73 @@ def test_learning_curves_use_validation_records(tmp_path):
     runs, _ = tables.load_results(root)
     curves = tables.validation_curves(runs, "listops")
     assert curves == {"Luna-1": {0: {100: 10.0, 200: 20.0, 300: 20.0}, 1: {100: 20.0, 200: 40.0, 300: 40.0}}}
+
+
+def test_task_classes_match_the_data_modules():
+    from importlib import import_module
+
+    for task, classes in tables.TASK_CLASSES.items():
+        assert import_module(f"lra.data.{task}").NUM_CLASSES == classes, task
+    assert tables.curve_baselines("listops") == [("chance (10 classes)", 10.0)]
+    assert tables.curve_baselines("text", 51.2)[-1] == ("majority class of validation", 51.2)
+
+
+def test_curve_titles_are_words(tmp_path):
+    root = tmp_path / "runs"
+    for s in range(5):
+        for v in ("Transformer", "Luna-16"):
+            write_run(root, "listops", v, s, 0.3, steps=750, overrides={"num_train_steps": "750", "warmup_steps": "500"})
+    write_run(root / "x", "listops", "Linear", 0, 0.3, steps=750,
+              overrides={"num_train_steps": "750", "warmup_steps": "500"})
+    runs, _ = tables.load_results(root)
+    ((scale, group),) = tables.group_by_scale(runs).items()
+    table = tables.build_table(scale, group, 5)
+    assert tables.curve_title(table, "listops") == ("ListOps, cpu preset, 750 training steps (warmup 500 steps), "
+                                                    "5 seeds (Linear: 1)")
+
+
+def test_curves_figure_shows_test_accuracy_baselines_and_markers(tmp_path, monkeypatch):
+    """The figure make_tables draws, inspected before it is closed: panels, legend, lines, markers."""
+    from lra import plots
+
+    root = tmp_path / "runs"
+    for i, v in enumerate(VARIANTS):
+        for s in range(2):
+            write_run(root, "listops", v, s, 0.30 + i / 100 + s / 100,
+                      curve={250: 0.2, 500: 0.25 + i / 100, 750: 0.30 + i / 100 + s / 100})
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    summary = make(root, tmp_path / "out", "--majority", "listops=16.9")
+    assert summary["majority_class_percent"] == {"listops": 16.9}
+    (fig,) = [f for f in figures if f.get_suptitle().startswith("ListOps")]
+    assert fig.get_suptitle() == "ListOps, cpu preset, 300 training steps, 2 seeds"
+    luna, convluna = fig.axes
+    assert (luna.get_title(), convluna.get_title()) == ("Luna", "ConvLuna")
+    labels = [t.get_text() for t in luna.get_legend().get_texts()]
+    assert labels == ["Transformer: test 30.5 ± 0.7", "Luna-1: test 31.5 ± 0.7", "Luna-16: test 32.5 ± 0.7",
+                      "Luna-256: test 33.5 ± 0.7"]
+    curves = [line for line in luna.get_lines() if len(line.get_xdata()) == 3]
+    assert len(curves) == 4 and all(line.get_marker() not in (None, "None", "") for line in curves)
+    assert len({(line.get_color() if isinstance(line.get_color(), str) else tuple(line.get_color()),
+                 line.get_linestyle()) for line in curves}) == 4
+    levels = {line.get_ydata()[0] for line in luna.get_lines() if len(line.get_xdata()) == 2}
+    assert levels == {10.0, 16.9}  # chance and the majority class
+    notes = {t.get_text() for t in luna.texts}
+    assert {"chance (10 classes): 10.0%", "majority class of validation: 16.9%"} <= notes
+    with pytest.raises(SystemExit):
+        make(root, tmp_path / "bad", "--majority", "listops")
+
+
+def test_curve_panels_keep_every_variant_once():
+    from lra import plots
+
+    assert plots.curve_panels(VARIANTS[:5]) == [("", VARIANTS[:5])]
+    assert plots.curve_panels(VARIANTS) == [("Luna", VARIANTS[1:4]), ("ConvLuna", VARIANTS[4:])]
+    nine = ["Transformer", "Luna-16", "ConvLuna-16", "Agglomerative", "Clustered-100", "Dispersed", "Gated Linear",
+            "Linear", "i-Clustered-100"]
+    panels = plots.curve_panels(nine)
+    assert [len(members) for _, members in panels] == [4, 4]
+    assert [v for _, members in panels for v in members] == nine[1:]
 
 
 def test_cli_reports_missing_results(tmp_path):
