@@ -256,8 +256,8 @@ def ensure_generated(root: Path, min_len: int, max_len: int, counts: Sequence[in
             f"config.data.min_len={min_len} and config.data.max_len={max_len}: need "
             f"0 <= min_len < max_len - 1 (lengths are kept when min_len < length < max_len)"
         )
-    if counts[0] < 1 or min(counts) < 0:
-        raise ValueError(f"config.data.num_train/num_val/num_test = {tuple(counts)}: need >= 1/0/0")
+    if min(counts) < 1:  # an empty validation or test split selects or reports on nothing
+        raise ValueError(f"config.data.num_train/num_val/num_test = {tuple(counts)}: need >= 1 each")
     final = generated_dir(root, min_len, max_len, counts, seed)
     if _complete(final):
         return final
@@ -442,6 +442,8 @@ def read_split(path: Path, split: str, max_len: int) -> Split:
     if header != HEADER:
         raise where.error(1, f"expected the header {HEADER!r}, found {header[:40]!r}")
     num = raw.count(b"\n") - 1
+    if num == 0 or not raw[header_end + 1:].strip():
+        raise where.error(2, "no examples after the header (an empty split): regenerate or re-download the file")
     inputs = np.zeros((num, max_len), np.int16)  # PAD_ID == 0
     labels = np.zeros(num, np.int32)
     lengths = np.zeros(num, np.int32)
