@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
 import ml_collections
+
+from lra.run_errors import CorruptFileError, StorageError
 
 # Fields that may differ when a run is resumed: they change neither the model nor the batches.
 RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "checkpoint_every"})
@@ -16,6 +21,14 @@ RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "chec
 
 class WorkdirMismatchError(ValueError):
     """The workdir holds a run of a different config."""
+
+
+class RunFileError(CorruptFileError):
+    """config.json or metrics.jsonl is malformed (beyond what a kill can leave)."""
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def config_to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -38,7 +51,17 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict) -> None:
     path = workdir / "config.json"
     if not path.exists():
         return
-    old = _flatten(json.loads(path.read_text()))
+    try:
+        old = json.loads(path.read_text())
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as e:
+        where = f" (line {e.lineno} column {e.colno}: {e.msg})" if isinstance(e, json.JSONDecodeError) else f" ({e})"
+        raise RunFileError(
+            f"{path} is not a valid config{where}; it guards this workdir against another config. "
+            f"Restore it, or delete it to accept this command's config (checkpoints are kept)."
+        ) from None
+    old = _flatten(old)
     new = _flatten(config_to_dict(config))
     diffs = sorted(
         k for k in old.keys() | new.keys()
@@ -54,9 +77,89 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict) -> None:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write, fsync, rename: a reader sees the old file or the new one, never a torn one."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(path, e) from None
+
+
+# result.json: field -> (type, check). A file missing any of them is not a finished run.
+_UNIT = (float, lambda v: 0.0 <= v <= 1.0)
+RESULT_FIELDS: dict[str, tuple[type | tuple[type, ...], Any]] = {
+    "task": (str, bool), "attention": (str, bool), "variant": (str, bool), "seed": (int, lambda v: True),
+    "best_val_accuracy": _UNIT, "best_step": (int, lambda v: v >= 1), "test_accuracy": _UNIT,
+    "test_loss": (float, math.isfinite), "num_train_steps": (int, lambda v: v >= 1),
+    "train_seconds": (float, lambda v: v >= 0), "steps_per_second": (float, lambda v: v >= 0),
+    "num_params": (int, lambda v: v >= 1), "config_preset": (str, bool), "device_kind": (str, bool),
+    "num_devices": (int, lambda v: v >= 1), "jax_version": (str, bool), "git_commit": (str, bool),
+}
+
+
+def result_problem(path: Path, config: ml_collections.ConfigDict | None = None) -> str | None:
+    """Why ``path`` is not the result of a finished run of ``config`` (None: it is; "missing")."""
+    if not path.exists():
+        return "missing"
+    try:
+        result = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        return f"not valid JSON ({e})"
+    if not isinstance(result, dict):
+        return "not a JSON object"
+    for name, (kind, ok) in RESULT_FIELDS.items():
+        value = result.get(name)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool) or not ok(value):
+            return f"field {name!r} is {'missing' if name not in result else f'invalid ({value!r})'}"
+    if result["best_step"] > result["num_train_steps"]:
+        return f"best_step {result['best_step']} > num_train_steps {result['num_train_steps']}"
+    if config is not None:
+        for name, want in (("task", config.task), ("variant", config.variant), ("seed", config.seed),
+                           ("num_train_steps", config.num_train_steps)):
+            if result[name] != want:
+                return f"{name} is {result[name]!r}, this config's is {want!r}"
+    return None
+
+
+# Files whose presence means the workdir holds (part of) a run worth keeping.
+def run_traces(workdir: Path) -> list[str]:
+    """The parts of a run in ``workdir`` besides its latest checkpoints (metrics, best, result)."""
+    traces = []
+    metrics = workdir / "metrics.jsonl"
+    if metrics.exists() and metrics.stat().st_size > 0:
+        traces.append("metrics.jsonl")
+    best = workdir / "checkpoints" / "best"
+    if best.is_dir() and any(p.name[:1].isdigit() for p in best.iterdir()):
+        traces.append("checkpoints/best")
+    if (workdir / "result.json").exists():
+        traces.append("result.json")
+    return traces
+
+
+# What ``--start_over`` removes: every file a run writes (not the lock, not sweep records).
+RUN_OUTPUTS = ("config.json", "metrics.jsonl", "result.json", "checkpoints", "tensorboard")
+
+
+def remove_run(workdir: Path) -> list[str]:
+    """Delete the run's outputs from ``workdir``; the names removed."""
+    removed = []
+    for name in RUN_OUTPUTS:
+        path = workdir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
 
 
 class MetricsLog:
@@ -69,20 +172,62 @@ class MetricsLog:
         """Drop records past ``step`` and the test record (a resumed run re-logs them, identically)."""
         if not self.path.exists():
             return
-        keep = [line for line in self.path.read_text().splitlines() if line.strip() and _kept(json.loads(line), step)]
+        keep = [r for r in self.read() if _kept(r, step)]
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w") as f:
+                f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(self.path, e) from None
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
-        with self.path.open("a") as f:
-            for r in records:
-                f.write(json.dumps(r, sort_keys=True) + "\n")
+        try:
+            with self.path.open("a") as f:
+                f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+        except OSError as e:
+            raise StorageError(self.path, e) from None
 
     def read(self) -> list[dict[str, Any]]:
+        """The records; a torn final line (a kill during an append) is dropped with a warning,
+        any other malformed line is a RunFileError naming the file and line."""
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        text = self.path.read_bytes().decode("utf-8", "replace")
+        lines = text.split("\n")
+        torn = lines.pop() if lines else ""  # text after the last newline: "" unless torn
+        records = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            record = _parse_record(line)
+            if record is None:
+                raise RunFileError(
+                    f"{self.path} line {number} is not a metrics record: {line[:60]!r}. Fix or delete "
+                    f"that line (a resumed run rewrites the records after its checkpoint)."
+                )
+            records.append(record)
+        if torn.strip():
+            record = _parse_record(torn)
+            if record is None:
+                _warn(f"{self.path} line {len(lines) + 1} is cut short (a write interrupted by a kill); "
+                      f"dropping it: {torn[:60]!r}")
+            else:
+                records.append(record)
+        return records
+
+
+def _parse_record(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    ok = (isinstance(record, dict) and isinstance(record.get("step"), int)
+          and record.get("split") in ("train", "validation", "test"))
+    return record if ok else None
 
 
 def _kept(record: dict[str, Any], step: int) -> bool:

@@ -222,8 +222,11 @@ def status(run: Run, steps: int | None = None) -> str:
     """``finished`` (result.json with the expected steps), ``started`` (a workdir) or ``new``."""
     result = run.workdir / "result.json"
     if result.exists():
-        done = json.loads(result.read_text()).get("num_train_steps")
-        if steps is None or done == steps:
+        try:
+            done = json.loads(result.read_text()).get("num_train_steps")
+        except (ValueError, AttributeError):  # damaged: lra.train rebuilds it from the checkpoints
+            done = None
+        if done is not None and (steps is None or done == steps):
             return "finished"
     return "started" if run.workdir.exists() else "new"
 

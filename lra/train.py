@@ -8,18 +8,19 @@
   checkpoint kept; test accuracy measured once, at that checkpoint (never selected on test).
 - Rerunning the same command resumes from the latest checkpoint. Batches and dropout keys are
   pure functions of (seed, step), so a resumed run ends exactly as an uninterrupted one.
-- SIGTERM/SIGINT save a checkpoint and exit; a non-finite loss stops the run and keeps the last
-  good checkpoint.
+- SIGTERM/SIGINT save a checkpoint and exit; a non-finite loss or weight stops the run and keeps
+  the last good checkpoint (no state with a NaN is ever saved).
+- One process per workdir (lra.workdir_lock); what a rerun may do with an existing workdir is
+  decided, before anything is written, by lra.resume; checkpoints are checksummed
+  (lra.checkpoints, lra.integrity). Exit codes: lra.run_errors.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
-import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,40 +30,22 @@ import ml_collections
 import numpy as np
 import optax
 
-from lra import distributed
+from lra import distributed, resume
 from lra.checkpoints import Checkpoints
 from lra.data import TaskData, load_task
 from lra.data.batching import TrainBatches, eval_batches
+from lra.memory_estimate import check_fits
 from lra.memory_stats import log_memory_stats
 from lra.model import build_model
 from lra.progress import Progress
-from lra.run_files import MetricsLog, check_workdir, config_to_dict, git_commit, write_json_atomic
+from lra.run_errors import EXIT_INVALID, Interrupted, NonFiniteLossError, StorageError, describe, exit_code
+from lra.run_files import MetricsLog, config_to_dict, git_commit, remove_run, write_json_atomic
 from lra.schedules import lra_schedule, make_optimizer
+from lra.stop_signals import StopSignals
 from lra.validation import validate_config
+from lra.workdir_lock import WorkdirLock
 
-
-class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or Inf."""
-
-
-class Interrupted(Exception):
-    """SIGTERM or SIGINT arrived; the latest checkpoint was saved."""
-
-    def __init__(self, signum: int, step: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name} at step {step}")
-        self.signum, self.step = signum, step
-
-
-@dataclasses.dataclass
-class _StopFlag:
-    signum: int | None = None
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        if self.signum is not None:  # a second signal: stop now, without the checkpoint
-            raise SystemExit(128 + signum)
-        self.signum = signum
-        print(f"{signal.Signals(signum).name}: finishing this step and saving a checkpoint "
-              f"(send it again to stop at once)", file=sys.stderr, flush=True)
+__all__ = ["Interrupted", "NonFiniteLossError", "train_and_evaluate", "make_steps", "evaluate_split"]
 
 
 def default_workdir(config: ml_collections.ConfigDict) -> Path:
@@ -111,7 +94,9 @@ def make_steps(model: Any, tx: optax.GradientTransformation, config: ml_collecti
         new_state = dict(state, params=optax.apply_updates(state["params"], updates),
                          opt_state=opt_state, step=state["step"] + 1)
         metrics = {"loss": loss, "accuracy": m["correct"] / jnp.maximum(m["count"], 1.0),
-                   "learning_rate": schedule(state["step"])}
+                   "learning_rate": schedule(state["step"]),
+                   # the loss is of the weights before the update: check the weights after it too
+                   "state_finite": _all_finite((new_state["params"], new_state["opt_state"]))}
         return new_state, metrics
 
     def eval_step(params: Any, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -122,6 +107,12 @@ def make_steps(model: Any, tx: optax.GradientTransformation, config: ml_collecti
     train = jax.jit(train_step, in_shardings=(repl, sharded), out_shardings=(repl, repl), donate_argnums=0)
     evaluate = jax.jit(eval_step, in_shardings=(repl, sharded), out_shardings=repl)
     return train, evaluate
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    """1.0 if every floating-point value in ``tree`` is finite, else 0.0 (on device, fused)."""
+    checks = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(checks)).astype(jnp.float32) if checks else jnp.ones((), jnp.float32)
 
 
 def evaluate_split(eval_step: Any, params: Any, split: Any, config: ml_collections.ConfigDict, sharding: Any) -> dict[str, float]:
@@ -138,10 +129,20 @@ def evaluate_split(eval_step: Any, params: Any, split: Any, config: ml_collectio
     return {"accuracy": totals["correct"] / count, "loss": totals["loss_sum"] / count}
 
 
+def check_workdir_path(workdir: Path) -> None:
+    """A workdir that cannot be a directory fails here, before data loading."""
+    for parent in (workdir, *workdir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise StorageError(workdir, NotADirectoryError(f"{parent} is a file, not a directory"))
+            break
+
+
 def prepare(config: ml_collections.ConfigDict, workdir: Path) -> tuple[TaskData, Any, Any]:
-    """Everything that can fail on bad input, before any compilation: config, workdir, data, shapes."""
+    """Everything that can fail on bad input, before the workdir is touched or anything compiled:
+    config, workdir path, data, shapes and whether they fit the device."""
     validate_config(config, num_devices=jax.device_count())
-    check_workdir(workdir, config)
+    check_workdir_path(workdir)
     data = load_task(config)
     if data.max_len > config.model.max_len:
         raise ValueError(f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="
@@ -149,17 +150,60 @@ def prepare(config: ml_collections.ConfigDict, workdir: Path) -> tuple[TaskData,
     model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
     sample = np.zeros((1,) + data.train.inputs.shape[1:], np.int32)
     shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), sample)["params"])  # traces, no compile
+    check_fits(shapes, config, data.max_len, data.dual)
     return data, model, shapes
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -> dict[str, Any]:
-    """Train (or resume) a run in ``workdir`` and return its result.json contents."""
-    distributed.initialize()
-    workdir = Path(workdir)
-    primary = jax.process_index() == 0
-    data, model, param_shapes = prepare(config, workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+def open_workdir(workdir: Path, primary: bool, start_over: bool) -> WorkdirLock | None:
+    """Create ``workdir`` and take its lock (the primary process), then, if asked, empty it."""
+    if not primary:
+        return None
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StorageError(workdir, e) from None
+    lock = WorkdirLock(workdir).acquire()
+    if start_over:
+        removed = remove_run(workdir)
+        if removed:
+            print(f"--start_over: removed {', '.join(removed)} from {workdir}", file=sys.stderr, flush=True)
+    return lock
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path, start_over: bool = False) -> dict[str, Any]:
+    """Train (or resume) a run in ``workdir`` and return its result.json contents.
+
+    ``start_over`` deletes a previous run's files first (the only way to reuse a workdir whose
+    run cannot be resumed)."""
+    stop = StopSignals().install()  # first: a signal during setup or compilation stops cleanly
+    lock = None
+    try:
+        distributed.initialize()
+        workdir = Path(workdir)
+        primary = jax.process_index() == 0
+        data, model, param_shapes = prepare(config, workdir)
+        lock = open_workdir(workdir, primary, start_over)
+        checkpoints = Checkpoints(workdir)
+        try:
+            return _train(config, workdir, primary, data, model, param_shapes, stop, checkpoints)
+        finally:
+            checkpoints.close()
+    finally:
+        stop.restore()
+        if lock is not None:
+            lock.release()
+
+
+def _train(config: ml_collections.ConfigDict, workdir: Path, primary: bool, data: TaskData, model: Any,
+           param_shapes: Any, stop: StopSignals, checkpoints: Checkpoints) -> dict[str, Any]:
+    """Resume or start the run the workdir allows (lra.resume), train, test the best checkpoint."""
+    plan = resume.plan_resume(workdir, config, checkpoints)  # raises before anything is written
+    if plan.result is not None:
+        resume.report_damaged(plan, checkpoints, set_aside=False)
+        print(f"{workdir} already holds a finished run; its result.json is unchanged.", flush=True)
+        return plan.result
     if primary:
+        resume.apply(plan, workdir, checkpoints)
         write_json_atomic(workdir / "config.json", config_to_dict(config))
 
     mesh = distributed.data_mesh()
@@ -171,16 +215,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     init_key = jax.random.fold_in(jax.random.key(config.seed), 1_000_003)
     sample = jnp.zeros((1,) + data.train.inputs.shape[1:], jnp.int32)
     init = jax.jit(lambda: _state_like(model.init(init_key, sample)["params"], tx), out_shardings=repl)
-    checkpoints = Checkpoints(workdir)
     state = init()
-    restored = checkpoints.restore_latest(state)
-    if restored is not None:
-        state = jax.device_put(restored, repl)
+    if plan.step is not None:
+        state = jax.device_put(checkpoints.restore("latest", plan.step, state), repl)
+    else:  # a checkpoint before the first metric: a workdir with metrics always has one to resume
+        checkpoints.save_latest(0, state)
     start = int(state["step"])
-    if start >= config.num_train_steps and (workdir / "result.json").exists():
-        checkpoints.close()
-        print(f"{workdir} already holds a finished run; its result.json is unchanged.", flush=True)
-        return json.loads((workdir / "result.json").read_text())
+    if start == config.num_train_steps:
+        print(f"{workdir}: training is complete; writing result.json from the best checkpoint", flush=True)
     metrics_log = MetricsLog(workdir / "metrics.jsonl")
     if primary:
         metrics_log.truncate_after(start)
@@ -198,8 +240,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
         """A host scalar placed like the rest of the state (else the step would recompile)."""
         return jax.device_put(np.asarray(value, dtype), repl)
 
-    stop = _StopFlag()
-    old_handlers = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     pending: list[tuple[int, dict[str, jax.Array]]] = []
     train_seconds, timed_steps = float(state["train_seconds"]), int(state["timed_steps"])
     compile_seconds, compiled_shapes = 0.0, set()
@@ -213,11 +253,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
         fetched = jax.device_get([m for _, m in pending])
         for (step, _), m in zip(pending, fetched):
             if not np.isfinite(m["loss"]):
-                raise NonFiniteLossError(
-                    f"training loss became {m['loss']} at step {step}; the last good checkpoint "
-                    f"(step {checkpoints.latest.latest_step()}) is kept in {workdir}/checkpoints/latest. "
-                    f"Lower --config.learning_rate or set --config.grad_clip_norm, then use a new workdir."
-                )
+                raise NonFiniteLossError(f"training loss became {m['loss']} at step {step}; {last_good()}")
+            if m.pop("state_finite") != 1.0:
+                raise NonFiniteLossError(f"the weights or optimizer state became NaN/Inf in the update of "
+                                         f"step {step}; {last_good()}")
         elapsed = time.perf_counter() - window_start
         record = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0]}
         record.update(step=pending[-1][0], split="train")
@@ -229,6 +268,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
         progress.update(record["step"], "train", {k: v for k, v in record.items() if k not in ("step", "split")})
         window_start, window_steps = time.perf_counter(), 0
 
+    def last_good() -> str:
+        step = checkpoints.latest_step("latest")  # every saved state was checked finite
+        kept = ("no checkpoint was saved" if step is None else
+                f"the last good checkpoint, step {step}, is kept in {checkpoints.path('latest', step)}")
+        return (f"{kept}. Lower --config.learning_rate or set --config.grad_clip_norm, then use a new workdir "
+                f"(or --start_over).")
+
     def save_latest(step: int) -> None:
         flush_train_metrics()  # never checkpoint a state whose loss was not checked
         state["train_seconds"] = put(train_seconds, np.float32)
@@ -236,6 +282,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
         checkpoints.save_latest(step, state)
 
     try:
+        stop.training = True
         step = start
         while step < config.num_train_steps:
             t0 = time.perf_counter()
@@ -260,6 +307,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
             if step % config.eval_every == 0 or step == config.num_train_steps:
                 flush_train_metrics()
                 val = evaluate_split(eval_step, state["params"], data.validation, config, sharded)
+                if not all(np.isfinite(v) for v in val.values()):  # never select on a NaN
+                    raise NonFiniteLossError(f"validation loss became {val['loss']} at step {step}; {last_good()}")
                 records = [{"step": step, "split": "validation", **val}]
                 if memory_probe is not None:
                     records.append({"step": step, "split": "memory", **memory_probe(state["params"])})
@@ -279,7 +328,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
                 save_latest(step)
                 raise Interrupted(stop.signum, step)
 
-        best = checkpoints.restore_best({"params": state["params"], "step": state["step"]})
+        stop.training = False  # a signal during the test evaluation stops at once: nothing to save
+        best = checkpoints.restore("best", int(state["best_step"]), {"params": state["params"], "step": state["step"]})
         test = evaluate_split(eval_step, best["params"], data.test, config, sharded)
         if primary:
             metrics_log.write([{"step": int(state["best_step"]), "split": "test", **test}])
@@ -311,32 +361,85 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
                          f"{result['best_step']} (validation {result['best_val_accuracy']:.4f}); {workdir}/result.json")
         return result
     finally:
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
         progress.close()
-        checkpoints.close()
+
+
+def _fail(message: str, code: int) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def quiet_library_errors() -> None:
+    """Orbax, asyncio and thread pools log a failed write (a full disk) from their worker threads,
+    each with a traceback; the run reports it once, as an ``error:`` line naming the path."""
+    import logging as pylogging
+
+    class _FromWorkers(pylogging.Filter):
+        def __init__(self, path_part: str):
+            super().__init__()
+            self.path_part = path_part
+
+        def filter(self, record: pylogging.LogRecord) -> bool:
+            return record.levelno < pylogging.ERROR or self.path_part not in record.pathname
+
+    pylogging.getLogger("absl").addFilter(_FromWorkers("orbax"))
+    for name in ("asyncio", "concurrent.futures"):
+        pylogging.getLogger(name).addFilter(_FromWorkers(""))
+    # tensorstore's callbacks, finishing after orbax closed its event loop, report it as unraisable
+    default_hook = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        value = unraisable.exc_value
+        if not (isinstance(value, RuntimeError) and str(value) == "Event loop is closed"):
+            default_hook(unraisable)
+
+    sys.unraisablehook = hook
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited")
 
 
 def main(argv: list[str]) -> None:
     from absl import flags, logging
 
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
+    quiet_library_errors()
 
     if len(argv) > 1:
-        raise SystemExit(f"unexpected arguments: {' '.join(argv[1:])}")
+        _fail(f"unexpected arguments: {' '.join(argv[1:])}", EXIT_INVALID)
     config = flags.FLAGS.config
     workdir = Path(flags.FLAGS.workdir) if flags.FLAGS.workdir else default_workdir(config)
     try:
-        train_and_evaluate(config, workdir)
+        train_and_evaluate(config, workdir, start_over=flags.FLAGS.start_over)
     except Interrupted as e:
-        print(f"{e}; checkpoint saved in {workdir}. Rerun the same command to resume.", file=sys.stderr)
-        sys.exit(128 + e.signum)
-    except NonFiniteLossError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except ValueError as e:  # config, workdir and data errors: a message, not a traceback
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        then = ("checkpoint saved in" if e.saved else "nothing needed saving in") + f" {workdir}"
+        print(f"{e}; {then}. Rerun the same command to resume.", file=sys.stderr, flush=True)
+        sys.exit(exit_code(e))
+    except (ValueError, RuntimeError, OSError) as e:  # every class has its code (lra.run_errors)
+        try:
+            code = exit_code(e)
+        except TypeError:
+            raise e from None  # a bug, not a run error: keep the traceback
+        _fail(describe(e), code)
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's parsing, with a bad flag, config file or config field as one ``error:`` line (exit 2)."""
+    from absl import flags
+
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:  # ml_collections puts the config file's traceback in the message
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        if any(line.startswith("Traceback") for line in lines):
+            lines = [lines[0].rstrip(":"), lines[-1]]
+        _fail(": ".join(lines), EXIT_INVALID)
+    except (AttributeError, KeyError) as e:  # ml_collections: a --config.<field> the config lacks
+        name = str(e).strip("\"'")
+        given = [a.split("=")[0] for a in argv if a.startswith("--config.") and name in a.split("=")[0].split(".")]
+        _fail(f"{given[0] if given else 'a --config override'}: the config has no field {name!r} "
+              f"(fields: lra/defaults.py)", EXIT_INVALID)
+    except (ValueError, TypeError, OSError) as e:  # the config file or its options
+        _fail(f"--config: {e}", EXIT_INVALID)
+    return []
 
 
 def _define_flags() -> None:
@@ -345,6 +448,8 @@ def _define_flags() -> None:
 
     config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/listops_transformer.py:cpu", lock_config=True)
     flags.DEFINE_string("workdir", None, "Run directory (default: runs/<task>_<variant>[_<preset>]/seed<k>).")
+    flags.DEFINE_bool("start_over", False, "Delete the workdir's previous run (config, metrics, checkpoints, "
+                      "result) and train from step 0; needed when that run cannot be resumed.")
     flags.mark_flags_as_required(["config"])
 
 
@@ -352,4 +457,4 @@ if __name__ == "__main__":
     from absl import app
 
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

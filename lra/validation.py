@@ -5,6 +5,8 @@ Each error names the config field and what to set it to.
 
 from __future__ import annotations
 
+import math
+
 import ml_collections
 
 from lra import attention as attention_registry
@@ -103,6 +105,17 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                 f"config.{name}={config[name]} is not divisible by the {num_devices} devices: "
                 f"use a multiple of {num_devices}"
             )
+    _finite(config, "learning_rate", "weight_decay", "grad_clip_norm")
     if config.learning_rate <= 0 or config.weight_decay < 0 or config.warmup_steps < 0:
         raise ConfigError("config.learning_rate must be > 0, weight_decay and warmup_steps >= 0")
+
+
+def _finite(config: ml_collections.ConfigDict, *names: str) -> None:
+    """NaN passes every ``<=``/``<`` range check, so finiteness is checked first."""
+    for name in names:
+        value = config.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"config.{name} must be a finite number, got {value!r}")
 

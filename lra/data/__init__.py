@@ -31,8 +31,16 @@ def get_loader(task: str) -> Callable[[ml_collections.ConfigDict], TaskData]:
 
 
 def load_task(config: ml_collections.ConfigDict) -> TaskData:
-    """Load ``config.task`` as the config's data section describes."""
-    return get_loader(config.task)(config)
+    """Load ``config.task`` as the config's data section describes; every split must be non-empty
+    (an empty validation split would select on nothing, an empty test split report 0%)."""
+    data = get_loader(config.task)(config)
+    for name, split in data.splits().items():
+        if len(split) == 0:
+            raise DataError(
+                f"task {config.task}: the {name} split under the data dir {config.data_dir or '(default)'} "
+                f"has no examples; check or re-prepare its files (python -m lra.data prepare {config.task})"
+            )
+    return data
 
 
 __all__ = ["DataError", "Split", "TaskData", "TASKS", "get_loader", "load_task"]

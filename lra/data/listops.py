@@ -278,8 +278,8 @@ def ensure_generated(root: Path, min_len: int, max_len: int, counts: Sequence[in
             f"config.data.min_len={min_len} and config.data.max_len={max_len}: need "
             f"0 <= min_len < max_len - 1 (lengths are kept when min_len < length < max_len)"
         )
-    if counts[0] < 1 or min(counts) < 0:
-        raise ValueError(f"config.data.num_train/num_val/num_test = {tuple(counts)}: need >= 1/0/0")
+    if min(counts) < 1:  # an empty validation or test split selects or reports on nothing
+        raise ValueError(f"config.data.num_train/num_val/num_test = {tuple(counts)}: need >= 1 each")
     final = generated_dir(root, min_len, max_len, counts, seed)
     if _complete(final):
         return final
@@ -477,7 +477,7 @@ def read_split(path: Path, split: str, max_len: int, alloc: Allocator | None = N
     if header != HEADER:
         raise where.error(1, f"expected the header {HEADER!r}, found {header[:40]!r}")
     num = raw.count(b"\n") - 1
-    if num == 0:
+    if num == 0 or not raw[header_end + 1:].strip():
         raise where.error(
             2, "no examples after the header (a header-only file: truncated download or copy?); "
             "to fix: re-extract it from the LRA release (lra_release.gz), or, for a generated "

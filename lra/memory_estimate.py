@@ -1,0 +1,78 @@
+"""Refuse a model that cannot fit before anything is allocated.
+
+An impossible size (``--config.model.max_len=1000000000``) otherwise blocks in the first device
+allocation instead of failing. The estimate is a lower bound (state plus the activations the
+backward pass must keep), so it refuses only what surely cannot fit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+
+from lra.validation import ConfigError
+
+_BYTES_PER_FLOAT = 4
+
+
+def _gb(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def device_memory_bytes() -> int | None:
+    """Memory of one device: the accelerator's limit, or this host's RAM (cgroup limit included)."""
+    device = jax.devices()[0]
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # some backends do not implement it
+        stats = {}
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    if device.platform != "cpu":
+        return None
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+    limit = Path("/sys/fs/cgroup/memory.max")
+    try:
+        value = limit.read_text().strip()
+        if value.isdigit():
+            total = min(total, int(value))
+    except OSError:
+        pass
+    return int(total)
+
+
+def estimate_bytes(param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool,
+                   num_devices: int = 1) -> dict[str, int]:
+    """A lower bound on one device's memory for training: parameters x4 (weights, gradients,
+    Adam's two moments) and, per layer, each token's block input and MLP hidden activations."""
+    params = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(param_shapes))
+    m = config.model
+    tokens = max(config.batch_size // num_devices, 1) * max_len * (2 if dual else 1)
+    activations = tokens * (m.emb_dim + m.mlp_dim) * m.num_layers * _BYTES_PER_FLOAT
+    return {"parameters": params, "state": 4 * params, "activations": activations,
+            "total": 4 * params + activations}
+
+
+def check_fits(param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool) -> None:
+    """ConfigError, with the estimate, if training surely does not fit one device's memory."""
+    available = device_memory_bytes()
+    if available is None:
+        return
+    est = estimate_bytes(param_shapes, config, max_len, dual, jax.device_count())
+    if est["total"] > available:
+        m = config.model
+        raise ConfigError(
+            f"this model cannot fit: training needs at least {_gb(est['total'])} per device "
+            f"({_gb(est['parameters'])} of parameters x4 for weights, gradients and Adam's moments, "
+            f"+ {_gb(est['activations'])} of activations), the device has {_gb(available)}. "
+            f"Lower config.model.max_len={m.max_len} (the position table), config.batch_size="
+            f"{config.batch_size}, config.model.emb_dim={m.emb_dim}, mlp_dim={m.mlp_dim} or num_layers={m.num_layers}."
+        )

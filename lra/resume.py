@@ -1,0 +1,100 @@
+"""What a rerun in an existing workdir may do: start, resume, report, regenerate, or refuse.
+
+``plan_resume`` reads the workdir and raises before anything is written, so a refused command
+changes nothing; ``apply`` then makes the few changes a plan needs, each one announced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from lra.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.run_errors import RunStateError
+from lra.run_files import check_workdir, result_problem, run_traces
+
+START_OVER = ("use a new --workdir, or pass --start_over to delete this run's config, metrics, "
+              "checkpoints and result and train from step 0")
+
+
+@dataclasses.dataclass
+class ResumePlan:
+    step: int | None  # the newest intact latest checkpoint; None: a fresh run
+    damaged: list[CorruptCheckpointError]  # newer latest checkpoints that failed their check
+    result: dict[str, Any] | None  # result.json of this config's finished run
+    result_problem: str | None  # why result.json (if there) is not that
+
+
+def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints) -> ResumePlan:
+    """Every reason to refuse ``workdir`` for ``config``, checked before anything is written."""
+    check_workdir(workdir, config)
+    step, damaged = checkpoints.newest_intact("latest")
+    if step is None:
+        traces = run_traces(workdir)
+        if damaged:
+            raise damaged[0].__class__(
+                damaged[0].path, f"{damaged[0].reason}; no intact checkpoint in "
+                f"{checkpoints.root / 'latest'} to fall back to. Nothing was changed: {START_OVER}"
+            )
+        if traces:
+            missing = ("checkpoints/ is missing" if not checkpoints.root.exists()
+                       else "checkpoints/latest holds no checkpoint")
+            raise RunStateError(
+                f"workdir {workdir} holds a run ({', '.join(traces)}) but {missing}, so it cannot be "
+                f"resumed, and training from step 0 would overwrite it. Nothing was changed: {START_OVER}."
+            )
+    elif step > config.num_train_steps:
+        raise RunStateError(
+            f"config.num_train_steps={config.num_train_steps} is below the {step} steps this workdir "
+            f"({workdir}) already trained: pass --config.num_train_steps={step} or more, or use a new "
+            f"--workdir. Nothing was changed."
+        )
+    best = checkpoints.latest_step("best")
+    if best is not None:
+        checkpoints.verify("best", best)  # the test accuracy is measured on it: no fallback
+    problem = result_problem(workdir / "result.json", config)
+    result = None
+    if problem is None and step == config.num_train_steps:
+        result = json.loads((workdir / "result.json").read_text())
+    return ResumePlan(step, damaged, result, problem)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def report_damaged(plan: ResumePlan, checkpoints: Checkpoints, set_aside: bool) -> None:
+    """Warn about each damaged latest checkpoint (and move it out of the way if ``set_aside``)."""
+    for error in plan.damaged:
+        step = int(error.path.name)
+        moved = f"; moved to {checkpoints.set_aside('latest', step)}" if set_aside else ""
+        then = (f"resuming from the previous intact checkpoint {checkpoints.path('latest', plan.step)}"
+                if step > plan.step else "a newer intact checkpoint is used")
+        _say(f"warning: {error}{moved}. {then[0].upper() + then[1:]}")
+
+
+def apply(plan: ResumePlan, workdir: Path, checkpoints: Checkpoints) -> None:
+    """Set damaged checkpoints and a stale or damaged result.json aside, saying so."""
+    report_damaged(plan, checkpoints, set_aside=True)
+    path = workdir / "result.json"
+    if plan.result is None and plan.result_problem != "missing":
+        try:
+            steps = json.loads(path.read_text())["num_train_steps"]
+            aside = path.with_name(f"result_{int(steps)}steps.json") if plan.result_problem.startswith(
+                "num_train_steps") else None
+        except (ValueError, KeyError, TypeError):
+            aside = None
+        if aside is None:
+            aside = path.with_name("result.json.corrupt")
+            _say(f"warning: {path} is not a valid result ({plan.result_problem}); moved to {aside}, "
+                 f"a new one is written from the best checkpoint when the run ends")
+        else:
+            _say(f"{path} is the result of a {steps}-step run; it is kept as {aside} while this run "
+                 f"trains to its new num_train_steps")
+        os.replace(path, aside)

@@ -1,0 +1,48 @@
+"""SIGTERM/SIGINT handling for a run, installed before anything else happens.
+
+Before training starts there is nothing to save: a signal stops the run at once (between two
+Python statements; a compilation in progress finishes first). During training the first signal
+finishes the step and saves a checkpoint; a second one exits immediately, which is safe at any
+moment because every file of a run is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from lra.run_errors import Interrupted
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopSignals:
+    """The signal handler of one run; ``signum`` is set once a stop was asked for."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.training = False
+        self._old: dict[int, Any] = {}
+
+    def install(self) -> "StopSignals":
+        self._old = {s: signal.signal(s, self) for s in SIGNALS}
+        return self
+
+    def restore(self) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        self._old = {}
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signum is not None:
+            print(f"{name} again: stopping at once; the last saved checkpoint is kept",
+                  file=sys.stderr, flush=True)
+            os._exit(128 + signum)  # no cleanup that a third signal could interrupt
+        self.signum = signum
+        if not self.training:
+            raise Interrupted(signum, None, saved=False)
+        print(f"{name}: finishing this step and saving a checkpoint (send it again to stop at once)",
+              file=sys.stderr, flush=True)

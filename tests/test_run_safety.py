@@ -1,0 +1,362 @@
+"""A run's results are never silently lost or wrong: one test per defect of issue 13.
+
+Most tests copy one finished smoke run (module fixture) and damage the copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lra.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.run_errors import (EXIT_CORRUPT, EXIT_INVALID, EXIT_LOCKED, EXIT_STORAGE, NonFiniteLossError,
+                            RunStateError, StorageError, WorkdirLockedError, exit_code)
+from lra.run_files import MetricsLog, RunFileError, check_workdir, config_to_dict, result_problem
+from lra.train import train_and_evaluate
+from lra.validation import ConfigError, validate_config
+from lra.workdir_lock import WorkdirLock
+from test_checkpoints import flip_bit
+from test_train import REPO, assert_saved_states_finite, smoke
+
+# result.json fields that are the same in every run of one config (the rest are wall-clock times)
+SAME = ("best_val_accuracy", "best_step", "test_accuracy", "test_loss", "num_train_steps", "num_params")
+
+
+@pytest.fixture
+def data_dir(smoke_data_dir) -> Path:
+    return smoke_data_dir
+
+
+@pytest.fixture
+def finished(finished_smoke_run) -> tuple[Path, dict]:
+    """A finished 6-step smoke run (checkpoints at 3 and 6; tests/conftest.py)."""
+    return finished_smoke_run
+
+
+def copy_of(finished, tmp_path: Path) -> Path:
+    target = tmp_path / "run"
+    shutil.copytree(finished[0], target)
+    return target
+
+
+def snapshot(workdir: Path) -> dict[Path, bytes]:
+    """Every file's bytes, the lock file aside (it names its last holder)."""
+    return {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+def same_result(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] for k in SAME)
+
+
+def cli(workdir: Path, data_dir: Path, *args: str) -> list[str]:
+    """``python -m lra.train`` on the smoke config in ``workdir``."""
+    return [sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
+            f"--workdir={workdir}", f"--config.data_dir={data_dir}", *args]
+
+
+def run_env() -> dict:
+    """This checkout's lra first, whatever is installed."""
+    return dict(os.environ, PYTHONPATH=str(REPO))
+
+
+# 1 -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("removed", ["checkpoints/latest", "checkpoints"])
+def test_run_without_resumable_checkpoint_is_refused_untouched(finished, data_dir, tmp_path, removed):
+    workdir = copy_of(finished, tmp_path)
+    shutil.rmtree(workdir / removed)
+    before = snapshot(workdir)
+    with pytest.raises(RunStateError, match=r"metrics.jsonl.*result.json.*(is missing|no checkpoint).*--start_over"):
+        train_and_evaluate(smoke(data_dir), workdir)
+    assert snapshot(workdir) == before
+    if removed == "checkpoints":  # the explicit flag starts over, and the rerun is the same run
+        assert same_result(train_and_evaluate(smoke(data_dir), workdir, start_over=True), finished[1])
+
+
+# 2 -------------------------------------------------------------------------------------------
+def test_flipped_bit_in_best_is_an_error_naming_it(finished, data_dir, tmp_path):
+    workdir = copy_of(finished, tmp_path)
+    (workdir / "result.json").unlink()
+    best = Checkpoints(workdir).latest_step("best")
+    data_file = max((workdir / "checkpoints" / "best" / str(best) / "state").rglob("*"), key=lambda p: p.stat().st_size)
+    flip_bit(data_file, np.random.default_rng(2))
+    with pytest.raises(CorruptCheckpointError, match=f"checkpoints/best/{best} is corrupt") as e:
+        train_and_evaluate(smoke(data_dir), workdir)
+    assert exit_code(e.value) == EXIT_CORRUPT
+    assert not (workdir / "result.json").exists()
+
+
+def test_flipped_bit_in_latest_falls_back_to_previous_and_says_so(finished, data_dir, tmp_path, capsys):
+    workdir = copy_of(finished, tmp_path)
+    (workdir / "result.json").unlink()
+    flip_bit(workdir / "checkpoints" / "latest" / "6" / "state" / "_METADATA", np.random.default_rng(3))
+    result = train_and_evaluate(smoke(data_dir), workdir)
+    err = capsys.readouterr().err
+    assert "checkpoints/latest/6 is corrupt" in err and "previous intact checkpoint" in err and "latest/3" in err
+    assert same_result(result, finished[1])
+    assert (workdir / "checkpoints" / "latest" / "6.corrupt").is_dir()
+
+
+def test_all_latest_damaged_is_refused_untouched(finished, data_dir, tmp_path):
+    workdir = copy_of(finished, tmp_path)
+    for step in (3, 6):
+        flip_bit(workdir / "checkpoints" / "latest" / str(step) / "integrity.json", np.random.default_rng(step))
+    before = snapshot(workdir)
+    with pytest.raises(CorruptCheckpointError, match="no intact checkpoint"):
+        train_and_evaluate(smoke(data_dir), workdir)
+    assert snapshot(workdir) == before
+
+
+# 3 -------------------------------------------------------------------------------------------
+def test_nan_weights_are_never_checkpointed_and_the_last_good_step_is_named(data_dir, tmp_path):
+    config = smoke(data_dir, learning_rate=1e6, checkpoint_every=1, eval_every=20, num_train_steps=20)
+    with pytest.raises(NonFiniteLossError, match="NaN/Inf in the update of step") as e:
+        train_and_evaluate(config, tmp_path / "nan")
+    # every saved state is finite, so a rerun resumes from a good one, never into NaN
+    saved = assert_saved_states_finite(tmp_path / "nan")
+    step = int(str(e.value).split("last good checkpoint, step ")[1].split(",")[0])
+    assert ("latest", step) in saved and step == max(s for k, s in saved if k == "latest")
+    assert not (tmp_path / "nan" / "result.json").exists()
+
+
+def test_nan_validation_loss_selects_nothing(data_dir, tmp_path, monkeypatch):
+    import lra.train
+
+    real = lra.train.evaluate_split
+
+    def poisoned(eval_step, params, split, config, sharding):
+        out = real(eval_step, params, split, config, sharding)
+        return {"accuracy": 0.5, "loss": float("nan")} if split.name == "validation" else out
+
+    monkeypatch.setattr(lra.train, "evaluate_split", poisoned)
+    with pytest.raises(NonFiniteLossError, match="validation loss became nan at step 3"):
+        train_and_evaluate(smoke(data_dir), tmp_path / "run")
+    assert Checkpoints(tmp_path / "run").steps("best") == []
+
+
+# 4 -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("field, value", [("learning_rate", float("nan")), ("learning_rate", float("inf")),
+                                          ("weight_decay", float("nan")), ("grad_clip_norm", float("nan"))])
+def test_non_finite_hyperparameters_are_config_errors(data_dir, field, value):
+    with pytest.raises(ConfigError, match=f"config.{field} must be a finite number"):
+        validate_config(smoke(data_dir, **{field: value}))
+
+
+# 5 -------------------------------------------------------------------------------------------
+def test_second_process_on_a_workdir_is_refused_naming_the_holder(data_dir, tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    with WorkdirLock(workdir):
+        with pytest.raises(WorkdirLockedError, match=f"pid {os.getpid()} on host") as e:
+            train_and_evaluate(smoke(data_dir), workdir)
+    assert exit_code(e.value) == EXIT_LOCKED
+    assert [p.name for p in workdir.iterdir()] == [".lock"]
+
+
+def test_lock_of_a_killed_process_is_free(tmp_path):
+    code = f"from lra.workdir_lock import WorkdirLock; import time; WorkdirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=run_env())
+    assert proc.stdout.readline().strip() == "held"
+    with pytest.raises(WorkdirLockedError, match=f"pid {proc.pid}"):
+        WorkdirLock(tmp_path).acquire()
+    proc.kill()
+    proc.wait()
+    WorkdirLock(tmp_path).acquire().release()
+
+
+# 6 -------------------------------------------------------------------------------------------
+def test_model_that_cannot_fit_is_refused_before_allocating(data_dir, tmp_path):
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"cannot fit: training needs at least [\d.]+ GiB.*max_len=1000000000"):
+        train_and_evaluate(smoke(data_dir, **{"model.max_len": 1_000_000_000}), tmp_path / "run")
+    assert time.perf_counter() - t0 < 60 and not (tmp_path / "run").exists()
+
+
+# 7 -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("empty", ["basic_val.tsv", "basic_test.tsv"])
+def test_empty_split_is_an_error_naming_the_file(data_dir, tmp_path, empty):
+    from lra.data import DataError
+    from lra.data.listops import HEADER, SPLIT_FILES
+
+    from lra.data import load_task
+
+    load_task(smoke(data_dir))  # generates the smoke set (cached)
+    generated = next((data_dir / "listops_generated").glob("*"))
+    release = tmp_path / "data" / "lra_release" / "listops-1000"
+    release.mkdir(parents=True)
+    for name in SPLIT_FILES.values():
+        shutil.copy(generated / name, release / name)
+    (release / empty).write_text(HEADER + "\n")
+    with pytest.raises(DataError, match=f"{empty}.*empty split"):
+        train_and_evaluate(smoke(tmp_path / "data", **{"data.source": "release"}), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+# 8 -------------------------------------------------------------------------------------------
+def test_invalid_result_json_is_regenerated_from_best(finished, data_dir, tmp_path, capsys):
+    workdir = copy_of(finished, tmp_path)
+    text = (workdir / "result.json").read_text()
+    (workdir / "result.json").write_text(text[: len(text) // 2])  # "{}" is refused alike (below)
+    result = train_and_evaluate(smoke(data_dir), workdir)
+    assert "not a valid result" in capsys.readouterr().err
+    assert same_result(result, finished[1])
+    assert json.loads((workdir / "result.json").read_text()) == result
+
+
+def test_result_validation_names_the_field(finished, tmp_path):
+    path = tmp_path / "result.json"
+    good = dict(finished[1])
+    for broken, problem in [({}, "'task' is missing"), ({"test_accuracy": 1.5}, "'test_accuracy' is invalid"),
+                            ({"best_step": 99}, "best_step 99 > num_train_steps")]:
+        path.write_text(json.dumps({**good, **broken} if broken else {}))
+        assert problem in result_problem(path)
+    path.write_text(json.dumps(good))
+    assert result_problem(path) is None
+
+
+# 9 -------------------------------------------------------------------------------------------
+def test_torn_last_metrics_line_is_dropped_other_bad_lines_are_errors(tmp_path, capsys):
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    log.write([{"step": 1, "split": "train"}, {"step": 2, "split": "train"}])
+    with open(log.path, "a") as f:
+        f.write('{"step": 3, "spl')  # a kill during the append
+    log.truncate_after(5)
+    assert log.read() == [{"step": 1, "split": "train"}, {"step": 2, "split": "train"}]
+    assert "metrics.jsonl line 3 is cut short" in capsys.readouterr().err
+    log.path.write_text('{"step": 1, "split": "train"}\n{"step": 2 "split"\n{"step": 3, "split": "train"}\n')
+    with pytest.raises(RunFileError, match="metrics.jsonl line 2"):
+        log.read()
+
+
+def test_malformed_config_json_is_an_error_naming_file_and_line(tmp_path):
+    from lra.defaults import make_config
+
+    config = make_config("listops", "softmax", "smoke")
+    text = json.dumps(config_to_dict(config), indent=2)
+    (tmp_path / "config.json").write_text(text[: len(text) // 2])
+    with pytest.raises(RunFileError, match=r"config.json is not a valid config \(line \d+ column"):
+        check_workdir(tmp_path, config)
+
+
+# 10 ------------------------------------------------------------------------------------------
+def _one_error_line(out: subprocess.CompletedProcess) -> str:
+    text = out.stdout + out.stderr
+    assert "Traceback" not in text, text[-3000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out.stderr[-3000:]
+    return errors[0]
+
+
+def test_cli_errors_are_one_line_with_the_class_exit_code(data_dir, tmp_path):
+    unknown = subprocess.run(cli(tmp_path / "w", data_dir, "--config.model.nope=1"), capture_output=True,
+                             text=True, timeout=300, cwd=REPO, env=run_env())
+    assert unknown.returncode == EXIT_INVALID and "--config.model.nope" in _one_error_line(unknown)
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    is_file = subprocess.run(cli(a_file, data_dir), capture_output=True, text=True, timeout=300, cwd=REPO, env=run_env())
+    assert is_file.returncode == EXIT_STORAGE and f"{a_file} is a file" in _one_error_line(is_file)
+    assert a_file.read_text() == "x"
+
+
+def test_failed_metrics_write_is_a_storage_error_and_tensorboard_only_warns(tmp_path, capsys):
+    from lra.progress import Progress
+
+    with pytest.raises(StorageError, match="cannot write /dev/full: No space left on device") as e:
+        MetricsLog(Path("/dev/full")).write([{"step": 1, "split": "train"}])
+    assert exit_code(e.value) == EXIT_STORAGE
+
+    progress = Progress(10, 0, tmp_path)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    progress.writer.add_scalar = full
+    progress.update(1, "train", {"loss": 1.0})
+    progress.update(2, "train", {"loss": 1.0})
+    progress.close()
+    err = capsys.readouterr().err
+    assert err.count("TensorBoard logging") == 1 and "No space left on device" in err
+
+
+def test_unwritable_workdir_is_a_storage_error(data_dir, tmp_path, monkeypatch):
+    real_mkdir = Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if self == tmp_path / "ro" / "run":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(StorageError, match=f"cannot write {tmp_path / 'ro' / 'run'}: Permission denied") as e:
+        train_and_evaluate(smoke(data_dir), tmp_path / "ro" / "run")
+    assert exit_code(e.value) == EXIT_STORAGE
+
+
+def test_full_disk_is_one_error_line_and_loses_nothing(finished, data_dir, tmp_path):
+    """RLIMIT_FSIZE makes writes past a size fail (EFBIG) as on a full disk."""
+    workdir = tmp_path / "run"
+    steps = ["--config.num_train_steps=6"]
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    out = subprocess.run(cli(workdir, data_dir, *steps), capture_output=True, text=True, timeout=300, cwd=REPO,
+                         env=run_env(), preexec_fn=limited)
+    assert out.returncode == EXIT_STORAGE, out.stderr[-3000:]
+    assert "cannot write" in _one_error_line(out) and not (workdir / "result.json").exists()
+    # with space again the same command resumes and ends as the uninterrupted run
+    assert same_result(train_and_evaluate(smoke(data_dir), workdir), finished[1])
+
+
+# 11 ------------------------------------------------------------------------------------------
+def test_fewer_steps_than_trained_is_refused_untouched(finished, data_dir, tmp_path):
+    workdir = copy_of(finished, tmp_path)
+    before = snapshot(workdir)
+    with pytest.raises(RunStateError, match="num_train_steps=3 is below the 6 steps"):
+        train_and_evaluate(smoke(data_dir, num_train_steps=3), workdir)
+    assert snapshot(workdir) == before
+
+
+# signals -------------------------------------------------------------------------------------
+def test_signal_before_training_and_second_signal_exit_cleanly(data_dir, tmp_path):
+    workdir = tmp_path / "run"
+    proc = subprocess.Popen(cli(workdir, data_dir, "--config.num_train_steps=3000", "--config.eval_every=1000",
+                                "--config.checkpoint_every=1000"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=run_env())
+    lines = []
+    for line in proc.stdout:  # "ListOps: ..." is printed while the data load, before the first compilation
+        lines.append(line)
+        if line.startswith("ListOps:"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    lines += proc.stdout.readlines()
+    proc.wait(timeout=300)
+    text = "".join(lines)
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in text, text[-3000:]
+    assert "interrupted by SIGTERM" in text
+
+    proc = subprocess.Popen(cli(workdir, data_dir, "--config.num_train_steps=3000", "--config.eval_every=1000",
+                                "--config.checkpoint_every=1000"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=run_env())
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("step 2 train"):
+            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT)
+            break
+    lines += proc.stdout.readlines()
+    proc.wait(timeout=300)
+    text = "".join(lines)
+    assert proc.returncode == 128 + signal.SIGINT and "Traceback" not in text, text[-3000:]
+    assert Checkpoints(workdir).newest_intact("latest")[0] is not None
