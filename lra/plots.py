@@ -304,7 +304,7 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
         heat_axes = bottom.subplots(1, len(heat), squeeze=False)[0]
         for ax, (v, memory) in zip(heat_axes, heat):
             _memory_image(ax, bottom, memory)
-            ax.set_title(f"{v}: memory after the last block", fontsize=8)
+            ax.set_title(textwrap.fill(f"{v}: memory after the last block", 24), fontsize=8)
         bottom.suptitle("the last block's memory, first validation example (one run per variant)", fontsize=9)
     fig.savefig(path, dpi=100)
     plt.close(fig)

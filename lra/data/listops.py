@@ -479,7 +479,7 @@ def read_split(path: Path, split: str, max_len: int, alloc: Allocator | None = N
     num = raw.count(b"\n") - 1
     if num == 0 or not raw[header_end + 1:].strip():
         raise where.error(
-            2, "no examples after the header (a header-only file: truncated download or copy?); "
+            2, "no examples after the header (an empty split: a truncated download or copy?); "
             "to fix: re-extract it from the LRA release (lra_release.gz), or, for a generated "
             "set, delete its folder so that it is generated again")
     inputs = alloc("inputs", (num, max_len), np.int16)  # PAD_ID == 0
