@@ -1,10 +1,20 @@
-"""Progress output: a bar on a terminal, plain log lines otherwise; TensorBoard without TensorFlow."""
+"""Progress output: a bar on a terminal, plain log lines otherwise; TensorBoard without TensorFlow.
+
+One rate, measured here: training steps per second of wall time, compilation excluded
+(evaluations and checkpoints included, so the ETA is what the clock will show). The bar shows
+that rate and its ETA (tqdm's own rate would count compilation and lag behind), refreshed at least
+every ``refresh_seconds``; compilations are announced with their shape and time. Without a
+terminal, or on a terminal that reports no size (0 columns: a bar cannot be drawn), plain lines
+carry the same rate and ETA, one every ``plain_seconds`` and at each logged step.
+"""
 
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +25,43 @@ def _fmt(metrics: dict[str, Any]) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
 
 
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+def terminal_bar_possible(stream: Any = None) -> bool:
+    """A bar needs a terminal that reports its width; a zero-size pty gets plain lines."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        return False
+    return shutil.get_terminal_size(fallback=(0, 0)).columns > 0
+
+
 class Progress:
     """Shows training progress; ``enabled=False`` on non-primary hosts."""
 
-    def __init__(self, total: int, start: int, workdir: Path, enabled: bool = True, tensorboard: bool = True):
+    def __init__(self, total: int, start: int, workdir: Path, enabled: bool = True, tensorboard: bool = True,
+                 refresh_seconds: float = 1.0, plain_seconds: float = 30.0):
         self.enabled = enabled
         self.bar = None
         self.writer = None
         self._tb_dir = workdir / "tensorboard"
         self._old_hook = None
+        self.total, self.step = total, start
+        self.refresh_seconds, self.plain_seconds = refresh_seconds, plain_seconds
+        self._measured_seconds, self._measured_steps = 0.0, 0
+        self._last_tick: float | None = None
+        self._last_shown = self._last_plain = time.monotonic()
         if not enabled:
             return
-        if sys.stderr.isatty():
+        if terminal_bar_possible():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True)
+            self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, mininterval=0,
+                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt}{postfix}")
+            self.bar.set_postfix_str("compiling")
         if tensorboard:
             try:
                 from tensorboardX import SummaryWriter
@@ -41,6 +73,63 @@ class Progress:
                 self.writer = None
             except Exception as e:
                 self._tensorboard_failed(e)
+
+    # -- rate and ETA -----------------------------------------------------------------------------
+
+    @property
+    def rate(self) -> float | None:
+        """Steps per second since this process started training, compilation excluded."""
+        if self._measured_steps == 0 or self._measured_seconds <= 0:
+            return None
+        return self._measured_steps / self._measured_seconds
+
+    def eta_seconds(self) -> float | None:
+        rate = self.rate
+        return None if rate is None else max(self.total - self.step, 0) / rate
+
+    def status(self) -> str:
+        """``"8.2 step/s, ETA 0:37"`` (or what is known so far)."""
+        rate, eta = self.rate, self.eta_seconds()
+        if rate is None:
+            return "measuring the rate"
+        return f"{rate:.3g} step/s, ETA {_clock(eta)}"
+
+    def tick(self, step: int, compile_seconds: float = 0.0, now: float | None = None) -> None:
+        """The loop finished ``step``; ``compile_seconds`` of the time since the last tick were
+        compilation (not counted in the rate). Refreshes the bar or prints a plain line when due."""
+        now = time.monotonic() if now is None else now
+        if self._last_tick is not None and compile_seconds == 0.0:
+            self._measured_seconds += now - self._last_tick
+            self._measured_steps += step - self.step
+        self._last_tick, self.step = now, step
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            if now - self._last_shown >= self.refresh_seconds or step == self.total:
+                self.bar.n = step
+                self.bar.set_postfix_str(self._postfix(), refresh=True)
+                self._last_shown = now
+        elif now - self._last_plain >= self.plain_seconds:
+            self._plain_line()
+            self._last_plain = now
+
+    def _plain_line(self) -> None:
+        print(f"step {self.step}/{self.total} ({100 * self.step / max(self.total, 1):.0f}%): {self.status()}",
+              flush=True)
+
+    def _postfix(self) -> str:
+        extra = getattr(self, "_train_postfix", "")
+        return ", ".join(filter(None, [self.status(), extra]))
+
+    def compiling(self, what: str) -> float:
+        """Announce a compilation; returns its start time for :meth:`compiled`."""
+        self.message(f"compiling {what} ...")
+        return time.monotonic()
+
+    def compiled(self, what: str, started: float) -> float:
+        seconds = time.monotonic() - started
+        self.message(f"compiled {what} in {seconds:.1f} s")
+        return seconds
 
     def _tensorboard_failed(self, error: BaseException) -> None:
         """TensorBoard is a convenience (metrics.jsonl holds everything): one warning, then off."""
@@ -76,12 +165,16 @@ class Progress:
                 self._tensorboard_failed(e)
         if self.bar is not None:
             if split == "train":
+                self._train_postfix = " ".join(f"{k}={metrics[k]:.4g}" for k in ("loss", "accuracy") if k in metrics)
                 self.bar.n = step
-                self.bar.set_postfix({k: f"{v:.4g}" for k, v in metrics.items() if k in ("loss", "accuracy", "steps_per_second")})
+                self.bar.set_postfix_str(self._postfix(), refresh=True)
             else:
                 self.bar.write(f"step {step} {split}: {_fmt(metrics)}")
         else:
-            print(f"step {step} {split}: {_fmt(metrics)}", flush=True)
+            shown = {k: v for k, v in metrics.items() if k != "steps_per_second"}  # one rate: ours
+            rate = f" [{self.status()}]" if split == "train" else ""
+            print(f"step {step} {split}: {_fmt(shown)}{rate}", flush=True)
+            self._last_plain = time.monotonic()
 
     def message(self, text: str) -> None:
         if not self.enabled:

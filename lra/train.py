@@ -287,17 +287,23 @@ def _train(config: ml_collections.ConfigDict, workdir: Path, primary: bool, data
         while step < config.num_train_steps:
             t0 = time.perf_counter()
             host_batch = batches.batch(step)
-            new_shape = host_batch["inputs"].shape not in compiled_shapes
+            shape = host_batch["inputs"].shape
+            new_shape = shape not in compiled_shapes
+            if new_shape:  # the first step of each batch shape compiles: say so, and time it apart
+                what = f"the training step for batch shape {tuple(shape)}"
+                compiling = progress.compiling(what)
             state, metrics = train_step(state, distributed.shard_batch(host_batch, sharded))
             step += 1
             pending.append((step, metrics))
-            if new_shape:  # the first step of each batch shape compiles: time it apart
+            if new_shape:
                 jax.block_until_ready(metrics)
-                compiled_shapes.add(host_batch["inputs"].shape)
+                compiled_shapes.add(shape)
                 compile_seconds += time.perf_counter() - t0
+                progress.compiled(what, compiling)
                 window_start = time.perf_counter()
             else:
                 window_steps += 1
+            progress.tick(step, compile_seconds=(time.perf_counter() - t0) if new_shape else 0.0)
             if step % config.log_every == 0 or step == config.num_train_steps:
                 flush_train_metrics()
             if not new_shape:
