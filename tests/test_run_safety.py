@@ -328,35 +328,31 @@ def test_fewer_steps_than_trained_is_refused_untouched(finished, data_dir, tmp_p
 
 
 # signals -------------------------------------------------------------------------------------
-def test_signal_before_training_and_second_signal_exit_cleanly(data_dir, tmp_path):
-    workdir = tmp_path / "run"
-    proc = subprocess.Popen(cli(workdir, data_dir, "--config.num_train_steps=3000", "--config.eval_every=1000",
-                                "--config.checkpoint_every=1000"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=run_env())
-    lines = []
-    for line in proc.stdout:  # "ListOps: ..." is printed while the data load, before the first compilation
-        lines.append(line)
-        if line.startswith("ListOps:"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    lines += proc.stdout.readlines()
-    proc.wait(timeout=300)
-    text = "".join(lines)
-    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in text, text[-3000:]
-    assert "interrupted by SIGTERM" in text
-
+def _signal_at(workdir, data_dir, prefix: str, *signums: int) -> tuple[int, str]:
+    """Run the 3000-step smoke CLI, send ``signums`` at the first output line starting with
+    ``prefix``, and return (exit code, all output)."""
     proc = subprocess.Popen(cli(workdir, data_dir, "--config.num_train_steps=3000", "--config.eval_every=1000",
                                 "--config.checkpoint_every=1000"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=run_env())
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("step 2 train"):
-            proc.send_signal(signal.SIGINT)
-            proc.send_signal(signal.SIGINT)
+        if line.startswith(prefix):
+            for signum in signums:
+                proc.send_signal(signum)
             break
     lines += proc.stdout.readlines()
     proc.wait(timeout=300)
-    text = "".join(lines)
-    assert proc.returncode == 128 + signal.SIGINT and "Traceback" not in text, text[-3000:]
+    return proc.returncode, "".join(lines)
+
+
+def test_signal_before_training_and_second_signal_exit_cleanly(data_dir, tmp_path):
+    workdir = tmp_path / "run"
+    # "ListOps: ..." is printed while the data load, before the first compilation
+    code, text = _signal_at(workdir, data_dir, "ListOps:", signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM and "Traceback" not in text, text[-3000:]
+    assert "interrupted by SIGTERM" in text
+
+    code, text = _signal_at(workdir, data_dir, "step 2 train", signal.SIGINT, signal.SIGINT)
+    assert code == 128 + signal.SIGINT and "Traceback" not in text, text[-3000:]
     assert Checkpoints(workdir).newest_intact("latest")[0] is not None
