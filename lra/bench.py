@@ -320,7 +320,7 @@ def checks(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def environment(command: Sequence[str]) -> dict[str, Any]:
-    from lra.run_files import git_commit
+    from lra.training.run_files import git_commit
 
     dev = jax.devices()[0]
     return {

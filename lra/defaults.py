@@ -53,6 +53,7 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.preset = "paper"
     c.variant = "Transformer"
     c.seed = 0
+    c.seeds = ()  # --config.seeds=0,1,2,3,4: train these seeds in one program (lra.training.seeds); () = (seed,)
     c.data_dir = ""  # empty: $LRA_DATA_DIR, else ~/.cache/lra
 
     c.data = ml_collections.ConfigDict()
@@ -60,6 +61,9 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     # Length buckets for batching: each batch is padded to the smallest boundary that holds its
     # longest example (one compilation per boundary). Empty: pad every batch to max_len.
     c.data.buckets = ()
+    # Seed of the bucket order (the sequence of batch lengths); -1: the run's own seed. The seeds
+    # of one vmapped program share the first seed's order (lra.training.seeds.seed_config).
+    c.data.bucket_order_seed = -1
     c.data.source = "auto"  # listops: "auto" (release files if present, else generate) | "release" | "generated"
     c.data.min_len = 500  # listops generator: keep 500 < length < max_len (LRA)
     c.data.num_train = 96_000
@@ -136,6 +140,8 @@ LEGACY_FIELDS: dict[str, Any] = {
     "model.pixel_mean": 0.48,
     "model.pixel_std": 0.24,
     "log_memory_stats": False,
+    "seeds": (),
+    "data.bucket_order_seed": -1,
 }
 
 

@@ -105,7 +105,7 @@ def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> di
     import jax.numpy as jnp
 
     from lra import memory_stats
-    from lra.checkpoints import Checkpoints
+    from lra.training.checkpoints import Checkpoints
     from lra.data import load_task
     from lra.data.types import PAD_ID
     from lra.model import build_model

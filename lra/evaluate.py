@@ -19,13 +19,13 @@ from typing import Any
 import jax
 import ml_collections
 
-from lra import distributed
-from lra.checkpoints import Checkpoints
+from lra.training import distributed
+from lra.training.checkpoints import Checkpoints
 from lra.data import load_task
 from lra.defaults import OPTION_ALIASES, parse_value, upgrade_run_config
 from lra.model import build_model
-from lra.train import evaluate_split, make_steps
-from lra.validation import validate_config
+from lra.training.steps import evaluate_split, make_steps
+from lra.training.validation import validate_config
 
 
 def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
@@ -84,7 +84,8 @@ def evaluate_run(
     if best is None:
         raise FileNotFoundError(f"no best checkpoint in {workdir}/checkpoints/best: has the run evaluated yet?")
     _, eval_step = make_steps(model, None, config, mesh)
-    metrics = evaluate_split(eval_step, best["params"], data.splits()[split], config, distributed.batch_sharded(mesh))
+    params_S = jax.tree.map(lambda x: x[None], best["params"])  # the steps carry a seed axis: one seed
+    metrics = evaluate_split(eval_step, params_S, data.splits()[split], config, distributed.batch_sharded(mesh))[0]
     return {
         "trained_with": trained_with,
         "attention": config.model.attention,

@@ -154,7 +154,7 @@ def log_memory_stats(model: Any, config: Any, validation: Any, sharding: Any):
     else None."""
     if not config.log_memory_stats:
         return None
-    from lra import distributed
+    from lra.training import distributed
 
     rows = config.eval_batch_size
     inputs = probe_inputs(validation, rows)

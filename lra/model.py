@@ -236,5 +236,5 @@ class Classifier(nn.Module):
 def build_model(
     model_config: ml_collections.ConfigDict, vocab_size: int, num_classes: int, dual: bool
 ) -> Classifier:
-    """The classifier for a task; validate the config with lra.validation first."""
+    """The classifier for a task; validate the config with lra.training.validation first."""
     return Classifier(model_config, vocab_size=vocab_size, num_classes=num_classes, dual=dual)

@@ -16,6 +16,10 @@ same workdir, which resumes it from its latest checkpoint (lra.train's contract)
 
 Every run's workdir also gets ``sweep_run.json`` (grid, preset, options, overrides), so the
 results tables can state the overrides (e.g. a reduced ``num_train_steps``) their numbers used.
+
+With ``group_seeds`` (``scripts/sweep.py --group-seeds on``; the default on GPU/TPU and in SLURM
+scripts) the seeds of one setup are one run: one ``lra.train --config.seeds=0,1,2,3,4`` process
+training them in one vmapped program, each seed in its usual ``seed<k>/`` workdir.
 """
 
 from __future__ import annotations
@@ -107,12 +111,23 @@ class Run:
     variant: Variant
     seed: int
     preset: str
-    workdir: Path
+    workdir: Path  # the seed's workdir; for grouped seeds, the parent of their seed<k>/ workdirs
     overrides: tuple[tuple[str, str], ...] = ()  # ("num_train_steps", "300"), passed as --config.K=V
+    seeds: tuple[int, ...] = ()  # several: these seeds in one program (``seed`` is the first)
+
+    @property
+    def grouped(self) -> bool:
+        return len(self.seeds) > 1
+
+    @property
+    def seed_workdirs(self) -> list[Path]:
+        """Each seed's workdir (where its result.json lands)."""
+        return [self.workdir / f"seed{k}" for k in self.seeds] if self.grouped else [self.workdir]
 
     @property
     def name(self) -> str:
-        return f"{self.task} {self.variant.label} seed{self.seed}"
+        seeds = f"seeds {','.join(map(str, self.seeds))}" if self.grouped else f"seed{self.seed}"
+        return f"{self.task} {self.variant.label} {seeds}"
 
     @property
     def config_path(self) -> Path:
@@ -125,16 +140,20 @@ class Run:
 
     def command(self, python: str = sys.executable) -> list[str]:
         """The ``python -m lra.train`` command line of this run."""
+        seeds = f"--config.seeds={','.join(map(str, self.seeds))}" if self.grouped else f"--config.seed={self.seed}"
         return [python, "-m", "lra.train", f"--config={self.config_path}:{self.config_arg}",
-                f"--workdir={self.workdir}", f"--config.seed={self.seed}",
-                *(f"--config.{k}={v}" for k, v in self.overrides)]
+                f"--workdir={self.workdir}", seeds, *(f"--config.{k}={v}" for k, v in self.overrides)]
 
-    def record(self) -> dict:
-        """What ``sweep_run.json`` and the sweep manifest say about this run."""
-        return {"index": self.index, "grid": self.grid, "task": self.task, "variant": self.variant.label,
-                "config": str(self.config_path.relative_to(REPO)), "options": self.config_arg,
-                "seed": self.seed, "preset": self.preset, "overrides": dict(self.overrides),
-                "workdir": str(self.workdir), "command": shlex.join(self.command("python"))}
+    def record(self, seed: int | None = None) -> dict:
+        """What ``sweep_run.json`` (of seed ``seed``) and the sweep manifest say about this run."""
+        record = {"index": self.index, "grid": self.grid, "task": self.task, "variant": self.variant.label,
+                  "config": str(self.config_path.relative_to(REPO)), "options": self.config_arg,
+                  "seed": self.seed if seed is None else seed, "preset": self.preset,
+                  "overrides": dict(self.overrides), "workdir": str(self.workdir),
+                  "command": shlex.join(self.command("python"))}
+        if self.grouped:
+            record["seeds_in_program"] = list(self.seeds)
+        return record
 
 
 def parse_overrides(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -166,8 +185,10 @@ def expand(
     variants: Sequence[str] | None = None,
     root: Path | None = None,
     overrides: Sequence[tuple[str, str]] = (),
+    group_seeds: bool = False,
 ) -> list[Run]:
-    """The runs of a grid, seed-major (all of seed 0 first, so early tables cover every cell)."""
+    """The runs of a grid, seed-major (all of seed 0 first, so early tables cover every cell); with
+    ``group_seeds``, one run per setup training all its seeds in one program."""
     if grid_name not in GRIDS:
         raise ValueError(f"unknown grid {grid_name!r}; valid grids: {', '.join(GRIDS)}")
     if preset not in PRESETS:
@@ -180,6 +201,13 @@ def expand(
     overrides = tuple(sorted(overrides))
     root = Path(root) if root is not None else default_root(grid_name, preset, overrides)
     runs = []
+    if group_seeds and len(chosen_seeds) > 1:
+        seeds = tuple(int(s) for s in chosen_seeds)
+        for task in chosen_tasks:
+            for variant in chosen_variants:
+                workdir = root / f"{task}_{slug(variant.label)}"
+                runs.append(Run(len(runs), grid_name, task, variant, seeds[0], preset, workdir, overrides, seeds))
+        return runs
     for seed in chosen_seeds:
         for task in chosen_tasks:
             for variant in chosen_variants:
@@ -218,17 +246,23 @@ def expected_steps(run: Run) -> int:
     return int(steps) if steps is not None else int(config.num_train_steps)
 
 
+def _finished(workdir: Path, steps: int | None) -> bool:
+    result = workdir / "result.json"
+    if not result.exists():
+        return False
+    try:
+        done = json.loads(result.read_text()).get("num_train_steps")
+    except (ValueError, AttributeError):  # damaged: lra.train rebuilds it from the checkpoints
+        return False
+    return done is not None and (steps is None or done == steps)
+
+
 def status(run: Run, steps: int | None = None) -> str:
-    """``finished`` (result.json with the expected steps), ``started`` (a workdir) or ``new``."""
-    result = run.workdir / "result.json"
-    if result.exists():
-        try:
-            done = json.loads(result.read_text()).get("num_train_steps")
-        except (ValueError, AttributeError):  # damaged: lra.train rebuilds it from the checkpoints
-            done = None
-        if done is not None and (steps is None or done == steps):
-            return "finished"
-    return "started" if run.workdir.exists() else "new"
+    """``finished`` (every seed's result.json with the expected steps), ``started`` (a workdir)
+    or ``new``."""
+    if all(_finished(w, steps) for w in run.seed_workdirs):
+        return "finished"
+    return "started" if any(w.exists() for w in run.seed_workdirs) else "new"
 
 
 Runner = Callable[[Run, Path], int]
@@ -277,7 +311,7 @@ def exec_run(run: Run, total: int, out: Callable[[str], None] = print) -> int:
     if status(run, expected_steps(run)) == "finished":
         out(f"{head}: finished, skipped ({run.workdir})")
         return 0
-    out(f"{head}: {'resuming' if run.workdir.exists() else 'starting'} in {run.workdir}")
+    out(f"{head}: {'resuming' if status(run) == 'started' else 'starting'} in {run.workdir}")
     _write_run_record(run)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -287,8 +321,9 @@ def exec_run(run: Run, total: int, out: Callable[[str], None] = print) -> int:
 
 
 def _write_run_record(run: Run) -> None:
-    run.workdir.mkdir(parents=True, exist_ok=True)
-    (run.workdir / "sweep_run.json").write_text(json.dumps(run.record(), indent=2, sort_keys=True) + "\n")
+    for seed, workdir in zip(run.seeds or (run.seed,), run.seed_workdirs):
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "sweep_run.json").write_text(json.dumps(run.record(seed), indent=2, sort_keys=True) + "\n")
 
 
 @dataclasses.dataclass
@@ -327,7 +362,7 @@ def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total:
             out(f"{head}: finished, skipped ({run.workdir})")
             report.skipped.append(run)
             continue
-        state = "resuming" if run.workdir.exists() else "starting"
+        state = "resuming" if status(run) == "started" else "starting"
         out(f"{head}: {state} in {run.workdir} (sweep elapsed {_clock(time.perf_counter() - start)})")
         _write_run_record(run)
         t0 = time.perf_counter()
@@ -341,8 +376,10 @@ def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total:
             out(f"{head}: FAILED (exit code {code}) after {took}; log: {run.workdir / 'sweep.log'}")
             report.failed.append((run, code))
             continue
-        result = json.loads((run.workdir / "result.json").read_text())
-        out(f"{head}: done in {took}, test accuracy {100 * result['test_accuracy']:.2f}%")
+        accuracies = [100 * json.loads((w / "result.json").read_text())["test_accuracy"] for w in run.seed_workdirs]
+        shown = (f"{accuracies[0]:.2f}%" if len(accuracies) == 1 else
+                 f"{', '.join(f'{a:.2f}' for a in accuracies)}% (mean {sum(accuracies) / len(accuracies):.2f}%)")
+        out(f"{head}: done in {took}, test accuracy {shown}")
         report.ran.append(run)
     out(f"sweep: {len(report.ran)} ran, {len(report.skipped)} skipped (finished), {len(report.failed)} failed"
         + (f", interrupted at {report.interrupted.name}" if report.interrupted else "")
@@ -370,9 +407,10 @@ def slurm_script(runs: Sequence[Run], sweep_argv: Sequence[str], root: Path, *, 
     gets SLURM's SIGTERM 2 minutes before the time limit (``--signal=B:TERM@120``), saves a
     checkpoint and exits; resubmitting the script (or ``--requeue``) resumes the unfinished runs.
 
-    ``sweep_argv`` is the selection (grid, preset, filters, --root, --set) that reproduces
-    ``runs``, so the indices of the script and of ``--list`` agree. One GPU and one task per
-    array task: each run is a single-host job (lra.train calls no jax.distributed then).
+    ``sweep_argv`` is the selection (grid, preset, filters, --root, --set, --group-seeds) that
+    reproduces ``runs``, so the indices of the script and of ``--list`` agree. One GPU and one
+    task per array task: each run is a single-host job (lra.train calls no jax.distributed then);
+    with grouped seeds an array task is one setup x all its seeds.
     """
     if not runs:
         raise ValueError("no runs selected: nothing to write")

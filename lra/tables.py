@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lra import stats
-from lra.run_files import RESUMABLE_CHANGES
+from lra.training.run_files import RESUMABLE_CHANGES
 
 TASK_COLUMNS = {"text": "Classification", "matching": "Matching", "listops": "ListOps", "image": "CIFAR-10"}
 # NUM_CLASSES of each lra.data task module (tests check they agree): the chance line of the curves

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lra.run_files import export_records  # noqa: E402
+from lra.training.run_files import export_records  # noqa: E402
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ Grids: convluna_table1 (Transformer, Luna-1/16/256, ConvLuna-1/16/256 x 4 tasks 
 convluna_table3 (OnlyScaling-*, OnlyFiltering-*). Workdirs: <root>/<task>_<variant>/seed<k>, root
 by default runs/sweeps/<grid>_<preset>[_<overrides>]. Finished runs are skipped; unfinished ones
 resume from their checkpoint. Each run is a separate `python -m lra.train` process (see lra/sweep.py).
+--group-seeds on: one process per setup trains all its seeds in one vmapped program (the default
+with a GPU/TPU and for --slurm, where an array task is then one setup x all seeds).
 Then: python scripts/make_tables.py --results runs/sweeps --out results/tables
 """
 
@@ -36,7 +38,15 @@ def _selection_argv(args: argparse.Namespace, root: Path) -> list[str]:
         argv += ["--variants", *args.variants]
     for key, value in args.overrides:
         argv += ["--set", f"{key}={value}"]
+    argv += ["--group-seeds", "on" if args.group else "off"]
     return argv
+
+
+def _accelerator() -> bool:
+    """Whether JAX sees a GPU or TPU here (grouped seeds pay off there)."""
+    import jax
+
+    return jax.default_backend() in ("gpu", "cuda", "rocm", "tpu")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", nargs="+", help=f"subset of {', '.join(sweep.TASKS)}")
     p.add_argument("--seeds", nargs="+", type=int, help="default: 0 1 2 3 4")
     p.add_argument("--variants", nargs="+", help="subset of the grid's rows, e.g. ConvLuna-16 Transformer")
+    p.add_argument("--group-seeds", choices=("auto", "on", "off"), default="auto",
+                   help="train the seeds of one setup in one vmapped program (auto: on with a GPU/TPU and for "
+                        "--slurm, off on CPU)")
     p.add_argument("--root", type=Path, help="folder of the workdirs (default runs/sweeps/<grid>_<preset>[_<overrides>])")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for every run, e.g. --set num_train_steps=300 (repeatable; recorded "
@@ -65,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="--slurm: shell line run before training, e.g. 'source .venv/bin/activate'")
     args = p.parse_args(argv)
 
+    args.group = args.group_seeds == "on" or (args.group_seeds == "auto" and (args.slurm is not None
+                                                                                or _accelerator()))
     try:
         args.overrides = sweep.parse_overrides(args.sets)
         runs = sweep.expand(args.grid, args.preset, tasks=args.tasks, seeds=args.seeds, variants=args.variants,
-                            root=args.root, overrides=args.overrides)
+                            root=args.root, overrides=args.overrides, group_seeds=args.group)
     except ValueError as e:
         p.error(str(e))
     root = args.root if args.root is not None else sweep.default_root(args.grid, args.preset, args.overrides)
@@ -80,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         for run in runs:
             state = sweep.status(run, sweep.expected_steps(run))
             counts[state] = counts.get(state, 0) + 1
-            print(f"{run.index:4d}  {state:8s}  {run.task:8s}  {run.variant.label:18s}  seed{run.seed}  "
+            seeds = f"seeds {','.join(map(str, run.seeds))}" if run.grouped else f"seed{run.seed}"
+            print(f"{run.index:4d}  {state:8s}  {run.task:8s}  {run.variant.label:18s}  {seeds}  "
                   f"{run.config_path.relative_to(sweep.REPO)}:{run.config_arg}  {run.workdir}")
         print(f"{len(runs)} runs in {root}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
               + (f"; overrides {dict(args.overrides)}" if args.overrides else ""))

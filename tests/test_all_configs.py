@@ -10,7 +10,7 @@ import pytest
 
 from lra.attention import ATTENTIONS
 from lra.defaults import TASKS
-from lra.validation import validate_config
+from lra.training.validation import validate_config
 from test_data_tasks import write_aan, write_aclimdb, write_cifar_pickles
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

@@ -24,8 +24,8 @@ import pytest
 from lra.attention import ATTENTIONS
 from lra.data.listops import NUM_CLASSES, VOCAB
 from lra.model import build_model
-from lra.schedules import make_optimizer
-from lra.validation import validate_config
+from lra.training.schedules import make_optimizer
+from lra.training.validation import validate_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 STEPS = 4
@@ -115,7 +115,7 @@ def test_bf16_training_steps_track_float32(family):
     batches = _batches(seed=0)
     model = build_model(c32.model, len(VOCAB), NUM_CLASSES, dual=False)
     # One float32 initialisation for both runs (parameters are float32 whatever the compute dtype),
-    # and one compiled AdamW update (lra.schedules.make_optimizer) shared by both.
+    # and one compiled AdamW update (lra.training.schedules.make_optimizer) shared by both.
     params = _jit(lambda x: model.init({"params": _key(1), "attention": _key(2)}, x)["params"])(batches[0]["inputs"])
     assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(params))
     tx = make_optimizer(c32.learning_rate, c32.warmup_steps, c32.weight_decay, c32.grad_clip_norm)

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lra import integrity
-from lra.checkpoints import Checkpoints, CorruptCheckpointError
-from lra.run_errors import NonFiniteLossError
+from lra.training import integrity
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.run_errors import NonFiniteLossError
 
 
 def _state(value: float = 1.0) -> dict:

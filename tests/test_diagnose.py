@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from lra import diagnose
-from lra.run_files import config_to_dict, write_json_atomic
+from lra.training.run_files import config_to_dict, write_json_atomic
 from lra.train import train_and_evaluate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def _mean_cosine(m: np.ndarray) -> float:
 def test_numbers_equal_an_independent_recomputation(diagnosed):
     """Restore the checkpoint, run the model on the first 8 validation examples and recompute
     the statistics here with numpy, without lra.memory_stats."""
-    from lra.checkpoints import Checkpoints
+    from lra.training.checkpoints import Checkpoints
     from lra.data import load_task
     from lra.evaluate import load_run_config
     from lra.model import build_model

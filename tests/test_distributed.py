@@ -15,7 +15,9 @@ from typing import Any
 import jax
 import pytest
 
-from lra import distributed
+from lra.training import distributed
+
+REPO = Path(__file__).resolve().parent.parent
 
 LAUNCHER_VARS = (
     *distributed.EXPLICIT_VARS,
@@ -121,7 +123,7 @@ WORKER = textwrap.dedent(
     """
     import json
     import jax, jax.numpy as jnp, numpy as np
-    from lra import distributed
+    from lra.training import distributed
 
     distributed.initialize()
     mesh = distributed.data_mesh()
@@ -169,3 +171,71 @@ def test_two_cpu_processes_share_one_sharded_sum(tmp_path: Path):
     for o in outputs:
         assert o["process_count"] == 2 and o["devices"] == 2 and o["local_rows"] == 4
         assert o["sum"] == expected
+
+
+def _train_cmd(workdir: Path, data_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
+            f"--workdir={workdir}", f"--config.data_dir={data_dir}", "--config.num_train_steps=40",
+            "--config.eval_every=10", "--config.checkpoint_every=10", "--config.log_every=5"]
+
+
+def _launch_two(workdir: Path, data_dir: Path) -> list[subprocess.Popen]:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
+    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2",
+               PYTHONPATH=str(REPO))
+    return [subprocess.Popen(_train_cmd(workdir, data_dir), env={**env, "JAX_PROCESS_ID": str(i)}, cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+
+
+def _finish(procs: list[subprocess.Popen]) -> None:
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=600)
+            assert p.returncode == 0, f"process exited {p.returncode}:\n{out[-3000:]}"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+
+
+@pytest.mark.slow
+def test_two_processes_train_like_one_with_two_devices_and_resume_after_a_kill(tmp_path: Path):
+    """2 CPU processes on 127.0.0.1 (gloo) train the smoke config to one process's result with 2
+    devices; only process 0 writes run files; both killed after a checkpoint, they resume and end
+    exactly as the uninterrupted pair did."""
+    import signal
+    import time
+
+    if not hasattr(jax.config, "jax_cpu_collectives_implementation"):
+        pytest.skip(f"this jax ({jax.__version__}) has no CPU cross-process collectives option")
+    data = tmp_path / "data"
+    one_env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    one_env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONPATH=str(REPO))
+    one = subprocess.run(_train_cmd(tmp_path / "one", data), env=one_env, cwd=REPO, capture_output=True, text=True,
+                         timeout=600)  # also prepares the data, so the two processes only read it
+    assert one.returncode == 0, one.stderr[-3000:]
+
+    _finish(_launch_two(tmp_path / "two", data))
+    keys = ("best_val_accuracy", "best_step", "test_accuracy", "test_loss", "num_devices", "num_params")
+    ref, two = (json.loads((tmp_path / w / "result.json").read_text()) for w in ("one", "two"))
+    assert {k: two[k] for k in keys} == pytest.approx({k: ref[k] for k in keys}, rel=1e-5)
+    records = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    assert len({(r["step"], r["split"]) for r in records}) == len(records), "a record was written twice"
+
+    procs = _launch_two(tmp_path / "killed", data)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and all(p.poll() is None for p in procs):
+        if (tmp_path / "killed" / "checkpoints" / "latest" / "20").is_dir():
+            break
+        time.sleep(0.01)
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+    assert not (tmp_path / "killed" / "result.json").exists(), "killed too late: the run had finished"
+    _finish(_launch_two(tmp_path / "killed", data))
+    again = json.loads((tmp_path / "killed" / "result.json").read_text())
+    assert {k: again[k] for k in keys} == {k: two[k] for k in keys}
+    strip = lambda path: [{k: v for k, v in json.loads(line).items() if k != "steps_per_second"}  # noqa: E731
+                          for line in path.read_text().splitlines()]
+    assert strip(tmp_path / "killed" / "metrics.jsonl") == strip(tmp_path / "two" / "metrics.jsonl")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lra.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.train import train_and_evaluate
 from test_checkpoints import flip_bit
 from test_run_safety import SAME, cli, run_env

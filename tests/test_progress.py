@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from lra import progress as progress_module
-from lra.progress import Progress, terminal_bar_possible
+from lra.training import progress as progress_module
+from lra.training.progress import Progress, terminal_bar_possible
 
 
 def _plain(tmp_path, **kw) -> Progress:

@@ -13,7 +13,7 @@ import pytest
 from lra.defaults import make_config
 from lra.model import Encoder, EncoderBlock, PixelEmbed, build_model
 from lra.reference import DIVERGENCES
-from lra.validation import ConfigError, validate_config
+from lra.training.validation import ConfigError, validate_config
 from test_all_configs import CONFIGS, load
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from lra.defaults import make_config
-from lra.run_files import MetricsLog, WorkdirMismatchError, check_workdir, config_to_dict, export_records
+from lra.training.run_files import MetricsLog, WorkdirMismatchError, check_workdir, config_to_dict, export_records
 
 
 def test_workdir_guard_allows_harmless_changes_only(tmp_path):

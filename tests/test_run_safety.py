@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lra.checkpoints import Checkpoints, CorruptCheckpointError
-from lra.run_errors import (EXIT_CORRUPT, EXIT_INVALID, EXIT_LOCKED, EXIT_STORAGE, NonFiniteLossError,
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.run_errors import (EXIT_CORRUPT, EXIT_INVALID, EXIT_LOCKED, EXIT_STORAGE, NonFiniteLossError,
                             RunStateError, StorageError, WorkdirLockedError, exit_code)
-from lra.run_files import MetricsLog, RunFileError, check_workdir, config_to_dict, result_problem
+from lra.training.run_files import MetricsLog, RunFileError, check_workdir, config_to_dict, result_problem
 from lra.train import train_and_evaluate
-from lra.validation import ConfigError, validate_config
-from lra.workdir_lock import WorkdirLock
+from lra.training.validation import ConfigError, validate_config
+from lra.training.workdir_lock import WorkdirLock
 from test_checkpoints import flip_bit
 from test_train import REPO, assert_saved_states_finite, smoke
 
@@ -129,15 +129,15 @@ def test_nan_weights_are_never_checkpointed_and_the_last_good_step_is_named(data
 
 
 def test_nan_validation_loss_selects_nothing(data_dir, tmp_path, monkeypatch):
-    import lra.train
+    from lra.training import loop
 
-    real = lra.train.evaluate_split
+    real = loop.evaluate_split
 
     def poisoned(eval_step, params, split, config, sharding):
         out = real(eval_step, params, split, config, sharding)
-        return {"accuracy": 0.5, "loss": float("nan")} if split.name == "validation" else out
+        return [{"accuracy": 0.5, "loss": float("nan")}] * len(out) if split.name == "validation" else out
 
-    monkeypatch.setattr(lra.train, "evaluate_split", poisoned)
+    monkeypatch.setattr(loop, "evaluate_split", poisoned)
     with pytest.raises(NonFiniteLossError, match="validation loss became nan at step 3"):
         train_and_evaluate(smoke(data_dir), tmp_path / "run")
     assert Checkpoints(tmp_path / "run").steps("best") == []
@@ -163,7 +163,7 @@ def test_second_process_on_a_workdir_is_refused_naming_the_holder(data_dir, tmp_
 
 
 def test_lock_of_a_killed_process_is_free(tmp_path):
-    code = f"from lra.workdir_lock import WorkdirLock; import time; WorkdirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"
+    code = f"from lra.training.workdir_lock import WorkdirLock; import time; WorkdirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=run_env())
     assert proc.stdout.readline().strip() == "held"
     with pytest.raises(WorkdirLockedError, match=f"pid {proc.pid}"):
@@ -268,7 +268,7 @@ def test_cli_errors_are_one_line_with_the_class_exit_code(data_dir, tmp_path):
 
 
 def test_failed_metrics_write_is_a_storage_error_and_tensorboard_only_warns(tmp_path, capsys):
-    from lra.progress import Progress
+    from lra.training.progress import Progress
 
     with pytest.raises(StorageError, match="cannot write /dev/full: No space left on device") as e:
         MetricsLog(Path("/dev/full")).write([{"step": 1, "split": "train"}])
@@ -279,7 +279,7 @@ def test_failed_metrics_write_is_a_storage_error_and_tensorboard_only_warns(tmp_
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    progress.writer.add_scalar = full
+    progress.writers[0].add_scalar = full
     progress.update(1, "train", {"loss": 1.0})
     progress.update(2, "train", {"loss": 1.0})
     progress.close()

@@ -143,7 +143,7 @@ def test_slurm_script_is_valid_and_matches_the_list(tmp_path, cli, capsys):
     root = tmp_path / "root"
     assert cli(["convluna_table1", "--preset", "cpu", "--tasks", "listops", "image", "--seeds", "0", "2",
                 "--set", "num_train_steps=300", "--root", str(root), "--slurm", str(script),
-                "--sbatch=--partition=gpu", "--max-parallel", "4"]) == 0
+                "--sbatch=--partition=gpu", "--max-parallel", "4", "--group-seeds", "off"]) == 0
     text = script.read_text()
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     assert re.search(r"^#SBATCH --array=0-27%4$", text, re.M)  # 7 variants x 2 tasks x 2 seeds
@@ -161,21 +161,46 @@ def test_slurm_script_is_valid_and_matches_the_list(tmp_path, cli, capsys):
     assert [(int(l[0]), l[-1]) for l in listed] == [(r.index, str(r.workdir)) for r in expected]
 
 
+def test_grouped_seeds_are_one_run_per_setup(tmp_path, cli, capsys):
+    runs = sweep.expand("convluna_table1", "cpu", tasks=["listops"], seeds=[0, 1, 2], variants=TABLE1[:2],
+                        root=tmp_path, group_seeds=True)
+    assert [r.name for r in runs] == ["listops Transformer seeds 0,1,2", "listops Luna-1 seeds 0,1,2"]
+    assert "--config.seeds=0,1,2" in runs[0].command() and runs[0].workdir == tmp_path / "listops_transformer"
+    assert runs[0].seed_workdirs == [tmp_path / "listops_transformer" / f"seed{k}" for k in (0, 1, 2)]
+    # finished only when every seed is
+    for workdir in runs[0].seed_workdirs[:2]:
+        workdir.mkdir(parents=True)
+        (workdir / "result.json").write_text(json.dumps({"num_train_steps": 1500}))
+    assert sweep.status(runs[0], 1500) == "started"
+    (runs[0].seed_workdirs[2]).mkdir()
+    (runs[0].seed_workdirs[2] / "result.json").write_text(json.dumps({"num_train_steps": 1500}))
+    assert sweep.status(runs[0], 1500) == "finished"
+    # SLURM: grouped by default, one array task per setup x all seeds
+    script = tmp_path / "job.sh"
+    assert cli(["convluna_table1", "--preset", "cpu", "--tasks", "listops", "--seeds", "0", "1", "2",
+                "--root", str(tmp_path / "r"), "--slurm", str(script)]) == 0
+    text = script.read_text()
+    assert re.search(r"^#SBATCH --array=0-6$", text, re.M) and "--group-seeds on --index" in text
+
+
 def test_real_smoke_run_then_skip_then_table(tmp_path):
-    """One real training run through the CLI (~15 s), rerun (skipped), then tabulated."""
+    """One real sweep run through the CLI: two seeds in one program (~20 s), rerun (skipped), then
+    tabulated."""
     root = tmp_path / "root"
     cmd = [sys.executable, str(REPO / "scripts" / "sweep.py"), "convluna_table1", "--preset", "smoke", "--tasks",
-           "listops", "--seeds", "0", "--variants", "ConvLuna-16", "--root", str(root),
-           "--set", f"data_dir={tmp_path / 'data'}", "--run"]
+           "listops", "--seeds", "0", "1", "--variants", "ConvLuna-16", "--root", str(root),
+           "--set", f"data_dir={tmp_path / 'data'}", "--group-seeds", "on", "--run"]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    workdir = root / "listops_convluna-16" / "seed0"
-    result = json.loads((workdir / "result.json").read_text())
-    assert result["variant"] == "ConvLuna-16" and result["num_train_steps"] == 6
-    assert "[1/1] listops ConvLuna-16 seed0: done" in first.stdout
-    assert "test accuracy" in (workdir / "sweep.log").read_text()
+    for seed in (0, 1):
+        workdir = root / "listops_convluna-16" / f"seed{seed}"
+        result = json.loads((workdir / "result.json").read_text())
+        assert result["variant"] == "ConvLuna-16" and result["num_train_steps"] == 6 and result["seed"] == seed
+        assert json.loads((workdir / "sweep_run.json").read_text())["seed"] == seed
+    assert "[1/1] listops ConvLuna-16 seeds 0,1: done" in first.stdout and "(mean " in first.stdout
+    assert "seed 1: test accuracy" in (root / "listops_convluna-16" / "sweep.log").read_text()
     again = subprocess.run(cmd[:-1] + ["--index", "0"], capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0 and "[1/1] listops ConvLuna-16 seed0: finished, skipped" in again.stdout
+    assert again.returncode == 0 and "[1/1] listops ConvLuna-16 seeds 0,1: finished, skipped" in again.stdout
     runs, _ = tables.load_results(root)
-    assert len(runs) == 1 and runs[0].overrides == {"data_dir": str(tmp_path / "data")}
+    assert len(runs) == 2 and runs[0].overrides == {"data_dir": str(tmp_path / "data")}
     assert tables.scale_of(runs[0]) == tables.Scale("smoke", None, ())

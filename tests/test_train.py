@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from lra.defaults import make_config
-from lra.run_files import WorkdirMismatchError
+from lra.training.run_files import WorkdirMismatchError
 from lra.train import train_and_evaluate
-from lra.validation import ConfigError
+from lra.training.validation import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_KEYS = {"task", "attention", "variant", "seed", "best_val_accuracy", "best_step", "test_accuracy",
@@ -56,7 +56,7 @@ def assert_saved_states_finite(workdir: Path) -> list[tuple[str, int]]:
     import jax
     import orbax.checkpoint as ocp
 
-    from lra.checkpoints import Checkpoints
+    from lra.training.checkpoints import Checkpoints
 
     ckpt, found = Checkpoints(workdir), []
     for kind in ("latest", "best"):
@@ -92,8 +92,9 @@ import jax, jax.numpy as jnp, numpy as np
 from lra.defaults import make_config
 from lra.model import build_model
 import optax
-from lra.train import make_steps, _state_like
-from lra import distributed
+from lra.training import distributed
+from lra.training.seeds import stack
+from lra.training.steps import init_state, make_steps
 c = make_config("listops", "softmax", "smoke")
 model = build_model(c.model, 16, 10, False)
 # Plain SGD: Adam would turn gradients that differ only by reduction order into +-lr updates.
@@ -103,11 +104,12 @@ train_step, _ = make_steps(model, tx, c, mesh)
 rng = np.random.default_rng(0)
 inputs = rng.integers(1, 16, size=(8, 64)).astype(np.int32); inputs[:, 50:] = 0
 batch = {"inputs": inputs, "labels": rng.integers(0, 10, 8).astype(np.int32), "weights": np.ones(8, np.float32)}
-state = jax.device_put(_state_like(model.init(jax.random.key(0), inputs[:1])["params"], tx), distributed.replicated(mesh))
+batch = {k: v[None] for k, v in batch.items()}  # one seed
+state = jax.device_put(stack([init_state(model.init(jax.random.key(0), inputs[:1])["params"], tx)]), distributed.replicated(mesh))
 for _ in range(2):
-    state, metrics = train_step(state, distributed.shard_batch(batch, distributed.batch_sharded(mesh)))
+    state, metrics = train_step(state, distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh)))
 flat = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(state["params"])])
-print(json.dumps({"devices": jax.device_count(), "loss": float(metrics["loss"]), "params": flat.tolist()}))
+print(json.dumps({"devices": jax.device_count(), "loss": float(metrics["loss"][0]), "params": flat.tolist()}))
 """
 
 
@@ -197,7 +199,7 @@ def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-1000:]
     assert "Rerun the same command to resume" in stderr
-    from lra.checkpoints import Checkpoints
+    from lra.training.checkpoints import Checkpoints
 
     saved = Checkpoints(workdir).latest_step("latest")
     assert saved is not None and 0 < saved < 3000

@@ -41,15 +41,23 @@ class TrainBatches:
 
     Per epoch: a seeded permutation, split by bucket, cut into full batches (a bucket's last
     batch is completed with its own first examples), then the batch order is shuffled. Bucket
-    membership does not depend on the permutation, so every epoch has the same number of steps.
+    membership does not depend on the permutation, so every epoch has the same number of steps
+    and the same list of batch lengths, whatever the seed.
+
+    ``order_seed`` (default: ``seed``) shuffles the batch order. Seeds that share it draw the
+    same bucket length at every step (each with its own examples): the seeds of one vmapped
+    program share one, so their batches stack without padding. With ``order_seed == seed`` the
+    batches are exactly those of a run that never heard of it.
     """
 
-    def __init__(self, split: Split, batch_size: int, seed: int, buckets: Sequence[int], max_len: int):
+    def __init__(self, split: Split, batch_size: int, seed: int, buckets: Sequence[int], max_len: int,
+                 order_seed: int | None = None):
         if len(split) == 0:
             raise ValueError(f"split {split.name!r} is empty")
         self.split = split
         self.batch_size = batch_size
         self.seed = seed
+        self.order_seed = seed if order_seed is None or order_seed < 0 else order_seed
         self.bounds = bucket_boundaries(buckets, max_len)
         self.bucket_of = assign_buckets(split.max_lengths, self.bounds)
         counts = np.bincount(self.bucket_of, minlength=len(self.bounds))
@@ -68,15 +76,35 @@ class TrainBatches:
             n_batches = -(-len(members) // self.batch_size)
             filled = np.resize(members, n_batches * self.batch_size)  # wraps around the bucket
             plan.extend((chunk, int(bound)) for chunk in filled.reshape(n_batches, self.batch_size))
+        if self.order_seed != self.seed:  # the order seed's stream, advanced as its own run's is
+            rng = np.random.default_rng([self.order_seed, epoch])
+            rng.permutation(len(self.split))
         order = rng.permutation(len(plan))
         return [plan[i] for i in order]
 
-    def batch(self, step: int) -> Batch:
+    def plan(self, step: int) -> tuple[np.ndarray, int]:
+        """The example indices of batch ``step`` and the bucket length it is padded to."""
         epoch, index = divmod(step, self.steps_per_epoch)
         if epoch != self._epoch:
             self._plan, self._epoch = self._plan_epoch(epoch), epoch
-        idx, length = self._plan[index]
-        return _make_batch(self.split, idx, length, np.ones(len(idx)))
+        return self._plan[index]
+
+    def batch(self, step: int, length: int | None = None) -> Batch:
+        """Batch ``step``, padded to its bucket (or to ``length`` if that is longer)."""
+        idx, bucket = self.plan(step)
+        return _make_batch(self.split, idx, max(bucket, length or 0), np.ones(len(idx)))
+
+
+def seed_batch(batches: Sequence[TrainBatches], step: int) -> Batch:
+    """Batch ``step`` of every seed, stacked on a leading seed axis (S, B, ...).
+
+    Seeds that share an ``order_seed`` draw the same bucket length at each step; otherwise the
+    stack is padded to the longest bucket drawn (padding is masked, but dropout masks depend on
+    the padded length, so such a seed would not match its single-seed run).
+    """
+    length = max(b.plan(step)[1] for b in batches)
+    parts = [b.batch(step, length) for b in batches]
+    return {k: np.stack([p[k] for p in parts]) for k in parts[0]}
 
 
 def eval_batches(

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 log = logging.getLogger("lra")
 
@@ -42,12 +42,13 @@ def terminal_bar_possible(stream: Any = None) -> bool:
 class Progress:
     """Shows training progress; ``enabled=False`` on non-primary hosts."""
 
-    def __init__(self, total: int, start: int, workdir: Path, enabled: bool = True, tensorboard: bool = True,
-                 refresh_seconds: float = 1.0, plain_seconds: float = 30.0):
+    def __init__(self, total: int, start: int, workdirs: Path | Sequence[Path], enabled: bool = True,
+                 tensorboard: bool = True, refresh_seconds: float = 1.0, plain_seconds: float = 30.0):
+        """``workdirs``: one per seed of the run; each gets its own ``tensorboard/`` folder."""
         self.enabled = enabled
         self.bar = None
-        self.writer = None
-        self._tb_dir = workdir / "tensorboard"
+        self._tb_dirs = [Path(w) / "tensorboard" for w in ([workdirs] if isinstance(workdirs, (str, Path)) else workdirs)]
+        self.writers: list[Any] = [None] * len(self._tb_dirs)
         self._old_hook = None
         self.total, self.step = total, start
         self.refresh_seconds, self.plain_seconds = refresh_seconds, plain_seconds
@@ -68,11 +69,16 @@ class Progress:
 
                 self._old_hook = threading.excepthook
                 threading.excepthook = self._thread_failed
-                self.writer = SummaryWriter(str(self._tb_dir))
+                self.writers = [SummaryWriter(str(d)) for d in self._tb_dirs]
             except ImportError:  # optional: metrics.jsonl holds everything anyway
-                self.writer = None
+                pass
             except Exception as e:
                 self._tensorboard_failed(e)
+
+    @property
+    def writer(self) -> Any:
+        """The first seed's TensorBoard writer (None when TensorBoard is off)."""
+        return self.writers[0] if self.writers else None
 
     # -- rate and ETA -----------------------------------------------------------------------------
 
@@ -133,18 +139,20 @@ class Progress:
 
     def _tensorboard_failed(self, error: BaseException) -> None:
         """TensorBoard is a convenience (metrics.jsonl holds everything): one warning, then off."""
-        if self.writer is None and getattr(self, "_tb_warned", False):
+        if getattr(self, "_tb_warned", False):
             return
         self._tb_warned = True
-        writer, self.writer = self.writer, None
+        writers, self.writers = self.writers, [None] * len(self._tb_dirs)
         cause = error.strerror if isinstance(error, OSError) and error.strerror else error
-        print(f"warning: TensorBoard logging to {self._tb_dir} stopped ({cause}); metrics.jsonl "
+        where = self._tb_dirs[0] if len(self._tb_dirs) == 1 else "the seeds' tensorboard/ folders"
+        print(f"warning: TensorBoard logging to {where} stopped ({cause}); metrics.jsonl "
               f"keeps every metric", file=sys.stderr, flush=True)
-        if writer is not None:
-            try:
-                writer.close()
-            except Exception:
-                pass
+        for writer in writers:
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception:
+                    pass
 
     def _thread_failed(self, args: Any) -> None:
         """tensorboardX writes from a thread: a full disk there must not print a traceback."""
@@ -153,27 +161,36 @@ class Progress:
         elif self._old_hook is not None:
             self._old_hook(args)
 
-    def update(self, step: int, split: str, metrics: dict[str, Any]) -> None:
+    def scalars(self, index: int, step: int, split: str, metrics: dict[str, Any]) -> None:
+        """Write ``metrics`` to seed ``index``'s TensorBoard log."""
+        writer = self.writers[index] if self.enabled else None
+        if writer is None:
+            return
+        try:
+            for k, v in metrics.items():
+                if isinstance(v, (int, float)):
+                    writer.add_scalar(f"{split}/{k}", v, step)
+        except Exception as e:
+            self._tensorboard_failed(e)
+
+    def update(self, step: int, split: str, metrics: dict[str, Any], index: int | None = 0, label: str = "") -> None:
+        """Show ``metrics`` (and log them to seed ``index``'s TensorBoard; None: not logged)."""
         if not self.enabled:
             return
-        if self.writer is not None:
-            try:
-                for k, v in metrics.items():
-                    if isinstance(v, (int, float)):
-                        self.writer.add_scalar(f"{split}/{k}", v, step)
-            except Exception as e:
-                self._tensorboard_failed(e)
+        if index is not None:
+            self.scalars(index, step, split, metrics)
+        where = f" [{label}]" if label else ""
         if self.bar is not None:
             if split == "train":
                 self._train_postfix = " ".join(f"{k}={metrics[k]:.4g}" for k in ("loss", "accuracy") if k in metrics)
                 self.bar.n = step
                 self.bar.set_postfix_str(self._postfix(), refresh=True)
             else:
-                self.bar.write(f"step {step} {split}: {_fmt(metrics)}")
+                self.bar.write(f"step {step} {split}{where}: {_fmt(metrics)}")
         else:
             shown = {k: v for k, v in metrics.items() if k != "steps_per_second"}  # one rate: ours
             rate = f" [{self.status()}]" if split == "train" else ""
-            print(f"step {step} {split}: {_fmt(shown)}{rate}", flush=True)
+            print(f"step {step} {split}{where}: {_fmt(shown)}{rate}", flush=True)
             self._last_plain = time.monotonic()
 
     def message(self, text: str) -> None:
@@ -187,10 +204,11 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        if self.writer is not None:
-            try:
-                self.writer.close()
-            except Exception as e:
-                self._tensorboard_failed(e)
+        for writer in self.writers:
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception as e:
+                    self._tensorboard_failed(e)
         if self._old_hook is not None:
             threading.excepthook, self._old_hook = self._old_hook, None

@@ -13,10 +13,10 @@ from typing import Any, Iterable
 
 import ml_collections
 
-from lra.run_errors import CorruptFileError, StorageError
+from lra.training.run_errors import CorruptFileError, StorageError
 
 # Fields that may differ when a run is resumed: they change neither the model nor the batches.
-RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "checkpoint_every"})
+RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "checkpoint_every", "seeds"})
 
 
 class WorkdirMismatchError(ValueError):

@@ -15,9 +15,9 @@ from typing import Any
 
 import ml_collections
 
-from lra.checkpoints import Checkpoints, CorruptCheckpointError
-from lra.run_errors import RunStateError
-from lra.run_files import check_workdir, result_problem, run_traces
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.run_errors import RunStateError
+from lra.training.run_files import check_workdir, result_problem, run_traces
 
 START_OVER = ("use a new --workdir, or pass --start_over to delete this run's config, metrics, "
               "checkpoints and result and train from step 0")

@@ -1,7 +1,7 @@
 """Checkpoints of a run: ``latest`` (for resuming, the newest two) and ``best`` (by validation).
 
 Layout: ``checkpoints/<kind>/<step>/state/`` (an orbax checkpoint) and
-``checkpoints/<kind>/<step>/integrity.json`` (lra.integrity: SHA-256 of every file and array).
+``checkpoints/<kind>/<step>/integrity.json`` (lra.training.integrity: SHA-256 of every file and array).
 A save writes ``<kind>/.tmp-<step>/``, seals it, and renames it into place, so a kill at any
 moment leaves either the whole new checkpoint or none of it; a half-written temporary folder is
 removed by the next save. A restore checks every file and every restored array against the
@@ -19,8 +19,8 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from lra import integrity
-from lra.run_errors import CorruptFileError, Interrupted, NonFiniteLossError, StorageError
+from lra.training import integrity
+from lra.training.run_errors import CorruptFileError, Interrupted, NonFiniteLossError, StorageError
 
 KEEP = {"latest": 2, "best": 1}  # two latest: a damaged newest one can fall back to the previous
 RECORD = "integrity.json"

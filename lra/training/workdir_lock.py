@@ -11,7 +11,7 @@ import os
 import socket
 from pathlib import Path
 
-from lra.run_errors import StorageError, WorkdirLockedError
+from lra.training.run_errors import StorageError, WorkdirLockedError
 
 LOCK_NAME = ".lock"
 

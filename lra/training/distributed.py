@@ -135,14 +135,22 @@ def batch_sharded(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec("data"))
 
 
+def seed_batch_sharded(mesh: Mesh) -> NamedSharding:
+    """A training batch of several seeds (S, B, ...): every seed's rows split over the mesh."""
+    return NamedSharding(mesh, PartitionSpec(None, "data"))
+
+
 def shard_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
-    """Place a global batch (the same on every host) on the mesh, each host giving its rows."""
+    """Place a global batch (the same on every host) on the mesh, each host giving its rows
+    (rows: the axis the sharding splits over ``data``)."""
     n_proc, pid = jax.process_count(), jax.process_index()
+    axis = list(sharding.spec).index("data")
 
     def place(x: np.ndarray) -> jax.Array:
         if n_proc == 1:
             return jax.device_put(x, sharding)
-        rows = x.shape[0] // n_proc
-        return jax.make_array_from_process_local_data(sharding, x[pid * rows : (pid + 1) * rows], x.shape)
+        rows = x.shape[axis] // n_proc
+        local = np.take(x, np.arange(pid * rows, (pid + 1) * rows), axis=axis)
+        return jax.make_array_from_process_local_data(sharding, local, x.shape)
 
     return {k: place(v) for k, v in batch.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import ml_collections
+import numpy as np
 
 from lra import attention as attention_registry
 from lra import data as data_registry
@@ -105,6 +106,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                 f"config.{name}={config[name]} is not divisible by the {num_devices} devices: "
                 f"use a multiple of {num_devices}"
             )
+    _check_seeds(config)
     _finite(config, "learning_rate", "weight_decay", "grad_clip_norm")
     if config.learning_rate <= 0 or config.weight_decay < 0 or config.warmup_steps < 0:
         raise ConfigError("config.learning_rate must be > 0, weight_decay and warmup_steps >= 0")
@@ -119,3 +121,14 @@ def _finite(config: ml_collections.ConfigDict, *names: str) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ConfigError(f"config.{name} must be a finite number, got {value!r}")
 
+
+
+def _check_seeds(config: ml_collections.ConfigDict) -> None:
+    """``seed`` and ``seeds``: integers in [0, 2^31), no seed listed twice (two runs in one workdir)."""
+    seeds = tuple(config.get("seeds", ()) or ())
+    for value in (config.seed, *seeds):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:
+            raise ConfigError(f"seeds must be integers in [0, 2^31), got {value!r} "
+                              f"(config.seed={config.seed!r}, config.seeds={seeds!r}); e.g. --config.seeds=0,1,2,3,4")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"config.seeds={seeds!r} lists a seed twice: each seed is one run with its own workdir")

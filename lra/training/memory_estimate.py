@@ -15,7 +15,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from lra.validation import ConfigError
+from lra.training.validation import ConfigError
 
 _BYTES_PER_FLOAT = 4
 
@@ -50,29 +50,32 @@ def device_memory_bytes() -> int | None:
 
 
 def estimate_bytes(param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool,
-                   num_devices: int = 1) -> dict[str, int]:
+                   num_devices: int = 1, num_seeds: int = 1) -> dict[str, int]:
     """A lower bound on one device's memory for training: parameters x4 (weights, gradients,
-    Adam's two moments) and, per layer, each token's block input and MLP hidden activations."""
-    params = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(param_shapes))
+    Adam's two moments) and, per layer, each token's block input and MLP hidden activations;
+    each seed of a vmapped program has its own of both."""
+    params = num_seeds * sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(param_shapes))
     m = config.model
-    tokens = max(config.batch_size // num_devices, 1) * max_len * (2 if dual else 1)
+    tokens = num_seeds * max(config.batch_size // num_devices, 1) * max_len * (2 if dual else 1)
     activations = tokens * (m.emb_dim + m.mlp_dim) * m.num_layers * _BYTES_PER_FLOAT
     return {"parameters": params, "state": 4 * params, "activations": activations,
             "total": 4 * params + activations}
 
 
-def check_fits(param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool) -> None:
+def check_fits(param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool,
+               num_seeds: int = 1) -> None:
     """ConfigError, with the estimate, if training surely does not fit one device's memory."""
     available = device_memory_bytes()
     if available is None:
         return
-    est = estimate_bytes(param_shapes, config, max_len, dual, jax.device_count())
+    est = estimate_bytes(param_shapes, config, max_len, dual, jax.device_count(), num_seeds)
     if est["total"] > available:
         m = config.model
         raise ConfigError(
             f"this model cannot fit: training needs at least {_gb(est['total'])} per device "
             f"({_gb(est['parameters'])} of parameters x4 for weights, gradients and Adam's moments, "
             f"+ {_gb(est['activations'])} of activations), the device has {_gb(available)}. "
-            f"Lower config.model.max_len={m.max_len} (the position table), config.batch_size="
+            + (f"It trains {num_seeds} seeds in one program: list fewer in config.seeds. " if num_seeds > 1 else "")
+            + f"Lower config.model.max_len={m.max_len} (the position table), config.batch_size="
             f"{config.batch_size}, config.model.emb_dim={m.emb_dim}, mlp_dim={m.mlp_dim} or num_layers={m.num_layers}."
         )

@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import Any
 
-from lra.run_errors import Interrupted
+from lra.training.run_errors import Interrupted
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

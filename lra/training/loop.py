@@ -1,0 +1,454 @@
+"""The training loop: train one seed or several in one program, evaluate, test, write the run files.
+
+Read it top to bottom:
+
+1. ``train_and_evaluate`` checks everything that can fail on bad input (config, workdirs, data,
+   memory) before anything is written, then takes each seed's workdir lock.
+2. ``Trainer.run`` asks lra.training.resume what each seed's workdir allows (fresh, resume,
+   finished, or a refusal), and resumes every seed that still trains from one common step.
+3. The loop: a vmapped train step over the seed axis per batch; metrics fetched every
+   ``log_every`` steps and checked (a seed whose loss or weights turn NaN/Inf stops, its last good
+   checkpoint kept; the other seeds go on); validation every ``eval_every`` steps, with each seed's
+   best checkpoint kept; ``latest`` checkpoints for resuming; SIGTERM/SIGINT save and stop.
+4. Test accuracy of each seed, measured once, at its best-validation checkpoint; result.json.
+
+Batches and keys are pure functions of (seed, step), so a resumed run ends exactly as an
+uninterrupted one, and seed k of a bundle ends as the single-seed run of seed k does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from lra.data import TaskData, load_task
+from lra.data.batching import TrainBatches, seed_batch
+from lra.memory_stats import log_memory_stats
+from lra.model import build_model
+from lra.training import distributed, resume
+from lra.training.checkpoints import Checkpoints
+from lra.training.memory_estimate import check_fits
+from lra.training.progress import Progress
+from lra.training.run_errors import Interrupted, NonFiniteLossError, RunStateError, StorageError
+from lra.training.run_files import MetricsLog, config_to_dict, git_commit, remove_run, write_json_atomic
+from lra.training.schedules import make_optimizer
+from lra.training.seeds import run_seeds, seed_config, seed_workdirs, stack, take
+from lra.training.steps import evaluate_split, make_init, make_steps
+from lra.training.stop_signals import StopSignals
+from lra.training.validation import validate_config
+from lra.training.workdir_lock import WorkdirLock
+
+
+@dataclasses.dataclass
+class SeedRun:
+    """One seed of the program: its own config, workdir, lock and files."""
+
+    index: int  # position on the seed axis of the compiled step
+    config: ml_collections.ConfigDict  # seed=k, seeds=(): the single-seed run's config
+    workdir: Path
+    checkpoints: Checkpoints
+    lock: WorkdirLock | None
+    label: str  # "seed k: " in a bundle, "" alone
+    plan: resume.ResumePlan | None = None
+    log: MetricsLog | None = None
+    stopped: str | None = None  # why the seed stopped early (a NaN); None while it trains
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.seed)
+
+
+def check_workdir_path(workdir: Path) -> None:
+    """A workdir that cannot be a directory fails here, before data loading."""
+    for parent in (workdir, *workdir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise StorageError(workdir, NotADirectoryError(f"{parent} is a file, not a directory"))
+            break
+
+
+def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[TaskData, Any, Any]:
+    """Everything that can fail on bad input, before a workdir is touched or anything compiled:
+    config, workdir paths, data, shapes and whether they fit the device."""
+    validate_config(config, num_devices=jax.device_count())
+    for workdir in workdirs:
+        check_workdir_path(workdir)
+    data = load_task(config)
+    if data.max_len > config.model.max_len:
+        raise ValueError(f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="
+                         f"{config.model.max_len}: raise config.model.max_len")
+    model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
+    sample = np.zeros((1,) + data.train.inputs.shape[1:], np.int32)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), sample)["params"])  # traces, no compile
+    check_fits(shapes, config, data.max_len, data.dual, num_seeds=len(workdirs))
+    return data, model, shapes
+
+
+def open_workdir(workdir: Path, primary: bool, start_over: bool) -> WorkdirLock | None:
+    """Create ``workdir`` and take its lock (the primary process), then, if asked, empty it."""
+    if not primary:
+        return None
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StorageError(workdir, e) from None
+    lock = WorkdirLock(workdir).acquire()
+    if start_over:
+        removed = remove_run(workdir)
+        if removed:
+            print(f"--start_over: removed {', '.join(removed)} from {workdir}", file=sys.stderr, flush=True)
+    return lock
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | None = None,
+                       start_over: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
+    """Train (or resume) the config's seeds and return result.json's contents: one dict for one
+    seed, a list (in ``config.seeds`` order) for several.
+
+    ``workdir``: the run directory of a single seed, the parent of ``seed<k>/`` folders for several;
+    None: ``runs/<task>_<variant>[_<preset>]/seed<k>``. ``start_over`` deletes a previous run's
+    files first (the only way to reuse a workdir whose run cannot be resumed)."""
+    stop = StopSignals().install()  # first: a signal during setup or compilation stops cleanly
+    runs: list[SeedRun] = []
+    try:
+        distributed.initialize()
+        primary = jax.process_index() == 0
+        seeds = run_seeds(config)
+        workdirs = seed_workdirs(config, workdir)
+        data, model, param_shapes = prepare(config, workdirs)
+        for index, (seed, path) in enumerate(zip(seeds, workdirs)):
+            lock = open_workdir(path, primary, start_over)
+            runs.append(SeedRun(index, seed_config(config, seed), path, Checkpoints(path), lock,
+                                label=f"seed {seed}: " if len(seeds) > 1 else ""))
+        results = Trainer(config, runs, data, model, param_shapes, stop, primary).run()
+        return results[0] if len(results) == 1 else results
+    finally:
+        for run in runs:
+            run.checkpoints.close()
+            if run.lock is not None:
+                run.lock.release()
+        stop.restore()
+
+
+def common_start(runs: list[SeedRun]) -> int | None:
+    """The step every training seed resumes from (None: all start fresh).
+
+    Seeds saved together normally share their newest checkpoint; a kill between two seeds'
+    saves leaves one a save ahead, and it steps back to the others' step (it keeps two, and
+    replays the same batches). Seeds with no common checkpoint cannot share one program."""
+    steps = {run.plan.step for run in runs}
+    if len(steps) == 1:
+        return steps.pop()
+    if None not in steps:
+        lowest = min(steps)
+        if all(lowest in run.checkpoints.steps("latest") for run in runs):
+            for run in runs:
+                run.checkpoints.verify("latest", lowest)
+            return lowest
+    where = ", ".join(f"{run.workdir} at step {run.plan.step or 0}" for run in runs)
+    raise RunStateError(
+        f"the seeds' workdirs are at different steps with no checkpoint in common ({where}), so they "
+        f"cannot train in one program. Nothing was changed: run those seeds separately "
+        f"(--config.seeds=<k>), or use a new --workdir."
+    )
+
+
+class Trainer:
+    """The loop over steps for the seeds of one program (see the module docstring)."""
+
+    def __init__(self, config: ml_collections.ConfigDict, runs: list[SeedRun], data: TaskData, model: Any,
+                 param_shapes: Any, stop: StopSignals, primary: bool):
+        self.config, self.all_runs, self.data, self.model = config, runs, data, model
+        self.stop, self.primary = stop, primary
+        self.num_params = int(sum(np.prod(s.shape) for s in jax.tree.leaves(param_shapes)))
+        self.pending: list[tuple[int, dict[str, jax.Array]]] = []
+
+    # -- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> list[dict[str, Any]]:
+        for run in self.all_runs:  # every refusal is raised before anything is written
+            run.plan = resume.plan_resume(run.workdir, run.config, run.checkpoints)
+        results: dict[int, dict[str, Any]] = {}
+        self.runs = []
+        for run in self.all_runs:
+            if run.plan.result is not None:
+                resume.report_damaged(run.plan, run.checkpoints, set_aside=False)
+                print(f"{run.workdir} already holds a finished run; its result.json is unchanged.", flush=True)
+                results[run.index] = run.plan.result
+            else:
+                self.runs.append(run)
+        if self.runs:
+            start = common_start(self.runs)
+            for run in self.runs:
+                if run.plan.step is not None and run.plan.step != start:
+                    print(f"{run.workdir}: resuming from step {start} with the other seeds (its newer checkpoint "
+                          f"at step {run.plan.step} was a save ahead; the same steps are replayed)",
+                          file=sys.stderr, flush=True)
+            for i, run in enumerate(self.runs):
+                run.index = i  # the position in this program's seed axis
+                if self.primary:
+                    resume.apply(run.plan, run.workdir, run.checkpoints)
+                    write_json_atomic(run.workdir / "config.json", config_to_dict(run.config))
+                run.log = MetricsLog(run.workdir / "metrics.jsonl")
+            trained = self._train(start)
+            results.update({run_index: result for run_index, result in trained.items()})
+        return [results[i] if i in results else None for i in range(len(self.all_runs))]
+
+    def _train(self, start: int | None) -> dict[int, dict[str, Any]]:
+        config, data, model = self.config, self.data, self.model
+        seeds = [run.seed for run in self.runs]
+        mesh = distributed.data_mesh()
+        self.repl = distributed.replicated(mesh)
+        self.eval_sharding = distributed.batch_sharded(mesh)
+        tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
+        self.train_step, self.eval_step = make_steps(model, tx, config, mesh, seeds)
+        self.memory_probe = log_memory_stats(model, config, data.validation, self.eval_sharding)
+
+        sample = jnp.zeros((1,) + data.train.inputs.shape[1:], jnp.int32)
+        state = make_init(model, tx, seeds, sample, self.repl)()
+        if start is not None:
+            one = take(state, 0)
+            state = jax.device_put(stack([run.checkpoints.restore("latest", start, one) for run in self.runs]),
+                                   self.repl)
+        else:  # a checkpoint before the first metric: a workdir with metrics always has one to resume
+            for run in self.runs:
+                run.checkpoints.save_latest(0, take(state, run.index))
+        self.state = state
+        step = int(state["step"][0])
+        if step == config.num_train_steps:
+            print(f"{self._where()}: training is complete; writing result.json from the best checkpoint", flush=True)
+        if self.primary:
+            for run in self.runs:
+                run.log.truncate_after(step)
+        self.train_seconds = np.array(state["train_seconds"], np.float64)
+        self.timed_steps = np.array(state["timed_steps"], np.int64)
+        self.compile_seconds = 0.0
+        try:
+            self.progress = Progress(config.num_train_steps, step, [run.workdir for run in self.runs],
+                                     enabled=self.primary)
+            self.progress.message(
+                f"{config.variant} on {config.task} ({config.preset}): {self.num_params:,} parameters, "
+                + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}) in one program, " if len(seeds) > 1 else "")
+                + f"{jax.device_count()} x {jax.devices()[0].device_kind}, "
+                + (f"resuming at step {step}" if step else "starting") + f"; workdir {self._where()}"
+            )
+            self._loop(step)
+            return self._test()
+        finally:
+            self.progress.close()
+
+    def _where(self) -> str:
+        dirs = [run.workdir for run in self.runs]
+        return str(dirs[0]) if len(dirs) == 1 else f"{dirs[0].parent}/{{{','.join(d.name for d in dirs)}}}"
+
+    def _active(self) -> list[SeedRun]:
+        return [run for run in self.runs if run.stopped is None]
+
+    def _put(self, values: np.ndarray, dtype: Any) -> jax.Array:
+        """Host values placed like the rest of the state (else the step would recompile)."""
+        return jax.device_put(np.asarray(values, dtype), self.repl)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def _loop(self, step: int) -> None:
+        config = self.config
+        batches = [TrainBatches(self.data.train, config.batch_size, run.seed, config.data.buckets,
+                                config.data.max_len, run.config.data.bucket_order_seed) for run in self.runs]
+        sharding = distributed.seed_batch_sharded(distributed.data_mesh())
+        compiled_shapes: set[tuple[int, ...]] = set()
+        self.window_start, self.window_steps = time.perf_counter(), 0
+        self.stop.training = True
+        while step < config.num_train_steps:
+            t0 = time.perf_counter()
+            host_batch = seed_batch(batches, step)
+            shape = host_batch["inputs"].shape
+            new_shape = shape not in compiled_shapes
+            if new_shape:  # the first step of each batch shape compiles: say so, and time it apart
+                what = f"the training step for batch shape {tuple(shape)}"
+                compiling = self.progress.compiling(what)
+            self.state, metrics = self.train_step(self.state, distributed.shard_batch(host_batch, sharding))
+            step += 1
+            self.pending.append((step, metrics))
+            if new_shape:
+                jax.block_until_ready(metrics)
+                compiled_shapes.add(shape)
+                self.compile_seconds += time.perf_counter() - t0
+                self.progress.compiled(what, compiling)
+                self.window_start = time.perf_counter()
+            else:
+                self.window_steps += 1
+            self.progress.tick(step, compile_seconds=(time.perf_counter() - t0) if new_shape else 0.0)
+            if step % config.log_every == 0 or step == config.num_train_steps:
+                self._flush_train_metrics()
+            if not new_shape:
+                self.train_seconds += time.perf_counter() - t0
+                self.timed_steps += 1
+
+            if step % config.eval_every == 0 or step == config.num_train_steps:
+                self._validate(step)
+                self._save_latest(step)
+                self.window_start = time.perf_counter()
+            elif step % config.checkpoint_every == 0:
+                self._save_latest(step)
+                self.window_start = time.perf_counter()
+            if self.stop.signum is not None:
+                self._save_latest(step)
+                raise Interrupted(self.stop.signum, step)
+        self.stop.training = False  # a signal during the test evaluation stops at once: nothing to save
+
+    def _flush_train_metrics(self) -> None:
+        """Fetch pending step metrics, check each seed's, log their mean."""
+        if not self.pending:
+            return
+        fetched = jax.device_get([m for _, m in self.pending])
+        steps = [step for step, _ in self.pending]
+        elapsed = time.perf_counter() - self.window_start
+        self.pending.clear()
+        for run in self._active():
+            i = run.index
+            for step, m in zip(steps, fetched):
+                if not np.isfinite(m["loss"][i]):
+                    self._stop_seed(run, f"training loss became {m['loss'][i]} at step {step}")
+                    break
+                if m["state_finite"][i] != 1.0:
+                    self._stop_seed(run, f"the weights or optimizer state became NaN/Inf in the update of step {step}")
+                    break
+        records = {}
+        for run in self._active():
+            record = {k: float(np.mean([m[k][run.index] for m in fetched])) for k in fetched[0] if k != "state_finite"}
+            record.update(step=steps[-1], split="train")
+            if self.window_steps:
+                record["steps_per_second"] = self.window_steps / max(elapsed, 1e-9)
+            records[run.index] = record
+            if self.primary:
+                run.log.write([record])
+            self.progress.scalars(run.index, steps[-1], "train", record)
+        if records:
+            shown = {k: float(np.mean([r[k] for r in records.values()])) for k in ("loss", "accuracy")}
+            self.progress.update(steps[-1], "train", shown, index=None)
+        self.window_start, self.window_steps = time.perf_counter(), 0
+
+    def _stop_seed(self, run: SeedRun, why: str) -> None:
+        """Stop one seed whose loss or weights turned NaN/Inf: its checkpoints stay as they were
+        (each was checked finite); the other seeds go on. The last seed stopping ends the run."""
+        run.stopped = f"{run.label}{why}; {self._last_good(run)}"
+        if not self._active():
+            raise NonFiniteLossError("\n".join(r.stopped for r in self.runs if r.stopped))
+        print(f"error: {run.stopped} The other seeds go on.", file=sys.stderr, flush=True)
+
+    def _last_good(self, run: SeedRun) -> str:
+        step = run.checkpoints.latest_step("latest")  # every saved state was checked finite
+        kept = ("no checkpoint was saved" if step is None else
+                f"the last good checkpoint, step {step}, is kept in {run.checkpoints.path('latest', step)}")
+        return (f"{kept}. Lower --config.learning_rate or set --config.grad_clip_norm, then use a new workdir "
+                f"(or --start_over).")
+
+    def _validate(self, step: int) -> None:
+        """Validation accuracy of every seed; a seed's best checkpoint kept."""
+        self._flush_train_metrics()
+        val = evaluate_split(self.eval_step, self.state["params"], self.data.validation, self.config,
+                             self.eval_sharding)
+        best_val = np.array(self.state["best_val_accuracy"], np.float32)  # a writable copy
+        best_step = np.array(self.state["best_step"], np.int32)
+        for run in self._active():
+            metrics = val[run.index]
+            if not all(np.isfinite(v) for v in metrics.values()):  # never select on a NaN
+                self._stop_seed(run, f"validation loss became {metrics['loss']} at step {step}")
+                continue
+            records = [{"step": step, "split": "validation", **metrics}]
+            if self.memory_probe is not None:
+                records.append({"step": step, "split": "memory",
+                                **self.memory_probe(take(self.state["params"], run.index))})
+            if self.primary:
+                run.log.write(records)
+            self.progress.update(step, "validation", metrics, index=run.index, label=run.label.rstrip(": "))
+            if metrics["accuracy"] > float(best_val[run.index]):
+                best_val[run.index], best_step[run.index] = metrics["accuracy"], step
+                run.checkpoints.save_best(step, {"params": take(self.state["params"], run.index),
+                                                 "step": self.state["step"][run.index]})
+        self.state["best_val_accuracy"] = self._put(best_val, np.float32)
+        self.state["best_step"] = self._put(best_step, np.int32)
+
+    def _save_latest(self, step: int) -> None:
+        """Each training seed's ``latest`` checkpoint (never one whose loss was not checked)."""
+        self._flush_train_metrics()
+        seconds, steps = self.train_seconds, self.timed_steps
+        if jax.process_count() > 1:  # each host timed itself: store process 0's clock everywhere
+            from jax.experimental import multihost_utils
+
+            seconds, steps = multihost_utils.broadcast_one_to_all((np.float32(seconds), np.int32(steps)))
+        self.state["train_seconds"] = self._put(seconds, np.float32)
+        self.state["timed_steps"] = self._put(steps, np.int32)
+        for run in self._active():
+            run.checkpoints.save_latest(step, take(self.state, run.index))
+
+    # -- the end -----------------------------------------------------------------------------------
+
+    def _test(self) -> dict[int, dict[str, Any]]:
+        """Each seed's test accuracy at its best-validation checkpoint, and its result.json."""
+        state, config = self.state, self.config
+        best_step = np.asarray(state["best_step"])
+        best_val = np.asarray(state["best_val_accuracy"])
+        params = []
+        for run in self.runs:
+            current = {"params": take(state["params"], run.index), "step": state["step"][run.index]}
+            if run.stopped is None:
+                current = run.checkpoints.restore("best", int(best_step[run.index]), current)
+            params.append(current["params"])  # a stopped seed's slot is computed and ignored
+        test = evaluate_split(self.eval_step, jax.device_put(stack(params), self.repl), self.data.test, config,
+                              self.eval_sharding)
+        commit = git_commit()
+        results = {}
+        for run in self._active():
+            i = run.index
+            if self.primary:
+                run.log.write([{"step": int(best_step[i]), "split": "test", **test[i]}])
+            self.progress.update(int(best_step[i]), "test", test[i], index=i, label=run.label.rstrip(": "))
+            result = {
+                "task": config.task,
+                "attention": config.model.attention,
+                "variant": config.variant,
+                "seed": run.seed,
+                "best_val_accuracy": float(best_val[i]),
+                "best_step": int(best_step[i]),
+                "test_accuracy": test[i]["accuracy"],
+                "test_loss": test[i]["loss"],
+                "num_train_steps": config.num_train_steps,
+                "train_seconds": float(self.train_seconds[i]),
+                # Steps of the whole program timed without compilation (all seeds at once); a
+                # resumed run counts the steps of each process.
+                "steps_per_second": float(self.timed_steps[i] / max(self.train_seconds[i], 1e-9)),
+                "compile_seconds": self.compile_seconds,
+                "num_params": self.num_params,
+                "config_preset": config.preset,
+                "device_kind": jax.devices()[0].device_kind,
+                "num_devices": jax.device_count(),
+                "jax_version": jax.__version__,
+                "git_commit": commit,
+            }
+            if len(self.runs) > 1:
+                result["seeds_in_program"] = len(self.runs)
+            if self.primary:
+                write_json_atomic(run.workdir / "result.json", result)
+            self.progress.message(
+                f"{run.label}test accuracy {test[i]['accuracy']:.4f} at the best validation step "
+                f"{result['best_step']} (validation {result['best_val_accuracy']:.4f}); {run.workdir}/result.json")
+            results[self._position(run)] = result
+        stopped = [run for run in self.runs if run.stopped]
+        if stopped:
+            raise NonFiniteLossError(
+                "\n".join(run.stopped for run in stopped)
+                + f"\nThe other seeds finished: {', '.join(str(run.workdir) for run in self._active())}")
+        return results
+
+    def _position(self, run: SeedRun) -> int:
+        """The seed's position among all the config's seeds (finished ones included)."""
+        return next(i for i, r in enumerate(self.all_runs) if r is run)

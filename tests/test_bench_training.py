@@ -1,0 +1,50 @@
+"""scripts/bench_training.py at a tiny size on CPU: the files it writes and what they hold."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from lra import step_bench
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_steps_benchmark_writes_table_json_and_plot(tmp_path):
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        main = importlib.import_module("bench_training").main
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    assert main(["steps", "--families", "softmax", "--lengths", "16", "--dtypes", "float32", "--seeds", "1", "2",
+                 "--set", "batch_size=2", "--set", "model.num_layers=1", "--steps", "2", "--repeats", "1",
+                 "--matmul-size", "128", "--isolate", "off", "--out", str(tmp_path), "--name", "tiny"]) == 0
+    report = json.loads((tmp_path / "tiny.json").read_text())
+    one, two = report["cases"]
+    assert (one["seeds"], two["seeds"], one["status"], two["status"]) == (1, 2, "ok", "ok")
+    assert one["batch_size"] == 2 and one["num_layers"] == 1 and one["loss_finite"]
+    # two vmapped seeds are twice the work of one: XLA's FLOPs say so
+    assert two["flops_per_step"] == pytest.approx(2 * one["flops_per_step"], rel=0.05)
+    for case in (one, two):
+        assert case["seed_steps_per_second"] == pytest.approx(case["seeds"] * case["steps_per_second"])
+        assert case["mfu"] == pytest.approx(case["flops_per_step"] * case["steps_per_second"]
+                                            / report["matmul_rates"]["float32"])
+        assert case["memory"]["total_bytes"] > 0
+    assert report["environment"]["device_kind"] == "cpu"
+    text = (tmp_path / "tiny.md").read_text()
+    assert "| Transformer | 16 | float32 | 2 |" in text and "Relative to the Transformer" in text
+    assert (tmp_path / "tiny.png").stat().st_size > 0
+
+
+def test_bucket_padding_cost_of_the_alternatives(smoke_data_dir):
+    from test_train import smoke
+
+    config = smoke(smoke_data_dir, **{"data.buckets": (24, 40)})
+    cost = step_bench.bucket_padding_cost(config, [0, 1, 2, 3, 4], 40)
+    # a shared order pads as little as each seed's own order; padding to the longest pads more
+    assert cost["shared_order"] == pytest.approx(cost["own_order"], rel=0.25)
+    assert cost["pad_to_longest"] > cost["shared_order"]
