@@ -20,7 +20,8 @@ from typing import Any, Mapping
 
 import ml_collections
 
-TASKS = ("listops", "text", "matching", "image")
+TASKS = ("listops", "text", "matching", "image", "pathfinder", "pathx")
+PATHFINDER_TASKS = ("pathfinder", "pathx")  # LRA's Pathfinder (32 x 32) and Path-X (128 x 128)
 PRESETS = ("paper", "cpu", "smoke")
 
 # Short option names accepted after the colon, mapped to attention fields.
@@ -40,6 +41,15 @@ _TABLE2: dict[str, dict[str, Any]] = {
                      weight_decay=0.04, warmup_steps=8000, num_layers=4, dropout_rate=0.1),
     "image": dict(max_len=1024, batch_size=64, num_train_steps=30_000, learning_rate=0.01,
                   weight_decay=0.01, warmup_steps=700, num_layers=8, dropout_rate=0.0),
+    # Not in Table 2: LRA's Transformer settings (lra_benchmarks/image/configs/pathfinder32/
+    # {base_pathfinder32_config,transformer_base}.py and pathfinder128/...): 200 epochs of 160k
+    # images, warmup one epoch, peak learning rate 0.001, no weight decay. Our schedule
+    # (lra/schedules.py) decays as 1/sqrt(step) where LRA's decays by a cosine: the same warmup and
+    # peak, base_lr = 0.001 * sqrt(warmup). The rest of their config: _pathfinder_task below.
+    "pathfinder": dict(max_len=1024, batch_size=512, num_train_steps=62_400, learning_rate=0.001 * 312**0.5,
+                       weight_decay=0.0, warmup_steps=312, num_layers=1, dropout_rate=0.2),
+    "pathx": dict(max_len=16_384, batch_size=64, num_train_steps=500_000, learning_rate=0.001 * 2500**0.5,
+                  weight_decay=0.0, warmup_steps=2500, num_layers=1, dropout_rate=0.1),
 }
 
 
@@ -123,7 +133,25 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     # Memory families: memory statistics (lra.memory_stats) on one validation batch at each
     # evaluation, logged to metrics.jsonl as split "memory". On in the cpu preset of memory families.
     c.log_memory_stats = False
+    if task in PATHFINDER_TASKS:
+        _pathfinder_task(c)
     return c
+
+
+def _pathfinder_task(c: ml_collections.ConfigDict) -> None:
+    """LRA's Pathfinder / Path-X settings beyond Table 2's columns (the configs cited in _TABLE2):
+    Pathfinder's Transformer has 4 heads, width 128, QKV 64, MLP 128, attention dropout 0.1; Path-X's
+    (the base config) 2 heads, width 32, QKV 16, MLP 32, dropout 0.1, gradients clipped at norm 1.
+    Both pool by the mean and evaluate once per epoch. LRA's Pathfinder-32 uses fixed sinusoidal
+    positions, this encoder learned ones (as LRA's Path-X)."""
+    pathx = c.task == "pathx"
+    c.data.pathfinder_resolution = 128 if pathx else 32  # lra/data/pathfinder.py
+    c.data.pathfinder_setting = "curv_contour_length_14"  # LRA's "hard" split, the one it reports
+    c.data.pathfinder_images = 200_000  # generated when the release is absent (data.source "auto")
+    c.model.update(num_heads=2 if pathx else 4, emb_dim=32 if pathx else 128, qkv_dim=16 if pathx else 64,
+                   mlp_dim=32 if pathx else 128, attention_dropout_rate=0.1, pooling="mean")
+    c.eval_every = c.checkpoint_every = 2500 if pathx else 312  # 160,000 // batch_size: one epoch
+    c.grad_clip_norm = 1.0 if pathx else 0.0
 
 
 # What runs recorded before a field existed did: a config.json without the field is read with
@@ -171,6 +199,10 @@ def _apply_preset(c: ml_collections.ConfigDict, preset: str) -> None:
         c.model.max_len = 64
         if c.task == "image":
             c.data.image_downsample = 4  # 8 x 8 pixels
+        if c.task in PATHFINDER_TASKS:  # 16 x 16 generated images, the shortest contours
+            c.data.update(max_len=256, pathfinder_resolution=16, pathfinder_setting="curv_baseline",
+                          pathfinder_images=64)
+            c.model.max_len = 256
         return
     if preset == "cpu":  # minutes on a 2-core CPU: shorter sequences, bucketed, a small model
         c.model.update(num_layers=2, num_heads=4, emb_dim=64, qkv_dim=64, mlp_dim=128)
@@ -186,6 +218,10 @@ def _apply_preset(c: ml_collections.ConfigDict, preset: str) -> None:
         elif c.task == "image":
             c.data.update(max_len=256, image_downsample=2)  # 16 x 16 pixels
             c.model.max_len = 256
+        elif c.task in PATHFINDER_TASKS:  # 16 x 16 generated images (both tasks), the shortest contours
+            c.data.update(max_len=256, pathfinder_resolution=16, pathfinder_setting="curv_baseline",
+                          pathfinder_images=20_000)
+            c.model.update(max_len=256, num_layers=1)  # one layer, as LRA's Pathfinder models: 15 minutes
         return
     raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
 

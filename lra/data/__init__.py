@@ -18,6 +18,8 @@ _LOADERS: dict[str, str] = {
     "text": "lra.data.text:load",
     "matching": "lra.data.matching:load",
     "image": "lra.data.image:load",
+    "pathfinder": "lra.data.pathfinder:load",
+    "pathx": "lra.data.pathfinder:load",
 }
 TASKS = tuple(_LOADERS)
 

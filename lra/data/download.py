@@ -18,7 +18,9 @@ One command replaces "find the URL, download 7.7 GB, extract into the right fold
     folder is renamed into place: nothing half-extracted is ever at a final path. Members with an
     absolute path or ``..`` refuse the whole archive; only files and folders are written (no
     links, devices or permissions from the archive). Of the LRA release only ``listops-1000`` and
-    ``tsv_data`` are extracted (Pathfinder, most of its 7.7 GB, is not used here).
+    ``tsv_data`` are extracted for listops and matching; pathfinder and pathx extract
+    ``pathfinder32`` and ``pathfinder128`` (most of its 7.7 GB) from the same file, downloaded
+    again unless an earlier ``--keep_archive`` left it in ``<data_dir>/downloads/``.
   * Then ``prepare`` runs for the task (lra/data/prepare.py), unless ``--no_prepare``.
 
 Mirrors and tests: ``--url URL`` replaces one archive's URL; ``$LRA_DOWNLOAD_BASE`` replaces the
@@ -95,6 +97,12 @@ _LISTOPS = Place("lra_release/listops-1000",
 _AAN = Place("lra_release/tsv_data",
              ("lra_release/lra_release/tsv_data", "lra_release/tsv_data", "tsv_data"),
              tuple(f"new_aan_pairs.{s}.tsv" for s in ("train", "eval", "test")))
+_PATHFINDER = {side: Place(f"lra_release/pathfinder{side}",
+                          tuple(f"{prefix}pathfinder{side}"
+                                for prefix in ("lra_release/lra_release/", "lra_release/", "")),
+                          tuple(f"{setting}/metadata" for setting in
+                                ("curv_baseline", "curv_contour_length_9", "curv_contour_length_14")))
+               for side in (32, 128)}
 _IMDB = Place("aclImdb", ("aclImdb",), ("train/pos", "train/neg", "test/pos", "test/neg"))
 _CIFAR = Place("cifar-10-batches-py", ("cifar-10-batches-py",),
                tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",))
@@ -105,6 +113,10 @@ ARCHIVES: dict[str, Archive] = {
         size=None, md5=None, sha256=None, places=(_LISTOPS, _AAN),
         source="no size or checksum published (LRA's README gives none; about 7.7 GB); the length "
                "the server announces and the gzip CRC-32 are checked"),
+    "lra_release_pathfinder": Archive(
+        name="lra_release_pathfinder", url="https://storage.googleapis.com/long-range-arena/lra_release.gz",
+        size=None, md5=None, sha256=None, places=(_PATHFINDER[32], _PATHFINDER[128]),
+        source="the LRA release again (see lra_release), its Pathfinder folders"),
     "aclImdb": Archive(
         name="aclImdb", url="https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
         size=84_125_825, md5="7c2ac02c03563afcf9b574c7e56c153a",
@@ -123,6 +135,8 @@ TASK_ARCHIVE: dict[str, tuple[str, tuple[str, ...]]] = {
     "matching": ("lra_release", (_AAN.final,)),
     "text": ("aclImdb", (_IMDB.final,)),
     "image": ("cifar10", (_CIFAR.final,)),
+    "pathfinder": ("lra_release_pathfinder", (_PATHFINDER[32].final,)),
+    "pathx": ("lra_release_pathfinder", (_PATHFINDER[128].final,)),
 }
 
 

@@ -1,0 +1,16 @@
+"""Pathfinder with cheap linear attention (options: normalize=false, causal=true).
+
+Task defaults (lra/defaults.py, _TABLE2 and _pathfinder_task): LRA's Transformer settings from
+lra_benchmarks/image/configs/pathfinder32/{base_pathfinder32_config,transformer_base}.py;
+presets paper | cpu | smoke (cpu and smoke: 16 x 16 generated images, curv_baseline).
+Data: the LRA release under <data_dir>/lra_release/pathfinder32/, else generated locally
+(lra/data/pathfinder.py).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
+
+from lra.defaults import make_config
+
+
+def get_config(arg: str | None = None):
+    return make_config("pathfinder", "linear", arg, label="Linear")

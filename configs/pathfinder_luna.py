@@ -1,0 +1,19 @@
+"""Pathfinder with Luna (Appendix B of the ConvLuna paper, arXiv:2404.00798; options: mem=1|16|256, reference).
+
+Memory-family model settings (post-LN, memory pooling) as for every task.
+
+Task defaults (lra/defaults.py, _TABLE2 and _pathfinder_task): LRA's Transformer settings from
+lra_benchmarks/image/configs/pathfinder32/{base_pathfinder32_config,transformer_base}.py;
+presets paper | cpu | smoke (cpu and smoke: 16 x 16 generated images, curv_baseline).
+Data: the LRA release under <data_dir>/lra_release/pathfinder32/, else generated locally
+(lra/data/pathfinder.py).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
+
+from lra.defaults import MEMORY_FAMILY_MODEL, make_config
+
+
+def get_config(arg: str | None = None):
+    return make_config("pathfinder", "luna", arg, label="Luna-{memory_size}",
+                       model=MEMORY_FAMILY_MODEL)

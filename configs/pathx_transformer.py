@@ -1,0 +1,19 @@
+"""Path-X (LRA, 128 x 128 pixels as 16,384 tokens; are the two markers on one path?)
+with the softmax Transformer baseline.
+
+GPU fused attention: implementation=cudnn (needs bf16 and --config.model.attention_dropout_rate=0).
+
+Task defaults (lra/defaults.py, _TABLE2 and _pathfinder_task): LRA's Transformer settings from
+lra_benchmarks/image/configs/pathfinder128/{base_pathfinder128_config,transformer_base}.py;
+presets paper | cpu | smoke (cpu and smoke: 16 x 16 generated images, curv_baseline).
+Data: the LRA release under <data_dir>/lra_release/pathfinder128/, else generated locally
+(lra/data/pathfinder.py).
+
+bf16: --config.model.dtype=bfloat16 (GPU/TPU).
+"""
+
+from lra.defaults import make_config
+
+
+def get_config(arg: str | None = None):
+    return make_config("pathx", "softmax", arg, label="Transformer")
