@@ -97,7 +97,7 @@ GRIDS: dict[str, Grid] = {
 
 
 def slug(text: str) -> str:
-    """File-name form of a label, as lra.train.default_workdir makes it."""
+    """File-name form of a label, as lra.training.seeds.default_workdir makes it."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 

@@ -42,9 +42,10 @@ from typing import Any, Iterable, Sequence
 from lra import stats
 from lra.training.run_files import RESUMABLE_CHANGES
 
-TASK_COLUMNS = {"text": "Classification", "matching": "Matching", "listops": "ListOps", "image": "CIFAR-10"}
+TASK_COLUMNS = {"text": "Classification", "matching": "Matching", "listops": "ListOps", "image": "CIFAR-10",
+                "pathfinder": "Pathfinder", "pathx": "Path-X"}
 # NUM_CLASSES of each lra.data task module (tests check they agree): the chance line of the curves
-TASK_CLASSES = {"text": 2, "matching": 2, "listops": 10, "image": 10}
+TASK_CLASSES = {"text": 2, "matching": 2, "listops": 10, "image": 10, "pathfinder": 2, "pathx": 2}
 # overrides written in words in figure titles; others appear as key=value
 OVERRIDE_WORDS = {"warmup_steps": "warmup {} steps", "learning_rate": "learning rate {}", "batch_size": "batch {}"}
 FAMILY_ORDER = ("Transformer", "Luna", "ConvLuna", "OnlyScaling", "OnlyFiltering")

@@ -280,3 +280,16 @@ def test_smoke_run_end_to_end(tmp_path):
     config.eval_every = config.checkpoint_every = 2
     result = train_and_evaluate(config, tmp_path / "run")
     assert result["task"] == "pathfinder" and 0.0 <= result["test_accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("task", ["pathfinder", "pathx"])
+def test_pixel_values_can_be_embedded_linearly(task):
+    from lra.defaults import make_config as build
+    from lra.training.validation import validate_config
+
+    config = build(task, "softmax", "smoke")
+    config.model.embedding = "linear"
+    validate_config(config)  # pixel tasks accept normalised pixel values, as the image task does
+    config.task = "listops"
+    with pytest.raises(ValueError, match="embeds pixel values"):
+        validate_config(config)

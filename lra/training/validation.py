@@ -76,8 +76,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     if m.attention_kwargs.get("implementation") == "cudnn" and m.dtype == "float32":
         raise ConfigError("attention_kwargs.implementation='cudnn' has no float32 kernel: set "
                           "config.model.dtype=bfloat16 (or implementation=xla)")
-    if m.embedding == "linear" and config.task != "image":
-        raise ConfigError(f"config.model.embedding='linear' embeds pixel values (task image); task "
+    if m.embedding == "linear" and config.task not in ("image", "pathfinder", "pathx"):
+        raise ConfigError(f"config.model.embedding='linear' embeds pixel values (tasks image, pathfinder, pathx); task "
                           f"{config.task!r} has symbols: use 'table'")
     for name in ("memory_init_scale", "pixel_std"):
         if not m[name] > 0:  # also refuses NaN
