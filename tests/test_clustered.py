@@ -151,6 +151,83 @@ def test_kmeans_recovers_separated_groups_and_ignores_padding():
         assert len(set(zip(got, labels[:8]))) == 3 == len(set(got))
 
 
+# --- The packed clustering against the +-1 float formulation it replaced (same clusters, ties
+# included: both pick the lowest index among equally near centroids).
+
+
+def float_hamming_kmeans(h_BxHxNxR, mask_BxN, num_clusters, iterations, init, rng):
+    """Reference: K-means on +-1 float hashes with dot products, as before the bits were packed."""
+    b, nh, n, r = h_BxHxNxR.shape
+    real_Bx1xN = mask_BxN[:, None, :]
+
+    def rows(idx_BxHxC):
+        return jnp.take_along_axis(h_BxHxNxR, idx_BxHxC[..., None], axis=2)
+
+    if init == "farthest":
+        first = jnp.broadcast_to(jnp.argmax(real_Bx1xN, axis=-1), (b, nh))
+        cents = [rows(first[..., None])[:, :, 0]]
+        dist = jnp.full((b, nh, n), jnp.inf)
+        for _ in range(1, num_clusters):
+            dist = jnp.minimum(dist, (r - jnp.einsum("bhnr,bhr->bhn", h_BxHxNxR, cents[-1])) / 2)
+            far = jnp.argmax(jnp.where(real_Bx1xN, dist, -1.0), axis=-1)
+            cents.append(rows(far[..., None])[:, :, 0])
+        centroids = jnp.stack(cents, axis=2)
+    else:
+        pick = cl._first_real_indices if init == "first" else cl._random_real_indices
+        idx = pick(mask_BxN, num_clusters) if init == "first" else pick(mask_BxN, num_clusters, rng)
+        centroids = rows(jnp.broadcast_to(idx[:, None, :], (b, nh, num_clusters)))
+
+    def assign(c):
+        return jnp.argmax(jnp.einsum("bhnr,bhcr->bhnc", h_BxHxNxR, c), axis=-1)
+
+    clusters = assign(centroids)
+    ones = jnp.ones((b, nh, n, 1))
+    for _ in range(iterations):
+        votes = cl.cluster_sums(jnp.concatenate([h_BxHxNxR, ones], -1), clusters, mask_BxN,
+                                num_clusters)
+        majority = jnp.where(votes[..., :-1] > 0, 1.0, -1.0)
+        centroids = jnp.where(votes[..., -1:] > 0, majority, centroids)
+        clusters = assign(centroids)
+    return clusters
+
+
+@pytest.mark.parametrize("bits", [8, 32, 33, 63])
+def test_packed_hamming_distances_equal_the_float_ones(bits):
+    rng = np.random.default_rng(bits)
+    h = np.where(rng.random((2, 3, 40, bits)) < 0.5, 1.0, -1.0).astype(np.float32)
+    words = cl.pack_bits(jnp.asarray(h > 0))
+    assert words.dtype == jnp.uint32 and words.shape == (2, 3, 40, -(-bits // 32))
+    np.testing.assert_array_equal(np.asarray(cl.unpack_bits(words, bits)), h > 0)
+    got = np.asarray(cl.hamming_distance(words[:, :, :, None], words[:, :, None, :]))
+    expected = (bits - np.einsum("bhnr,bhmr->bhnm", h, h)) / 2
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("bits", [8, 63])  # 8 bits: many equally near centroids (ties)
+def test_packed_assignment_equals_float_argmax(bits):
+    rng = np.random.default_rng(bits)
+    h = np.where(rng.random((2, 3, 200, bits)) < 0.5, 1.0, -1.0).astype(np.float32)
+    c = np.where(rng.random((2, 3, 37, bits)) < 0.5, 1.0, -1.0).astype(np.float32)
+    expected = np.argmax(np.einsum("bhnr,bhcr->bhnc", h, c), axis=-1)
+    words, cents = (jnp.moveaxis(cl.pack_bits(jnp.asarray(x > 0)), -1, 0) for x in (h, c))
+    np.testing.assert_array_equal(np.asarray(cl.nearest_centroids(words, cents)), expected)
+    assert bits > 8 or (np.sort(np.einsum("bhnr,bhcr->bhnc", h, c), -1)[..., -2:]
+                        .std(-1) == 0).mean() > 0.2  # ties really occur at 8 bits
+
+
+def test_packed_kmeans_equals_the_float_kmeans(bits=8):  # 8 bits: ties in every step
+    rng = np.random.default_rng(bits)
+    q = jnp.asarray(rng.normal(size=(2, 3, 90, 8)), jnp.float32)
+    mask = jnp.asarray(np.arange(90)[None, :] < np.array([[90], [57]]))
+    planes, thresholds = cl.lsh_planes(jax.random.key(bits), bits, 8)
+    h = cl.hash_queries(q, planes, thresholds)
+    for init in cl.INITS:
+        args = (h, mask, 7, 3, init, jax.random.key(3))
+        expected = np.asarray(float_hamming_kmeans(*args))  # eager: tiny, faster than compiling
+        got = np.asarray(cl.hamming_kmeans(*args))
+        np.testing.assert_array_equal(got, expected, err_msg=init)
+
+
 @pytest.mark.parametrize("kmeans_init", cl.INITS)
 @pytest.mark.parametrize("name", NAMES)
 def test_padding_invariance(name, kmeans_init):
