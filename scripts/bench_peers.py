@@ -13,8 +13,8 @@ sum(y) with respect to q, k and v, float32, batch 1, 4 heads of 32, ``--threads`
 
 Every framework runs in its own subprocess (lra and jax in one, torch and fast-transformers in
 another, started with ``--peer_python``), one length at a time, the two alternating, so that
-load changes on a shared machine hit both alike; inside a subprocess the cases take turns call
-by call. Softmax runs up to ``--softmax-max-len`` (16K would need ~16 GB). The peers are never a
+load changes on a shared machine hit both alike; inside a subprocess each case runs its warm-up
+and timed calls together (see ``_time_cases``). Softmax runs up to ``--softmax-max-len`` (16K would need ~16 GB). The peers are never a
 dependency of lra: install them in a separate environment, e.g.
 
     python -m venv /work/peers-venv --system-site-packages
@@ -72,14 +72,18 @@ def _pin_threads(threads: int) -> None:
 
 def _time_cases(cases: dict[str, Callable[[], Any]], calls: int,
                 sync: Callable[[Any], Any]) -> dict[str, Any]:
-    """One warm-up (compile) call per case, then ``calls`` timed calls, cases taking turns."""
+    """Each case in turn: one warm-up (compile) call, then ``calls`` timed calls.
+
+    Not interleaved call by call: right after a large case (softmax at 4K frees ~1 GB), a small
+    case's next calls ran 4-5x slower (clustered at 4K: 88 ms instead of 17-20 ms, measured), so
+    interleaving measured the allocator, not the case. Load changes are averaged by the repeats.
+    """
     out: dict[str, Any] = {}
     for name, fn in cases.items():
         start = time.perf_counter()
         sync(fn())
         out[name] = {"first_call_s": time.perf_counter() - start, "seconds": []}
-    for _ in range(calls):
-        for name, fn in cases.items():
+        for _ in range(calls):
             start = time.perf_counter()
             sync(fn())
             out[name]["seconds"].append(time.perf_counter() - start)
@@ -305,7 +309,7 @@ def report(result: dict[str, Any]) -> str:
         f"float32, batch {s['batch']}, {s['heads']} heads of {s['head_dim']}; clustered: {s['clusters']} clusters, "
         f"{s['bits']} bits, {s['iterations']} Lloyd iterations, top-k {s['topk']} (hashing and clustering "
         f"included, attention dropout 0). Each framework in its own process, lengths alternated; "
-        f"median of {s['calls']} calls after a warm-up call; {len(runs)} full run(s), values listed run by run.",
+        f"median of {s['calls']} consecutive calls after a warm-up call; {len(runs)} full run(s), values listed run by run.",
         "",
     ]
     if missing:
