@@ -51,12 +51,13 @@ from lra.training.workdir_lock import WorkdirLock
 class SeedRun:
     """One seed of the program: its own config, workdir, lock and files."""
 
-    index: int  # position on the seed axis of the compiled step
+    position: int  # place among the config's seeds (result order)
     config: ml_collections.ConfigDict  # seed=k, seeds=(): the single-seed run's config
     workdir: Path
     checkpoints: Checkpoints
     lock: WorkdirLock | None
     label: str  # "seed k: " in a bundle, "" alone
+    index: int = -1  # place on the seed axis of the compiled step (finished seeds are not on it)
     plan: resume.ResumePlan | None = None
     log: MetricsLog | None = None
     stopped: str | None = None  # why the seed stopped early (a NaN); None while it trains
@@ -182,7 +183,7 @@ class Trainer:
             if run.plan.result is not None:
                 resume.report_damaged(run.plan, run.checkpoints, set_aside=False)
                 print(f"{run.workdir} already holds a finished run; its result.json is unchanged.", flush=True)
-                results[run.index] = run.plan.result
+                results[run.position] = run.plan.result
             else:
                 self.runs.append(run)
         if self.runs:
@@ -193,14 +194,14 @@ class Trainer:
                           f"at step {run.plan.step} was a save ahead; the same steps are replayed)",
                           file=sys.stderr, flush=True)
             for i, run in enumerate(self.runs):
-                run.index = i  # the position in this program's seed axis
+                run.index = i
                 if self.primary:
                     resume.apply(run.plan, run.workdir, run.checkpoints)
                     write_json_atomic(run.workdir / "config.json", config_to_dict(run.config))
                 run.log = MetricsLog(run.workdir / "metrics.jsonl")
             trained = self._train(start)
-            results.update({run_index: result for run_index, result in trained.items()})
-        return [results[i] if i in results else None for i in range(len(self.all_runs))]
+            results.update(trained)
+        return [results[run.position] for run in self.all_runs]
 
     def _train(self, start: int | None) -> dict[int, dict[str, Any]]:
         config, data, model = self.config, self.data, self.model
@@ -441,14 +442,10 @@ class Trainer:
             self.progress.message(
                 f"{run.label}test accuracy {test[i]['accuracy']:.4f} at the best validation step "
                 f"{result['best_step']} (validation {result['best_val_accuracy']:.4f}); {run.workdir}/result.json")
-            results[self._position(run)] = result
+            results[run.position] = result
         stopped = [run for run in self.runs if run.stopped]
         if stopped:
             raise NonFiniteLossError(
                 "\n".join(run.stopped for run in stopped)
                 + f"\nThe other seeds finished: {', '.join(str(run.workdir) for run in self._active())}")
         return results
-
-    def _position(self, run: SeedRun) -> int:
-        """The seed's position among all the config's seeds (finished ones included)."""
-        return next(i for i, r in enumerate(self.all_runs) if r is run)

@@ -22,6 +22,7 @@ import optax
 from lra.data.batching import eval_batches
 from lra.training import distributed
 from lra.training.schedules import lra_schedule
+from lra.training.seeds import run_seeds
 
 INIT_SALT = 1_000_003  # the parameter key of seed k: fold_in(key(k), INIT_SALT)
 
@@ -77,8 +78,6 @@ def make_steps(model: Any, tx: optax.GradientTransformation | None, config: ml_c
     The train batch holds one batch per seed (seed axis first, rows sharded over the mesh);
     the eval batch is shared by all seeds. ``seeds`` defaults to the config's (lra.training.seeds).
     """
-    from lra.training.seeds import run_seeds
-
     keys_S = seed_keys(run_seeds(config) if seeds is None else seeds)
     repl = distributed.replicated(mesh)
     schedule = lra_schedule(config.learning_rate, config.warmup_steps)
