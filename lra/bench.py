@@ -4,9 +4,10 @@ For every family and length N, one jitted step computes the gradient of ``sum(y)
 with respect to the parameters and the input (batch 1, width 128, 4 heads, qkv 128 by default;
 memory families get a memory of ``memory_size`` cells, as the encoder passes them).
 
-* Time: one warm-up call after compiling, then ``repeats`` timed calls; the median is reported.
-  At each length the families take turns call by call, so load changes on a shared machine hit
-  them alike.
+* Time: one warm-up call after compiling, then, family by family, one more untimed call and
+  ``repeats`` consecutive timed calls; the median is reported. Turns call by call (the earlier
+  scheme) made a small case that follows a large one run up to 4-5x slower on CPU (its data
+  evicted from cache by the other family's call), which inflated the short lengths' times.
 * Memory: XLA's own accounting of the compiled step (``compiled.memory_analysis()``): arguments
   + outputs + temporaries - aliased. Deterministic, the same on CPU and GPU, and known before
   anything runs, so a case that would not fit is skipped without being run. With ``isolate``
@@ -185,7 +186,7 @@ def measure_length(
     families: Sequence[str], n: int, s: Settings, skip: dict[str, str] | None = None,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
-    """Measure every family at length ``n`` (repeats interleaved). ``skip``: family -> reason."""
+    """Measure every family at length ``n`` (each family's calls together). ``skip``: family -> reason."""
     skip = dict(skip or {})
     limit = s.max_memory_bytes or default_memory_limit()
     cases: dict[str, dict[str, Any]] = {}
@@ -219,9 +220,9 @@ def measure_length(
         else:
             ready[family] = (compiled, args)
         log(f"  {family} N={n}: compiled, first call {first:.3g} s")
-    for _ in range(s.repeats):
-        for family, (fn, args) in ready.items():
-            cases[family]["samples"].append(_timed_call(fn, args))
+    for family, (fn, args) in ready.items():
+        _timed_call(fn, args)  # warm again: the other families' calls ran since this one's first
+        cases[family]["samples"] = [_timed_call(fn, args) for _ in range(s.repeats)]
     for case in cases.values():
         if case["status"] == "ok":
             case["seconds"] = statistics.median(case["samples"])

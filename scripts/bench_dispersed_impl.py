@@ -1,9 +1,9 @@
 """Compare ways of computing dispersed attention on this machine; the fastest is the default.
 
 Candidates (same inputs, same outputs; checked against each other before timing):
-  * ``blocks-C``: lra.attention.dispersed.dispersed_attention with ``block_size=C`` (queries
-    in blocks of C, each gathering its C x K keys/values, inside a rematerialised scan);
-  * ``gather``: the same with one block of all N queries (an N x K x H x Dh gather);
+  * ``chunks-C``: lra.attention.dispersed.dispersed_attention with ``chunk_size=C`` (query
+    chunks of at most C positions, each over the offsets its keys need; the module's default
+    is ``DEFAULT_CHUNK_SIZE``);
   * ``slices``: one shifted copy of K and V per offset (a Python loop over the K offsets);
   * ``slices-scan``: the same shifted copies inside two rematerialised scans over the offsets;
   * ``softmax``: full attention (lra.attention.base.dot_product_attention), for scale.
@@ -72,11 +72,10 @@ def _slices_scan(q, k, v, mask, offs):
     return y
 
 
-def candidates(n: int, block_sizes: list[int]) -> dict[str, Core]:
+def candidates(n: int, chunk_sizes: list[int]) -> dict[str, Core]:
     cands: dict[str, Core] = {
-        f"blocks-{c}": partial(dispersed.dispersed_attention, block_size=c) for c in block_sizes if c < n
+        f"chunks-{c}": partial(dispersed.dispersed_attention, chunk_size=c) for c in chunk_sizes if c <= n
     }
-    cands["gather"] = partial(dispersed.dispersed_attention, block_size=n)
     cands["slices"] = _slices
     cands["slices-scan"] = _slices_scan
     cands["softmax"] = lambda q, k, v, mask, offs: dot_product_attention(q, k, v, mask)
@@ -90,7 +89,7 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--window", type=int, default=dispersed.PAPER_WINDOW)
-    ap.add_argument("--block-sizes", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--chunk-sizes", type=int, nargs="+", default=[128, 256, 512])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", type=Path, default=Path("results/bench/dispersed_impl"))
     ap.add_argument("--report-only", action="store_true", help="rewrite OUT.md from OUT.json")
@@ -105,8 +104,8 @@ def main() -> None:
         shape = (args.batch, n, args.heads, args.dim // args.heads)
         q, k, v = (jax.random.normal(key, shape) for key in jax.random.split(jax.random.key(0), 3))
         mask = jnp.broadcast_to(jnp.arange(n)[None, :] < n - 7, (args.batch, n))
-        cands = candidates(n, args.block_sizes)
-        reference = np.asarray(jax.jit(lambda q, k, v: cands["gather"](q, k, v, mask, offs))(q, k, v))
+        cands = candidates(n, args.chunk_sizes)
+        reference = np.asarray(jax.jit(lambda q, k, v: _slices_scan(q, k, v, mask, offs))(q, k, v))
         compiled, stats = {}, {}
         for name, core in cands.items():
             loss = lambda q, k, v, core=core: jnp.sum(core(q, k, v, mask, offs))  # noqa: E731
@@ -138,12 +137,13 @@ def main() -> None:
 
     command = ("python scripts/bench_dispersed_impl.py --lengths " + " ".join(map(str, args.lengths))
                + f" --dim {args.dim} --heads {args.heads} --batch {args.batch} --window {args.window}"
-               + " --block-sizes " + " ".join(map(str, args.block_sizes)) + f" --repeats {args.repeats}")
+               + " --chunk-sizes " + " ".join(map(str, args.chunk_sizes)) + f" --repeats {args.repeats}")
     meta = {
         "command": command,
         "what": "jitted forward+backward of the attention core (grad of sum(y) w.r.t. q, k, v)",
         "dim": args.dim, "heads": args.heads, "batch": args.batch, "window": args.window,
         "repeats": args.repeats, "device": jax.devices()[0].device_kind, "cpu_count": os.cpu_count(),
+        "default_chunk_size": dispersed.DEFAULT_CHUNK_SIZE, "default_block_size": dispersed.DEFAULT_BLOCK_SIZE,
         "platform": platform.platform(), "jax_version": jax.__version__,
         "note": "repeats interleaved across candidates; the machine is shared, so min is the "
                 "least noisy statistic",
@@ -164,13 +164,13 @@ def write_report(out: Path, tie: float = 1.1) -> None:
         f"{meta['what']}; qkv width {meta['dim']}, {meta['heads']} heads, batch {meta['batch']}, "
         f"window {meta['window']}, float32; {meta['device']} ({meta['cpu_count']} cores, shared), "
         f"jax {meta['jax_version']}; {meta['note']}. Module default: "
-        f"block_size={dispersed.DEFAULT_BLOCK_SIZE}.",
+        f"chunk_size={meta.get('default_chunk_size', 'n/a')}, block_size={meta.get('default_block_size', 'n/a')}.",
         "",
         f"Command: `{meta['command']}`",
         "",
-        "Candidates: `blocks-C` = the module's implementation with block_size=C (queries in blocks "
-        "of C, each gathering its C x K keys/values, inside a rematerialised scan); `gather` = one "
-        "block of all N queries; `slices` = one shifted copy of K and V per offset (Python loop); "
+        "Candidates: `chunks-C` = the module's implementation with chunk_size=C (query chunks of at "
+        "most C positions, each over the offsets its keys need); `slices` = one shifted copy of K "
+        "and V per offset (Python loop); "
         "`slices-scan` = the shifted copies inside rematerialised scans over the offsets; "
         "`softmax` = full attention, for scale. XLA temp = the compiled step's temporary buffers.",
         "",

@@ -218,3 +218,78 @@ def test_bfloat16_close_to_float32():
     assert y16.dtype == jnp.bfloat16
     m = np.asarray(mask)[..., None]
     np.testing.assert_allclose(np.asarray(y16, np.float32) * m, np.asarray(y32) * m, atol=0.1)
+
+
+def _core_inputs(n, lengths, seed=0, b_h_d=(2, 2, 8)):
+    b, h, d = b_h_d
+    rng = np.random.default_rng(seed)
+    q, k, v, r = (jnp.asarray(rng.normal(size=(b, n, h, d)).astype(np.float32)) for _ in range(4))
+    mask = jnp.asarray(np.arange(n)[None, :] < np.asarray(lengths)[:, None])
+    return q, k, v, r, mask
+
+
+def _dense_core(q, k, v, mask, allowed_NxN):
+    """Masked softmax over the pattern, differentiated by JAX (test-only, N x N)."""
+    logits = jnp.einsum("bnhd,bmhd->bhnm", q * q.shape[-1] ** -0.5, k)
+    logits = jnp.where(jnp.asarray(allowed_NxN)[None, None] & mask[:, None, None, :], logits, -1e9)
+    return jnp.einsum("bhnm,bmhd->bnhd", jax.nn.softmax(logits, axis=-1), v)
+
+
+@pytest.mark.parametrize("n,chunk,block", [(64, 256, 16), (64, 16, 5), (70, 24, 7), (200, 32, 16), (33, 8, 3)])
+def test_core_and_gradients_match_dense_reference(n, chunk, block):
+    # Chunks that divide N, that do not (padded last chunk), single and many chunks, small groups.
+    q, k, v, r, mask = _core_inputs(n, (n - 13, n))
+    offs = offsets(4, 12)
+    core = lambda q, k, v: dispersed.dispersed_attention(q, k, v, mask, offs, chunk_size=chunk, block_size=block)
+    dense = lambda q, k, v: _dense_core(q, k, v, mask, pattern(n, 4, 12))
+    np.testing.assert_allclose(np.asarray(jax.jit(core)(q, k, v)), np.asarray(dense(q, k, v)), atol=2e-5)
+    loss = lambda f: (lambda q, k, v: jnp.sum(f(q, k, v) * r))
+    got = jax.jit(jax.grad(loss(core), argnums=(0, 1, 2)))(q, k, v)
+    want = jax.grad(loss(dense), argnums=(0, 1, 2))(q, k, v)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
+
+
+def test_hand_written_backward_matches_autodiff_with_dropout():
+    # The custom VJP against JAX's own differentiation of the same forward pass, dropout on.
+    n, chunk, block = 70, 16, 4
+    q, k, v, r, mask = _core_inputs(n, (57, 70), seed=1)
+    live = tuple(int(d) for d in dispersed.live_offsets(n, 4, 12))
+    key = (live, n, chunk, block)
+    t = dispersed._tiling(*key)
+    mask2 = dispersed._padded(jnp.pad(mask, [(0, 0), (0, t.n_pad - n)]), t.chunk)
+    kept = jax.random.bernoulli(jax.random.key(3), 0.7, (t.n_pad // t.chunk, t.rows_q, 2, 2, t.chunk))
+    keep = jnp.where(kept, 1 / 0.7, 0.0)
+    custom = lambda q, k, v: jnp.sum(dispersed._pattern_attention(q, k, v, mask2, keep, key) * r)
+    plain = lambda q, k, v: jnp.sum(dispersed._pattern_attention_fwd(q, k, v, mask2, keep, key)[0] * r)
+    got = jax.grad(custom, argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(plain, argnums=(0, 1, 2))(q, k, v)
+    for g, w in zip(got, want):
+        assert np.abs(np.asarray(w)).max() > 1e-3
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
+
+
+@pytest.mark.parametrize("n,chunk", [(1000, 248), (4096, 216), (70, 24), (33, 33), (200, 8)])
+def test_each_chunk_window_holds_every_offset_its_queries_need(n, chunk):
+    live = dispersed.live_offsets(n)
+    t = dispersed._tiling(tuple(int(d) for d in live), n, chunk, 16)
+    assert t.n_pad % t.chunk == 0 and t.n <= t.n_pad < t.n + t.chunk and t.rows_q % t.group == 0
+    offs_CxR, _ = t.starts()
+    for c, row in enumerate(offs_CxR):
+        queries = np.arange(c * t.chunk, min((c + 1) * t.chunk, n))
+        keys = queries[:, None] + live[None, :]
+        needed = live[((keys >= 0) & (keys < n)).any(axis=0)]
+        assert set(needed) <= set(row.tolist())
+        extra = set(row.tolist()) - set(needed)  # the rest of the window: never a key inside [0, n)
+        assert all(not ((queries + d >= 0) & (queries + d < n)).any() for d in extra)
+    if n >= 1000:
+        assert t.rows_q < len(live)  # the windows really skip offsets at this length
+    assert dispersed.num_scores(n) <= t.rows_q * t.n_pad
+
+
+def test_chunk_length_avoids_4k_aligned_planes():
+    # 256 positions x 4 heads of float32 put the 32 feature planes exactly 4 KiB apart.
+    c = dispersed._chunk_length(256, 4096, 4, 32)
+    assert 128 <= c <= 256 and c % 8 == 0 and (4 * 4 * c) % 4096 != 0
+    assert len({(p * 16 * c % 4096) // 64 for p in range(32)}) == 32  # 32 distinct L1 sets
+    assert dispersed._chunk_length(256, 100, 4, 32) == 100  # one chunk: the whole sequence

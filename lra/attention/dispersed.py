@@ -26,41 +26,51 @@ Memory is O(N x K) for K pattern offsets (at most 2h + 1 + 2 (max_gap - 1), 363 
 offsets with ``|d| >= N`` are dropped when tracing, so K ~ 2 sqrt(2N): 181 at N = 4096), forward
 and backward. The N x N pattern is never built: ``pattern()`` exists for tests and plots only.
 
-Implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: ~90 ms,
-was ~350 ms with per-query gathers; the module's history: results/bench/dispersed_impl.md).
-The scores and the weighted sums are computed offset by offset from shifted copies of whole
-sequences, never gathered per query, and the backward pass is written by hand
-(``jax.custom_vjp``) so that every gradient is again a shifted weighted sum, never a
-scatter-add:
+Implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: ~50 ms,
+was ~70 ms with whole-sequence offset scans and ~350 ms with per-query gathers; the history:
+results/bench/dispersed_impl.md and results/bench/peers.md). Scores and weighted sums are
+computed offset by offset from shifted windows of whole sequences, never gathered per query, and
+the backward pass is written by hand (``jax.custom_vjp``):
 
 * Layout "planes": q, k, v as D x B x H x N (float32), so every operation runs along the
-  sequence, whose positions are contiguous. A shifted key row is a slice of the keys doubled
-  along N (``[k, k]``): ``k[(i + d) mod N]`` starts at ``d mod N``. The wrapped reads only ever
-  meet weight 0: a key outside ``[0, N)`` is masked like a padded key, and in the transposed
-  sums the query ``(m - d) mod N`` that wraps has its own key at offset d outside the sequence.
-* Scores: a scan over the K offsets; each step is one fused multiply-add over the D planes
-  (``s[j, i] = sum_c q[c, i] k[c, i + d_j]``), one row of the K x B x H x N logits. No
-  reduction is left to XLA: its CPU reductions of products (over D, or softmax's over K) ran
-  10-20x slower than fused sums. The softmax's row maxima and sums come from a scan over the K
-  rows (running maximum, rescaled running sum), then one elementwise pass gives the weights.
-* Weighted sums ``y[i] = sum_j w[j, i] v[i + d_j]``: a scan over groups of ``block_size``
-  offsets (at most 16 by default), each group one fused sum added to the accumulator.
-* Backward: dS = W (dW - dy . y) with dW[j, i] = dy[i] . v[i + d_j], computed by the scores'
-  scan (dW is never stored; ``dy . y = sum_j W dW`` holds with or without dropout);
-  dq[i] = sum_j dS[j, i] k[i + d_j]; dk[m] = sum_j dS[j, m - d_j] q[m - d_j] and
-  dv[m] = sum_j W[j, m - d_j] dy[m - d_j]: the same weighted sums over shifts -d_j, with the
-  weights shifted too.
-* Planes carry ``ALIAS_PAD`` extra columns: rows whose length is a multiple of 4 KiB made the
-  32 plane reads of a step alias in the L1 cache (measured 2x slower).
-* Rejected (slower here): one fused sum over all offsets (XLA split it, or took 20-40 s to
-  compile the scores), per-query gathers of keys in blocks (the previous implementation, with
-  scatter-add gradients), query chunks around the offset scans, XLA's softmax over K.
+  sequence, whose positions are contiguous. The sequence is cut into chunks of about 256 query
+  positions (``chunk_size``); a chunk's scores for offset d read the key window
+  ``c0 + d + [0, chunk)``, a slice of the key planes with ``chunk`` zero columns on each side.
+  Reads in the pads, and of padded or out-of-sequence keys, are masked (weight 0).
+* Each chunk takes only the offsets whose window overlaps the sequence: a contiguous run of
+  the sorted offsets, padded to the longest run (``_tiling``). This skips the third of the
+  K x N (offset, query) pairs whose key lies outside ``[0, N)`` (``num_scores(N) / (K N)`` is
+  0.67), and a chunk's K x chunk weights stay in cache between the passes over them.
+* Per chunk (a scan over chunks): the logits by a scan over its offsets, each step one fused
+  multiply-add over the D planes (``s[j, i] = sum_c q[c, i] k[c, i + d_j]``; XLA's CPU
+  reductions of products ran 10-20x slower than fused sums); softmax maxima and sums by a scan
+  over the rows (running maximum, rescaled running sum), then one elementwise pass; the
+  weighted sum ``y[i] = sum_j w[j, i] v[i + d_j]`` by a scan over groups of ``block_size``
+  offsets, each group one fused sum.
+* Backward, per chunk: dS = W (dW - dy . y) with dW[j, i] = dy[i] . v[i + d_j] from the same
+  row scan (``dy . y = sum_j W dW`` holds with or without dropout); dq[i] = sum_j dS[j, i]
+  k[i + d_j] as a weighted sum; dk[m] = sum_j dS[j, m - d_j] q[m - d_j] and
+  dv[m] = sum_j W[j, m - d_j] dy[m - d_j] by adding, offset by offset, ``dS[j] * q_chunk`` and
+  ``W[j] * dy_chunk`` into the key window the offset read (a dense window update, never an
+  index scatter).
+* The chunk length is chosen in ``[chunk_size / 2, chunk_size]`` so that the D planes of a
+  chunk do not lie a multiple of 4 KiB apart (they then compete for one L1 set: chunks of
+  exactly 256 positions x 4 heads ran 1.2-1.3x slower than 248 in a one-off A/B run), and the
+  key planes carry ``ALIAS_PAD`` extra columns for the same reason.
+* Rejected, each slower in one-off A/B runs on this 2-core CPU at N = 4096 (the variants are
+  not kept): whole-sequence scans over the offsets (the previous version, 1.5x slower: every
+  plane read from L3 per offset); per-query gathers with scatter-add gradients (the one
+  before); for dk and dv, per-offset weight rows over the whole sequence assembled after the
+  chunk loop (by a gather, or by in-place updates carried through the loop) or read across two
+  neighbouring chunks; weights recomputed per key chunk from the log-sum-exp, FlashAttention
+  style (XLA recomputed the fused dot products per feature: 3x slower); one fused sum over all
+  offsets (XLA split it, or took 20-40 s to compile).
 """
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Sequence
+from functools import lru_cache, partial
+from typing import NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -77,6 +87,7 @@ PAPER_MAX_GAP = 180  # Algorithm 2's gap sequence [2, 3, ..., 180]
 # of each other at N = 1K-16K, 4 and 32 slower.
 DEFAULT_BLOCK_SIZE = 16
 ALIAS_PAD = 48  # extra columns per plane (see the module docstring)
+DEFAULT_CHUNK_SIZE = 256  # positions per chunk (see the module docstring)
 
 
 
@@ -124,142 +135,220 @@ def _tree_sum(terms: Sequence[jax.Array]) -> jax.Array:
     return terms[0]
 
 
-def _planes(x_BxNxHxD: jax.Array) -> jax.Array:
-    """B x N x H x D -> float32 D x B x H x N: one contiguous sequence per (feature, row, head)."""
-    return jnp.transpose(x_BxNxHxD.astype(jnp.float32), (3, 0, 2, 1))
+class _Tiling(NamedTuple):
+    """Static layout: query (and key) chunks and, per chunk, the window of offsets it needs."""
+
+    n: int  # sequence length
+    n_pad: int  # n rounded up to whole chunks (padded keys are masked, padded queries dropped)
+    chunk: int
+    group: int  # offsets per step of the weighted sums
+    offs: np.ndarray  # the live offsets, sorted, then dummies (2 n_pad: never inside [0, n))
+    first_q: np.ndarray  # per query chunk: its first row of offs (a window of rows_q rows)
+    rows_q: int
+
+    def starts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk and row of its window: the offset d, and where the keys it reads start in a
+        ``_padded`` row: ``chunk + c0 + d``. Parts of the window in the zero pads are masked (and
+        their gradients, added to the pads, are dropped); a row that this chunk does not need
+        (its window lies outside ``[0, n)``) is moved wholly into a pad: masked, finite.
+        """
+        offs_CxR = self.offs[self.first_q[:, None] + np.arange(self.rows_q)[None, :]]
+        c0_C = np.arange(len(self.first_q)) * self.chunk
+        start_CxR = np.clip(c0_C[:, None] + offs_CxR, -self.chunk, self.n_pad)
+        return offs_CxR.astype(np.int32), (self.chunk + start_CxR).astype(np.int32)
 
 
-def _unplanes(x_DxBxHxN: jax.Array, dtype: Dtype) -> jax.Array:
-    return jnp.transpose(x_DxBxHxN, (1, 3, 2, 0)).astype(dtype)
+def _chunk_length(chunk_size: int, n: int, rows: int, planes: int) -> int:
+    """Positions per chunk: a multiple of 8 in [chunk_size / 2, chunk_size] whose D planes of
+    ``rows x chunk`` floats fall on the most distinct L1 sets (planes 4 KiB apart all compete
+    for one set: 256 positions x 4 heads ran 1.2x slower than 248), then the least padding."""
+    if n <= chunk_size:
+        return n
+    def score(c: int) -> tuple[int, int, int]:
+        stride = 4 * rows * c
+        return len({(p * stride % 4096) // 64 for p in range(planes)}), -_round_up(n, c), c
+    return max(range(chunk_size - chunk_size % 8, max(8, chunk_size // 2) - 1, -8), key=score)
 
 
-def _doubled(x_Dx___xN: jax.Array) -> jax.Array:
-    """``[x, x]`` along N, then ALIAS_PAD zero columns: x[(i + s) mod N] is column s + i (s < N)."""
-    zeros = jnp.zeros(x_Dx___xN.shape[:-1] + (ALIAS_PAD,), x_Dx___xN.dtype)
-    return jnp.concatenate([x_Dx___xN, x_Dx___xN, zeros], axis=-1)
+def _round_up(x: int, to: int) -> int:
+    return -(-x // to) * to
 
 
-def _scores(a_DxBxHxN: jax.Array, x2_DxBxHxM: jax.Array, starts_K: jax.Array,
-            w_KxBxHxN: jax.Array | None = None, row_BxHxN: jax.Array | None = None,
-            wd_KxBxHxN: jax.Array | None = None) -> jax.Array:
-    """s[j, b, h, i] = sum_c a[c, b, h, i] x[c, b, h, (i + s_j) mod N]: K x B x H x N.
+@lru_cache(maxsize=64)
+def _tiling(live: tuple[int, ...], n: int, chunk: int, block_size: int) -> _Tiling:
+    """Chunks of ``chunk`` positions; each needs only the offsets whose keys overlap
+    ``[0, n)``: a contiguous run of the sorted offsets."""
+    offs = np.asarray(live, np.int64)
+    c = max(1, min(chunk, n))
+    n_pad = _round_up(n, c)
+    c0 = np.arange(n_pad // c) * c
+    # Query chunk [c0, c0 + c) reads keys c0 + d + [0, c): some inside [0, n) iff -(c - 1) - c0 <= d <= n - 1 - c0.
+    lo_q, hi_q = np.searchsorted(offs, -(c - 1) - c0, "left"), np.searchsorted(offs, n - 1 - c0, "right")
+    group = _group_size(int((hi_q - lo_q).max()), block_size)
+    rows_q = _round_up(int((hi_q - lo_q).max()), group)
+    k_ext = max(len(offs), rows_q)
+    offs = np.concatenate([offs, np.full(k_ext - len(offs), 2 * n_pad, np.int64)])
+    return _Tiling(n, n_pad, c, group, offs, np.minimum(lo_q, k_ext - rows_q), rows_q)
 
-    With ``w`` and ``row``: softmax's backward ``wd s - w row`` instead (``wd``: the weights
-    after dropout, default ``w``), fused into the same pass so that s is never stored. A scan
-    over the offsets; each step reads the D planes once, shifted by one dynamic slice per plane
-    (one slice of all planes was materialised by XLA, twice as slow).
+
+def _planes(x_BxNxHxD: jax.Array, n_pad: int) -> jax.Array:
+    """B x N x H x D -> float32 D x B x H x n_pad: one contiguous sequence per (feature, row, head)."""
+    x = jnp.transpose(x_BxNxHxD.astype(jnp.float32), (3, 0, 2, 1))
+    return jnp.pad(x, [(0, 0)] * 3 + [(0, n_pad - x.shape[-1])])
+
+
+def _chunks(x_BxNxHxD: jax.Array, t: _Tiling) -> jax.Array:
+    """B x N x H x D -> float32 chunks x D x B x H x chunk (zero-padded to n_pad)."""
+    b, n, h, d = x_BxNxHxD.shape
+    x = jnp.pad(x_BxNxHxD.astype(jnp.float32), [(0, 0), (0, t.n_pad - n), (0, 0), (0, 0)])
+    return jnp.transpose(x.reshape(b, t.n_pad // t.chunk, t.chunk, h, d), (1, 4, 0, 3, 2))
+
+
+def _unchunks(x_CxDxBxHxL: jax.Array, n: int, dtype: Dtype) -> jax.Array:
+    nc, d, b, h, c = x_CxDxBxHxL.shape
+    x = jnp.transpose(x_CxDxBxHxL, (2, 0, 4, 3, 1)).reshape(b, nc * c, h, d)
+    return x[:, :n].astype(dtype)
+
+
+def _padded(x_Bx___xN: jax.Array, chunk: int) -> jax.Array:
+    """``chunk`` zero columns, x, then ``chunk + ALIAS_PAD`` zero columns (see ``_Tiling.starts``)."""
+    zeros = lambda width: jnp.zeros(x_Bx___xN.shape[:-1] + (width,), x_Bx___xN.dtype)  # noqa: E731
+    return jnp.concatenate([zeros(chunk), x_Bx___xN, zeros(chunk + ALIAS_PAD)], axis=-1)
+
+
+def _row_scan(a_DxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Array, finish, extra_xs):
+    """Rows r of ``finish(s_r, *extra_r)`` with s_r[b, h, i] = sum_c a[c, b, h, i] x[c, b, h, starts[r] + i].
+
+    A scan over the rows; each step reads the D planes once, shifted by one dynamic slice per
+    plane (one slice of all planes was materialised by XLA, twice as slow).
     """
-    n = a_DxBxHxN.shape[-1]
-    a_DxBxHxM = jnp.pad(a_DxBxHxN, [(0, 0)] * 3 + [(0, ALIAS_PAD)])
+    width = a_DxBxHxL.shape[-1]
 
-    def step(carry: None, xs: tuple[jax.Array, ...]) -> tuple[None, jax.Array]:
-        start, w_BxHxN, wd_BxHxN = xs
-        s_BxHxN = _shifted_dot(a_DxBxHxM, x2_DxBxHxM, start, n)
-        if w_BxHxN is None:
-            return carry, s_BxHxN
-        if wd_BxHxN is None:
-            return carry, w_BxHxN * (s_BxHxN - row_BxHxN)
-        return carry, wd_BxHxN * s_BxHxN - w_BxHxN * row_BxHxN
+    def step(carry: None, xs):
+        start, *extra = xs
+        s_BxHxL = _tree_sum([a_DxBxHxL[c] * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM[c], start, width, axis=2)
+                             for c in range(a_DxBxHxL.shape[0])])
+        return carry, finish(s_BxHxL, start, *extra)
 
-    return jax.lax.scan(step, None, (starts_K, w_KxBxHxN, wd_KxBxHxN))[1]
+    return jax.lax.scan(step, None, (starts_R, *extra_xs))[1]
 
 
-def _shifted_dot(a_DxBxHxM: jax.Array, x2_DxBxHxM: jax.Array, start: jax.Array, n: int) -> jax.Array:
-    """sum_c a[c, :, :, i] x[c, :, :, start + i] for i < n: B x H x n, one fused sum."""
-    return _tree_sum([a_DxBxHxM[c, :, :, :n]
-                      * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM[c], start, n, axis=2)
-                      for c in range(a_DxBxHxM.shape[0])])
+def _softmax_rows(s_RxBxHxL: jax.Array) -> jax.Array:
+    """Softmax over the rows (the offsets) of logits that already carry their mask.
 
-
-def _softmax_weights(a_DxBxHxN: jax.Array, x2_DxBxHxM: jax.Array, starts_K: jax.Array,
-                     bias_KxBx1xN: jax.Array) -> jax.Array:
-    """softmax over the offsets of ``_scores(a, x) + bias``: K x B x H x N.
-
-    The row maxima and sums of exponentials come from a scan over the K logit rows (running
-    maximum and rescaled running sum, as in online softmax), so the weights are one elementwise
-    pass ``exp(s - max) / sum``: XLA's CPU reductions over this K x N array (jax.nn.softmax)
-    took ~5 ns an element. (Keeping the running sums in the scan that computes the logits made
-    XLA recompute every logit row three times.)
+    Row maxima and sums come from a scan over the rows (running maximum, rescaled running sum,
+    as in online softmax), then one elementwise pass: XLA's CPU reductions over this axis
+    (jax.nn.softmax) took ~5 ns an element, and keeping the running sums in the scan that
+    computes the logits made XLA recompute every logit row three times.
     """
-    s_KxBxHxN = _scores(a_DxBxHxN, x2_DxBxHxM, starts_K)
+    def running(carry, s_BxHxL):
+        top, total = carry
+        new_top = jnp.maximum(top, s_BxHxL)
+        return (new_top, total * jnp.exp(top - new_top) + jnp.exp(s_BxHxL - new_top)), None
 
-    def running(carry: tuple[jax.Array, jax.Array], xs: tuple[jax.Array, jax.Array]):
-        top_BxHxN, total_BxHxN = carry
-        s_BxHxN = xs[0] + xs[1]
-        new_top = jnp.maximum(top_BxHxN, s_BxHxN)
-        total_BxHxN = total_BxHxN * jnp.exp(top_BxHxN - new_top) + jnp.exp(s_BxHxN - new_top)
-        return (new_top, total_BxHxN), None
-
-    shape = s_KxBxHxN.shape[1:]
+    shape = s_RxBxHxL.shape[1:]
     init = (jnp.full(shape, -jnp.inf, jnp.float32), jnp.zeros(shape, jnp.float32))
-    (top_BxHxN, total_BxHxN), _ = jax.lax.scan(running, init, (s_KxBxHxN, bias_KxBx1xN))
-    return jnp.exp(s_KxBxHxN + bias_KxBx1xN - top_BxHxN) * (1.0 / total_BxHxN)
+    (top, total), _ = jax.lax.scan(running, init, s_RxBxHxL)
+    return jnp.exp(s_RxBxHxL - top) * (1.0 / total)
 
 
-def _weighted_sum(w_KxBxHxN: jax.Array, x2_DxBxHxM: jax.Array, starts_K: jax.Array, group: int,
-                  shift_weights: bool) -> jax.Array:
-    """y[c, b, h, i] = sum_j w[j, b, h, i'] x[c, b, h, (i + s_j) mod N]: D x B x H x N.
+def _shifted_sums(pairs: Sequence[tuple[jax.Array, jax.Array]], starts_R: jax.Array, group: int,
+                  width: int, row0: jax.Array | int = 0, shift_weights: bool = False) -> tuple[jax.Array, ...]:
+    """For each (w, x): acc[c, b, h, i] = sum_r w[row0 + r, b, h, i'] x[c, b, h, starts[r] + i], i < width.
 
-    ``i' = i``, or ``(i + s_j) mod N`` with ``shift_weights`` (the transposed sums of the
-    backward pass). A scan over groups of ``group`` offsets (K must be a multiple): each step
-    adds one fused sum of ``group`` shifted products to the accumulator. Every weight row is
-    its own dynamic slice of ``w`` (slicing a whole group first made XLA copy it).
+    ``i' = i``, or ``starts[r] + i`` with ``shift_weights`` (the transposed sums, whose weights
+    are stored per query and read per key). A scan over groups of ``group`` rows: each step adds
+    one fused sum of ``group`` shifted products per pair. Every weight row is its own dynamic
+    slice (slicing a whole group first made XLA copy it).
     """
-    k, n = w_KxBxHxN.shape[0], w_KxBxHxN.shape[-1]
-    w = jnp.concatenate([w_KxBxHxN, w_KxBxHxN], axis=-1) if shift_weights else w_KxBxHxN
-    row_shape = (1,) + w_KxBxHxN.shape[1:]
-
-    def step(acc: jax.Array, xs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
+    def step(accs, xs):
         g, starts_G = xs
-        terms = []
-        for i in range(group):
-            col = starts_G[i] if shift_weights else 0
-            w_row = jax.lax.dynamic_slice(w, (g * group + i, 0, 0, col), row_shape)
-            terms.append(w_row * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM, starts_G[i], n, axis=3))
-        return acc + _tree_sum(terms), None
+        new = []
+        for (w, x2), acc in zip(pairs, accs):
+            terms = []
+            for i in range(group):
+                col = starts_G[i] if shift_weights else 0
+                w_row = jax.lax.dynamic_slice(w, (row0 + g * group + i, 0, 0, col), (1,) + w.shape[1:3] + (width,))
+                terms.append(w_row * jax.lax.dynamic_slice_in_dim(x2, starts_G[i], width, axis=3))
+            new.append(acc + _tree_sum(terms))
+        return tuple(new), None
 
-    acc0 = jnp.zeros(x2_DxBxHxM.shape[:3] + (n,), jnp.float32)
-    groups = (jnp.arange(k // group), starts_K.reshape(k // group, group))
-    return jax.lax.scan(step, acc0, groups)[0]
+    acc0 = tuple(jnp.zeros(x2.shape[:3] + (width,), jnp.float32) for _, x2 in pairs)
+    steps = starts_R.shape[0] // group
+    return jax.lax.scan(step, acc0, (jnp.arange(steps), starts_R.reshape(steps, group)))[0]
 
 
-def _starts(offs: tuple[int, ...], n: int, sign: int) -> jax.Array:
-    return jnp.asarray((sign * np.asarray(offs, np.int64)) % n, jnp.int32)
-
-
-@partial(jax.custom_vjp, nondiff_argnums=(5, 6))
-def _pattern_attention(q, k, v, bias_KxBx1xN, keep_KxBxHxN, offs, group):
+@partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _pattern_attention(q, k, v, mask2_BxM, keep, key):
     """Softmax attention over the offsets (``keep``: dropout's scaled mask, or None)."""
-    return _pattern_attention_fwd(q, k, v, bias_KxBx1xN, keep_KxBxHxN, offs, group)[0]
+    return _pattern_attention_fwd(q, k, v, mask2_BxM, keep, key)[0]
 
 
-def _pattern_attention_fwd(q, k, v, bias_KxBx1xN, keep_KxBxHxN, offs, group):
-    n = q.shape[1]
-    fwd = _starts(offs, n, 1)
-    q_p, k2_p, v2_p = _planes(q), _doubled(_planes(k)), _doubled(_planes(v))
-    w_KxBxHxN = _softmax_weights(q_p, k2_p, fwd, bias_KxBx1xN)
-    wd_KxBxHxN = w_KxBxHxN if keep_KxBxHxN is None else w_KxBxHxN * keep_KxBxHxN
-    y_p = _weighted_sum(wd_KxBxHxN, v2_p, fwd, group, shift_weights=False)
-    residuals = (q_p, k2_p, v2_p, w_KxBxHxN, keep_KxBxHxN, y_p)
-    return _unplanes(y_p, v.dtype), residuals
+def _pattern_attention_fwd(q, k, v, mask2_BxM, keep, key):
+    t = _tiling(*key)
+    offs_CxR, starts_CxR = t.starts()
+    k2, v2 = _padded(_planes(k, t.n_pad), t.chunk), _padded(_planes(v, t.n_pad), t.chunk)
+    c0_C = jnp.arange(t.n_pad // t.chunk, dtype=jnp.int32) * t.chunk
+    cols_L = jnp.arange(t.chunk, dtype=jnp.int32)
+
+    def chunk_step(carry: None, xs):
+        c0, q_DxBxHxL, offs_R, starts_R, keep_R = xs
+
+        def logits(s_BxHxL, start, d):  # + the mask: keys outside [0, n) and padded keys
+            key_L = c0 + d + cols_L
+            real_BxL = jax.lax.dynamic_slice_in_dim(mask2_BxM, start, t.chunk, axis=1) & (key_L >= 0) & (key_L < t.n)
+            return s_BxHxL + jnp.where(real_BxL, 0.0, MASK_LOGIT)[:, None, :]
+
+        w_R = _softmax_rows(_row_scan(q_DxBxHxL, k2, starts_R, logits, (offs_R,)))
+        wd_R = w_R if keep_R is None else w_R * keep_R
+        (y_DxBxHxL,) = _shifted_sums([(wd_R, v2)], starts_R, t.group, t.chunk)
+        return carry, (y_DxBxHxL, w_R)
+
+    xs = (c0_C, _chunks(q, t), jnp.asarray(offs_CxR), jnp.asarray(starts_CxR), keep)
+    _, (y_chunks, w_chunks) = jax.lax.scan(chunk_step, None, xs)
+    return _unchunks(y_chunks, t.n, v.dtype), (q, k2, v2, w_chunks, keep, y_chunks)
 
 
-def _pattern_attention_bwd(offs, group, residuals, dy_BxNxHxD):
-    q_p, k2_p, v2_p, w_KxBxHxN, keep_KxBxHxN, y_p = residuals
-    n = dy_BxNxHxD.shape[1]
-    fwd, back = _starts(offs, n, 1), _starts(offs, n, -1)
-    dy_p = _planes(dy_BxNxHxD)
-    # Softmax backward dS = W (dW - row) with dW = scores(dy, v) (times the dropout mask), and
-    # row = sum_j W dW = sum_j Wd dWd = dy . y (a sum over D, not over the K offsets).
-    row_BxHxN = _tree_sum([dy_p[c] * y_p[c] for c in range(dy_p.shape[0])])
-    wd_KxBxHxN = None if keep_KxBxHxN is None else w_KxBxHxN * keep_KxBxHxN
-    ds_KxBxHxN = _scores(dy_p, v2_p, fwd, w_KxBxHxN, row_BxHxN, wd_KxBxHxN)
-    wd_KxBxHxN = w_KxBxHxN if wd_KxBxHxN is None else wd_KxBxHxN
-    dq_p = _weighted_sum(ds_KxBxHxN, k2_p, fwd, group, shift_weights=False)
-    dk_p = _weighted_sum(ds_KxBxHxN, _doubled(q_p), back, group, shift_weights=True)
-    dv_p = _weighted_sum(wd_KxBxHxN, _doubled(dy_p), back, group, shift_weights=True)
+def _pattern_attention_bwd(key, residuals, dy_BxNxHxD):
+    q, k2, v2, w_chunks, keep, y_chunks = residuals
+    t = _tiling(*key)
+    _, starts_CxR = t.starts()
+    b, h = q.shape[0], q.shape[2]
+
+    # One pass over the query chunks. dS = W (dW - row) with dW = scores(dy, v) (times the
+    # dropout mask) and row = sum_j W dW = dy . y (a sum over D, not over the offsets); then
+    # dq[i] = sum_j dS[j, i] k[i + d_j], and each row's share of dk[m] = sum_j dS[j, m - d_j] q[m - d_j]
+    # and dv[m] = sum_j Wd[j, m - d_j] dy[m - d_j] is added to the key window it reads.
+    q_chunks, dy_chunks = _chunks(q, t), _chunks(dy_BxNxHxD, t)
+
+    def query_step(accs, xs):
+        starts_R, w_R, keep_R, q_DxBxHxL, dy_DxBxHxL, y_DxBxHxL = xs
+        row_BxHxL = _tree_sum([dy_DxBxHxL[c] * y_DxBxHxL[c] for c in range(dy_DxBxHxL.shape[0])])
+        wd_R = w_R if keep_R is None else w_R * keep_R
+        if keep_R is None:
+            ds_R = _row_scan(dy_DxBxHxL, v2, starts_R, lambda s, _, w: w * (s - row_BxHxL), (w_R,))
+        else:
+            ds_R = _row_scan(dy_DxBxHxL, v2, starts_R, lambda s, _, w, wd: wd * s - w * row_BxHxL, (w_R, wd_R))
+        (dq_DxBxHxL,) = _shifted_sums([(ds_R, k2)], starts_R, t.group, t.chunk)
+
+        def scatter(accs, xs):
+            start, ds_BxHxL, wd_BxHxL = xs
+            new = []
+            for acc, w, x in zip(accs, (ds_BxHxL, wd_BxHxL), (q_DxBxHxL, dy_DxBxHxL)):
+                window = jax.lax.dynamic_slice_in_dim(acc, start, t.chunk, axis=3)
+                new.append(jax.lax.dynamic_update_slice_in_dim(acc, window + w * x, start, axis=3))
+            return tuple(new), None
+
+        accs, _ = jax.lax.scan(scatter, accs, (starts_R, ds_R, wd_R))
+        return accs, dq_DxBxHxL
+
+    d = q.shape[-1]
+    zeros = jnp.zeros((d, b, h, t.n_pad + 2 * t.chunk + ALIAS_PAD), jnp.float32)
+    xs = (jnp.asarray(starts_CxR), w_chunks, keep, q_chunks, dy_chunks, y_chunks)
+    (dk2, dv2), dq_chunks = jax.lax.scan(query_step, (zeros, zeros), xs)
     dtype = dy_BxNxHxD.dtype  # q, k, v and y share the module dtype
-    return _unplanes(dq_p, dtype), _unplanes(dk_p, dtype), _unplanes(dv_p, dtype), None, None
+    unplanes = lambda x: jnp.transpose(x[..., t.chunk:t.chunk + t.n], (1, 3, 2, 0)).astype(dtype)  # noqa: E731
+    return _unchunks(dq_chunks, t.n, dtype), unplanes(dk2), unplanes(dv2), None, None
 
 
 _pattern_attention.defvjp(_pattern_attention_fwd, _pattern_attention_bwd)
@@ -284,33 +373,30 @@ def dispersed_attention(
     dropout_rng: jax.Array | None = None,
     deterministic: bool = True,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> jax.Array:
     """Softmax attention of each query over the keys at relative offsets ``offs`` (static).
 
     Keys outside ``[0, N)`` and padded keys are excluded; logits and softmax are float32.
-    Memory is O(N x K) forward and backward (module docstring). ``block_size`` is the number of
-    offsets per step of the weighted-sum scans (speed only). Dropout drops entries of the
-    K x B x H x N weights, one draw for the whole sequence.
+    Memory is O(N x K) forward and backward (module docstring). ``block_size`` (offsets per step
+    of the weighted sums) and ``chunk_size`` (positions per chunk) change speed only. Dropout
+    drops entries of the chunks' offset x position weights, one draw for the whole sequence.
     """
     b, n, h, dh = q_BxNxHxD.shape
-    offs = np.asarray(offs)
-    offs = offs[np.abs(offs) < n]
+    offs = np.sort(np.asarray(offs))
+    live = tuple(int(d) for d in offs[np.abs(offs) < n])
     if scale is None:
         scale = dh**-0.5
-    group = _group_size(len(offs), block_size)
-    bias_KxBx1xN = jnp.transpose(_pattern_bias(mask_BxN, offs), (3, 0, 2, 1))
-    extra = -(-len(offs) // group) * group - len(offs)
-    if extra:  # dummy offsets (0, always masked: weight 0) fill the last group
-        offs = np.concatenate([offs, np.zeros(extra, offs.dtype)])
-        bias_KxBx1xN = jnp.concatenate(
-            [bias_KxBx1xN, jnp.full((extra, b, 1, n), MASK_LOGIT, jnp.float32)])
+    key = (live, n, _chunk_length(chunk_size, n, b * h, dh), block_size)
+    t = _tiling(*key)
+    mask2_BxM = _padded(jnp.pad(mask_BxN.astype(bool), [(0, 0), (0, t.n_pad - n)]), t.chunk)
     keep = None
     if not deterministic and dropout_rate > 0.0:
-        kept = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, (len(offs), b, h, n))
+        shape = (t.n_pad // t.chunk, t.rows_q, b, h, t.chunk)
+        kept = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, shape)
         keep = jnp.where(kept, 1.0 / (1.0 - dropout_rate), 0.0).astype(jnp.float32)
     q = q_BxNxHxD * jnp.asarray(scale, q_BxNxHxD.dtype)
-    return _pattern_attention(q, k_BxNxHxD, v_BxNxHxD, bias_KxBx1xN, keep,
-                              tuple(int(d) for d in offs), group)
+    return _pattern_attention(q, k_BxNxHxD, v_BxNxHxD, mask2_BxM, keep, key)
 
 
 class DispersedAttention(Attention):
@@ -321,12 +407,14 @@ class DispersedAttention(Attention):
       max_gap: last gap of the dispersion sequence 2, 3, ..., max_gap (paper: 180).
       scale_scores: scale scores by Dh^-1/2 (default); False: the paper's plain dot product.
       block_size: offsets per step of the weighted-sum scans (speed only; same result).
+      chunk_size: positions per chunk, at most (speed only; same result up to float rounding).
     """
 
     window: int = PAPER_WINDOW
     max_gap: int = PAPER_MAX_GAP
     scale_scores: bool = True
     block_size: int = DEFAULT_BLOCK_SIZE
+    chunk_size: int = DEFAULT_CHUNK_SIZE
 
     @nn.compact
     def __call__(
@@ -349,6 +437,7 @@ class DispersedAttention(Attention):
             dropout_rng=dropout_rng,
             deterministic=deterministic,
             block_size=self.block_size,
+            chunk_size=self.chunk_size,
         )
         y = project_out(self, zero_padding(y_BxNxHxDh, mask_BxN), x_BxNxD.shape[-1])
         return y, None
