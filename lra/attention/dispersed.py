@@ -26,7 +26,7 @@ Memory is O(N x K) for K pattern offsets (at most 2h + 1 + 2 (max_gap - 1), 363 
 offsets with ``|d| >= N`` are dropped when tracing, so K ~ 2 sqrt(2N): 181 at N = 4096), forward
 and backward. The N x N pattern is never built: ``pattern()`` exists for tests and plots only.
 
-Implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: ~50 ms,
+Implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: 40-50 ms,
 was ~70 ms with whole-sequence offset scans and ~350 ms with per-query gathers; the history:
 results/bench/dispersed_impl.md and results/bench/peers.md). Scores and weighted sums are
 computed offset by offset from shifted windows of whole sequences, never gathered per query, and
@@ -70,7 +70,7 @@ the backward pass is written by hand (``jax.custom_vjp``):
 from __future__ import annotations
 
 from functools import lru_cache, partial
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -136,7 +136,7 @@ def _tree_sum(terms: Sequence[jax.Array]) -> jax.Array:
 
 
 class _Tiling(NamedTuple):
-    """Static layout: query (and key) chunks and, per chunk, the window of offsets it needs."""
+    """Static layout: query chunks and, per chunk, the window of offsets it needs."""
 
     n: int  # sequence length
     n_pad: int  # n rounded up to whole chunks (padded keys are masked, padded queries dropped)
@@ -161,7 +161,7 @@ class _Tiling(NamedTuple):
 def _chunk_length(chunk_size: int, n: int, rows: int, planes: int) -> int:
     """Positions per chunk: a multiple of 8 in [chunk_size / 2, chunk_size] whose D planes of
     ``rows x chunk`` floats fall on the most distinct L1 sets (planes 4 KiB apart all compete
-    for one set: 256 positions x 4 heads ran 1.2x slower than 248), then the least padding."""
+    for one set: see the module docstring), then the least padding."""
     if n <= chunk_size:
         return n
     def score(c: int) -> tuple[int, int, int]:
@@ -216,7 +216,8 @@ def _padded(x_Bx___xN: jax.Array, chunk: int) -> jax.Array:
     return jnp.concatenate([zeros(chunk), x_Bx___xN, zeros(chunk + ALIAS_PAD)], axis=-1)
 
 
-def _row_scan(a_DxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Array, finish, extra_xs):
+def _row_scan(a_DxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Array,
+              finish: Callable[..., jax.Array], extra_xs: tuple[jax.Array, ...]) -> jax.Array:
     """Rows r of ``finish(s_r, *extra_r)`` with s_r[b, h, i] = sum_c a[c, b, h, i] x[c, b, h, starts[r] + i].
 
     A scan over the rows; each step reads the D planes once, shifted by one dynamic slice per
@@ -252,28 +253,23 @@ def _softmax_rows(s_RxBxHxL: jax.Array) -> jax.Array:
     return jnp.exp(s_RxBxHxL - top) * (1.0 / total)
 
 
-def _shifted_sums(pairs: Sequence[tuple[jax.Array, jax.Array]], starts_R: jax.Array, group: int,
-                  width: int, row0: jax.Array | int = 0, shift_weights: bool = False) -> tuple[jax.Array, ...]:
-    """For each (w, x): acc[c, b, h, i] = sum_r w[row0 + r, b, h, i'] x[c, b, h, starts[r] + i], i < width.
+def _weighted_sum(w_RxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Array, group: int) -> jax.Array:
+    """acc[c, b, h, i] = sum_r w[r, b, h, i] x[c, b, h, starts[r] + i]: D x B x H x L.
 
-    ``i' = i``, or ``starts[r] + i`` with ``shift_weights`` (the transposed sums, whose weights
-    are stored per query and read per key). A scan over groups of ``group`` rows: each step adds
-    one fused sum of ``group`` shifted products per pair. Every weight row is its own dynamic
-    slice (slicing a whole group first made XLA copy it).
+    A scan over groups of ``group`` rows (R must be a multiple): each step adds one fused sum
+    of ``group`` shifted products. Every weight row is its own dynamic slice (slicing a whole
+    group first made XLA copy it).
     """
-    def step(accs, xs):
-        g, starts_G = xs
-        new = []
-        for (w, x2), acc in zip(pairs, accs):
-            terms = []
-            for i in range(group):
-                col = starts_G[i] if shift_weights else 0
-                w_row = jax.lax.dynamic_slice(w, (row0 + g * group + i, 0, 0, col), (1,) + w.shape[1:3] + (width,))
-                terms.append(w_row * jax.lax.dynamic_slice_in_dim(x2, starts_G[i], width, axis=3))
-            new.append(acc + _tree_sum(terms))
-        return tuple(new), None
+    width = w_RxBxHxL.shape[-1]
+    row_shape = (1,) + w_RxBxHxL.shape[1:]
 
-    acc0 = tuple(jnp.zeros(x2.shape[:3] + (width,), jnp.float32) for _, x2 in pairs)
+    def step(acc: jax.Array, xs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
+        g, starts_G = xs
+        terms = [jax.lax.dynamic_slice(w_RxBxHxL, (g * group + i, 0, 0, 0), row_shape)
+                 * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM, starts_G[i], width, axis=3) for i in range(group)]
+        return acc + _tree_sum(terms), None
+
+    acc0 = jnp.zeros(x2_DxBxHxM.shape[:3] + (width,), jnp.float32)
     steps = starts_R.shape[0] // group
     return jax.lax.scan(step, acc0, (jnp.arange(steps), starts_R.reshape(steps, group)))[0]
 
@@ -301,7 +297,7 @@ def _pattern_attention_fwd(q, k, v, mask2_BxM, keep, key):
 
         w_R = _softmax_rows(_row_scan(q_DxBxHxL, k2, starts_R, logits, (offs_R,)))
         wd_R = w_R if keep_R is None else w_R * keep_R
-        (y_DxBxHxL,) = _shifted_sums([(wd_R, v2)], starts_R, t.group, t.chunk)
+        y_DxBxHxL = _weighted_sum(wd_R, v2, starts_R, t.group)
         return carry, (y_DxBxHxL, w_R)
 
     xs = (c0_C, _chunks(q, t), jnp.asarray(offs_CxR), jnp.asarray(starts_CxR), keep)
@@ -329,7 +325,7 @@ def _pattern_attention_bwd(key, residuals, dy_BxNxHxD):
             ds_R = _row_scan(dy_DxBxHxL, v2, starts_R, lambda s, _, w: w * (s - row_BxHxL), (w_R,))
         else:
             ds_R = _row_scan(dy_DxBxHxL, v2, starts_R, lambda s, _, w, wd: wd * s - w * row_BxHxL, (w_R, wd_R))
-        (dq_DxBxHxL,) = _shifted_sums([(ds_R, k2)], starts_R, t.group, t.chunk)
+        dq_DxBxHxL = _weighted_sum(ds_R, k2, starts_R, t.group)
 
         def scatter(accs, xs):
             start, ds_BxHxL, wd_BxHxL = xs
