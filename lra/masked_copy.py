@@ -1,4 +1,4 @@
-"""The masked-copy task of clustered_attention.txt, Appendix C.2, and a tiny trainer for it.
+"""The masked-copy task of Vyas et al., *Fast Transformers with Clustered Attention* (arXiv:2007.04825), Appendix C.2, and a tiny trainer for it.
 
 A sequence ``0 w 0 w`` (w uniform over the symbols 1..10, length L) is shown with some symbols
 masked, never both copies of one position; the model outputs the whole unmasked sequence. Solving
@@ -202,7 +202,7 @@ def markdown_report(result: dict[str, Any], command: str) -> str:
     """A results table with the command and settings that produced it."""
     s = result["settings"]
     lines = [
-        "# Masked copy (clustered_attention.txt, Appendix C.2)", "",
+        "# Masked copy (Fast Transformers with Clustered Attention, arXiv:2007.04825, Appendix C.2)", "",
         f"Command: `{command}`", "",
         f"Scale: L={s['seq_len']} (N={2 * (s['seq_len'] + 1)}), {s['num_layers']} layers x "
         f"{s['num_heads']} heads x {s['head_dim']}, MLP {s['mlp_dim']}, "

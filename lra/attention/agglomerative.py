@@ -1,5 +1,7 @@
 """Agglomerative attention (Spellings, 2019): class summaries instead of pairwise affinities.
 
+Paper: *Agglomerative Attention*, arXiv:1907.06607.
+
 Every token is softly assigned to m classes, once as a reference (key side) and once as a query,
 with separate weights; each class summarises the references that belong to it, and each query
 reads the summaries of its own classes. Linear in time and memory. In the paper's notation, for

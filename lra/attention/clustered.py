@@ -1,5 +1,7 @@
 """Clustered and improved clustered attention (Vyas, Katharopoulos & Fleuret, 2020).
 
+Paper: *Fast Transformers with Clustered Attention*, arXiv:2007.04825.
+
 Clustered attention (Sec. 3.2) groups the *queries* into C clusters, attends once per cluster
 centroid (a C x N attention matrix A^c instead of N x N) and gives every query the output of its
 centroid (eqs. 3-6). Improved clustered attention (Sec. 3.3, App. A.2) additionally takes, per

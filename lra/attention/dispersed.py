@@ -1,5 +1,9 @@
 """Dispersed hierarchical attention (Mukund S & Easwarakumar): a sliding window plus dispersed keys.
 
+Paper: *Dispersed Hierarchical Attention Network for Machine Translation and Language
+Understanding on Long Documents with Linear Complexity*, ICON 2023 (ACL Anthology
+2023.icon-1.10; no arXiv version).
+
 Each query ``i`` attends to the keys at the relative offsets of one fixed, symmetric pattern
 (Algorithm 2 of the paper, read literally):
 

@@ -1,5 +1,8 @@
 """Cheap linear and gated linear attention (de Brébisson & Vincent, 2016).
 
+Paper: *A Cheap Linear Attention Mechanism with Fast Lookups and Fixed-Size Representations*,
+arXiv:1609.05866.
+
 The paper removes the softmax from ``R(D, Q) = H^T softmax(H q)``, leaving ``R = H^T H q = C q``:
 the document is summarised once into the fixed-size matrix ``C = sum_t h_t h_t^T`` (k x k), and
 every lookup then costs O(k^2), independent of the document length. In the transformer's per-head

@@ -1,5 +1,7 @@
 """The baseline: full multi-head scaled dot-product attention (Vaswani et al., 2017).
 
+Paper: *Attention Is All You Need*, arXiv:1706.03762.
+
 Quadratic in length by design; the efficient families are measured against it.
 
 Two implementations of the same function (``attention_kwargs.implementation``):
