@@ -304,22 +304,23 @@ def _pattern_attention_fwd(q, k, v, mask2_BxM, keep, key):
         y_DxBxHxL = _weighted_sum(wd_R, v2, starts_R, t.group)
         return carry, (y_DxBxHxL, w_R)
 
-    xs = (c0_C, _chunks(q, t), jnp.asarray(offs_CxR), jnp.asarray(starts_CxR), keep)
+    q_chunks = _chunks(q, t)
+    xs = (c0_C, q_chunks, jnp.asarray(offs_CxR), jnp.asarray(starts_CxR), keep)
     _, (y_chunks, w_chunks) = jax.lax.scan(chunk_step, None, xs)
-    return _unchunks(y_chunks, t.n, v.dtype), (q, k2, v2, w_chunks, keep, y_chunks)
+    return _unchunks(y_chunks, t.n, v.dtype), (q_chunks, k2, v2, w_chunks, keep, y_chunks)
 
 
 def _pattern_attention_bwd(key, residuals, dy_BxNxHxD):
-    q, k2, v2, w_chunks, keep, y_chunks = residuals
+    q_chunks, k2, v2, w_chunks, keep, y_chunks = residuals
     t = _tiling(*key)
     _, starts_CxR = t.starts()
-    b, h = q.shape[0], q.shape[2]
+    _, d, b, h, _ = q_chunks.shape
 
     # One pass over the query chunks. dS = W (dW - row) with dW = scores(dy, v) (times the
     # dropout mask) and row = sum_j W dW = dy . y (a sum over D, not over the offsets); then
     # dq[i] = sum_j dS[j, i] k[i + d_j], and each row's share of dk[m] = sum_j dS[j, m - d_j] q[m - d_j]
     # and dv[m] = sum_j Wd[j, m - d_j] dy[m - d_j] is added to the key window it reads.
-    q_chunks, dy_chunks = _chunks(q, t), _chunks(dy_BxNxHxD, t)
+    dy_chunks = _chunks(dy_BxNxHxD, t)
 
     def query_step(accs, xs):
         starts_R, w_R, keep_R, q_DxBxHxL, dy_DxBxHxL, y_DxBxHxL = xs
@@ -342,7 +343,6 @@ def _pattern_attention_bwd(key, residuals, dy_BxNxHxD):
         accs, _ = jax.lax.scan(scatter, accs, (starts_R, ds_R, wd_R))
         return accs, dq_DxBxHxL
 
-    d = q.shape[-1]
     zeros = jnp.zeros((d, b, h, t.n_pad + 2 * t.chunk + ALIAS_PAD), jnp.float32)
     xs = (jnp.asarray(starts_CxR), w_chunks, keep, q_chunks, dy_chunks, y_chunks)
     (dk2, dv2), dq_chunks = jax.lax.scan(query_step, (zeros, zeros), xs)
