@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lra import device_turns
 from lra.bench import _compiled_bytes, _memory_stats, environment
 
 FAMILIES = ("softmax", "luna", "convluna", "clustered", "improved_clustered", "agglomerative", "dispersed",
@@ -86,8 +87,9 @@ def matmul_rate(dtype: str, size: int) -> float:
     return 2 * size**3 / statistics.median(times)
 
 
-def measure(case: Case) -> dict[str, Any]:
-    """Compile and time one case in this process."""
+def compile_case(case: Case) -> dict[str, Any]:
+    """Compile the case's init and train step from shapes alone (no device memory is allocated,
+    so other cases can compile while one is timed); what ``time_case`` needs."""
     from lra.model import build_model
     from lra.training import distributed
     from lra.training.schedules import make_optimizer
@@ -101,57 +103,116 @@ def measure(case: Case) -> dict[str, Any]:
     tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
     seeds = list(range(case.seeds))
     train, _ = make_steps(model, tx, config, mesh, seeds)
-    sample = jnp.zeros((1, case.length), jnp.int32)
-    state = make_init(model, tx, seeds, sample, distributed.replicated(mesh))()
+    init = make_init(model, tx, seeds, jnp.zeros((1, case.length), jnp.int32), distributed.replicated(mesh))
+    shape_SxB = (case.seeds, config.batch_size, case.length)
+    batch = {"inputs": jax.ShapeDtypeStruct(shape_SxB, jnp.int32),
+             "labels": jax.ShapeDtypeStruct(shape_SxB[:2], jnp.int32),
+             "weights": jax.ShapeDtypeStruct(shape_SxB[:2], jnp.float32)}
+    t0 = time.perf_counter()
+    init_compiled = init.lower().compile()
+    train_compiled = train.lower(jax.eval_shape(init), batch).compile()
+    compile_seconds = time.perf_counter() - t0
+    cost = train_compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return {"config": config, "mesh": mesh, "init": init_compiled, "train": train_compiled,
+            "compile_seconds": compile_seconds, "flops": float(cost.get("flops", 0.0)) if cost else 0.0,
+            "memory": _compiled_bytes(train_compiled)}
+
+
+def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
+    """Allocate the state and a random batch, then time the compiled step."""
+    from lra.training import distributed
+
+    config, train = compiled["config"], compiled["train"]
+    state = compiled["init"]()
     rng = np.random.default_rng(0)
     tokens = rng.integers(1, VOCAB, (case.seeds, config.batch_size, case.length)).astype(np.int32)
     batch = {"inputs": tokens, "labels": rng.integers(0, CLASSES, tokens.shape[:2]).astype(np.int32),
              "weights": np.ones(tokens.shape[:2], np.float32)}
-    batch = distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh))
-
-    t0 = time.perf_counter()
-    compiled = train.lower(state, batch).compile()
-    compile_seconds = time.perf_counter() - t0
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    flops = float(cost.get("flops", 0.0)) if cost else 0.0
-    state, metrics = compiled(state, batch)  # warm-up
+    batch = distributed.shard_batch(batch, distributed.seed_batch_sharded(compiled["mesh"]))
+    state, metrics = train(state, batch)  # warm-up
     jax.block_until_ready(metrics)
     windows = []
     for _ in range(case.repeats):
         t0 = time.perf_counter()
         for _ in range(case.steps):
-            state, metrics = compiled(state, batch)
+            state, metrics = train(state, batch)
         jax.block_until_ready(metrics)
         windows.append(case.steps / (time.perf_counter() - t0))
     loss = float(np.mean(jax.device_get(metrics["loss"])))
     num_params = int(sum(np.prod(x.shape) for x in jax.tree.leaves(state["params"])) // case.seeds)
     return {**dataclasses.asdict(case), "status": "ok", "num_params": num_params,
             "batch_size": int(config.batch_size), "num_layers": int(config.model.num_layers),
-            "emb_dim": int(config.model.emb_dim), "compile_seconds": compile_seconds,
+            "emb_dim": int(config.model.emb_dim), "compile_seconds": compiled["compile_seconds"],
             "steps_per_second": statistics.median(windows), "steps_per_second_runs": windows,
             "seed_steps_per_second": case.seeds * statistics.median(windows),
-            "flops_per_step": flops, "loss_finite": bool(np.isfinite(loss)),
-            "memory": _compiled_bytes(compiled)}
+            "flops_per_step": compiled["flops"], "loss_finite": bool(np.isfinite(loss)),
+            "memory": compiled["memory"]}
 
 
-def _isolated(case: Case) -> dict[str, Any]:
-    """One case in a fresh process: the device's peak memory is then the case's own."""
-    payload = json.dumps(dataclasses.asdict(case))
-    proc = subprocess.run([sys.executable, "-m", "lra.step_bench", payload], capture_output=True, text=True)
+def measure(case: Case) -> dict[str, Any]:
+    """Compile and time one case in this process. Under ``$LRA_BENCH_TURNS`` (lra.device_turns)
+    the compilation shares the device with other processes' and the timing has it alone; the
+    windows of both are in the result."""
+    with device_turns.compiling() as compile_window:
+        compiled = compile_case(case)
+    with device_turns.timing() as timed_window:
+        result = time_case(case, compiled)
+    return {**result, "compile_window": compile_window, "timed_window": timed_window}
+
+
+def _error(case: Case, reason: str) -> dict[str, Any]:
+    return {**dataclasses.asdict(case), "status": "error", "reason": reason}
+
+
+def _child(payload: dict[str, Any], timeout: float | None, turns: Path | None) -> dict[str, Any]:
+    """``python -m lra.step_bench PAYLOAD`` in a fresh process; its last JSON line. The device
+    is left to allocate on demand, so that several such processes fit on one GPU at once."""
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    if turns is not None:
+        env[device_turns.ENV] = str(turns)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "lra.step_bench", json.dumps(payload)], capture_output=True,
+                              text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"timed out after {timeout:.0f} s (--case-timeout)") from None
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {**dataclasses.asdict(case), "status": "error",
-                "reason": f"subprocess exit {proc.returncode}: {proc.stderr.strip()[-400:]}"}
+        raise RuntimeError(f"subprocess exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
     return json.loads(lines[-1])
+
+
+def _isolated(case: Case, timeout: float | None = None, turns: Path | None = None) -> dict[str, Any]:
+    """One case in a fresh process: the device's peak memory is then the case's own."""
+    try:
+        return _child({"case": dataclasses.asdict(case)}, timeout, turns)
+    except (TimeoutError, RuntimeError) as e:
+        return _error(case, str(e))
+
+
+def probe(dtypes: Sequence[str], matmul_size: int, command: Sequence[str], isolate: bool) -> dict[str, Any]:
+    """The environment, whether the device reports memory, and the dense matmul rate of each
+    dtype; in a child process when ``isolate`` (the parent then never holds device memory that
+    the cases' processes would lack)."""
+    payload = {"probe": {"dtypes": sorted(set(dtypes)), "matmul_size": matmul_size, "command": list(command)}}
+    return _child(payload, None, None) if isolate else _probe_here(**payload["probe"])
+
+
+def _probe_here(dtypes: Sequence[str], matmul_size: int, command: Sequence[str]) -> dict[str, Any]:
+    return {"environment": environment(command), "memory_stats": bool(_memory_stats()),
+            "matmul_rates": {d: matmul_rate(d, matmul_size) for d in dtypes}}
 
 
 def _child_main(payload: str) -> None:
     spec = json.loads(payload)
-    spec["overrides"] = tuple(tuple(kv) for kv in spec["overrides"])
-    result = _safe_measure(Case(**spec))
-    stats = _memory_stats()
-    if stats and "peak_bytes_in_use" in stats:
+    if "probe" in spec:
+        print(json.dumps(_probe_here(**spec["probe"])))
+        return
+    case = spec["case"]
+    case["overrides"] = tuple(tuple(kv) for kv in case["overrides"])
+    result = _safe_measure(Case(**case))
+    stats = _memory_stats()  # this process ran one case: its peak is the case's
+    if result["status"] == "ok" and stats and "peak_bytes_in_use" in stats:
         result["device_peak_bytes"] = int(stats["peak_bytes_in_use"])
     print(json.dumps(result))
 
@@ -160,29 +221,89 @@ def _safe_measure(case: Case) -> dict[str, Any]:
     try:
         return measure(case)
     except Exception as e:  # an out-of-memory case is a row, not the end of the benchmark
-        return {**dataclasses.asdict(case), "status": "error", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
+        return _error(case, f"{type(e).__name__}: {str(e)[:300]}")
 
 
-def run_grid(cases: Sequence[Case], isolate: bool, matmul_size: int, log: Callable[[str], None] = print
-             ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Every case (in order), and the matmul rate of each dtype used."""
-    rates = {d: matmul_rate(d, matmul_size) for d in sorted({c.dtype for c in cases})}
-    for dtype, rate in rates.items():
-        log(f"dense {matmul_size}x{matmul_size} matmul, {dtype}: {rate / 1e12:.3g} TFLOP/s")
-    results = []
-    for i, case in enumerate(cases, 1):
-        t0 = time.perf_counter()
-        r = _isolated(case) if isolate else _safe_measure(case)
+def case_key(row: dict[str, Any]) -> str:
+    """A case's identity in the partial file (its Case fields)."""
+    fields = {f.name: row[f.name] for f in dataclasses.fields(Case)}
+    fields["overrides"] = [list(kv) for kv in fields["overrides"]]
+    return json.dumps(fields, sort_keys=True)
+
+
+def read_partial(path: Path) -> list[dict[str, Any]]:
+    """The rows a previous (perhaps killed) run of the same grid wrote; a torn last line is dropped."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs: int = 1,
+             case_timeout: float | None = None, partial: Path | None = None, retry_errors: bool = False,
+             on_row: Callable[[list[dict[str, Any]]], None] | None = None, log: Callable[[str], None] = print
+             ) -> list[dict[str, Any]]:
+    """Every case's row, in the order of ``cases``.
+
+    ``jobs`` > 1 (isolated only): that many case processes at once, compiling together and timed
+    one at a time (lra.device_turns). ``partial``: a JSON-lines file that gets each row as it is
+    measured; rows already there are kept and their cases skipped (errors are retried with
+    ``retry_errors``), so a killed grid resumes. ``on_row(rows so far)`` after each new row."""
+    import concurrent.futures
+    import tempfile
+
+    if jobs > 1 and not isolate:
+        raise ValueError("--jobs > 1 runs each case in its own process: use --isolate on (or auto)")
+    done = {case_key(r): r for r in read_partial(partial)} if partial else {}
+    if retry_errors:
+        done = {k: r for k, r in done.items() if r.get("status") == "ok"}
+    todo = [c for c in cases if case_key(dataclasses.asdict(c)) not in done]
+    if done:
+        log(f"{len(cases) - len(todo)} of {len(cases)} cases already measured in {partial}; measuring the other "
+            f"{len(todo)}")
+    rows = {k: r for k, r in done.items() if k in {case_key(dataclasses.asdict(c)) for c in cases}}
+
+    def finish(case: Case, r: dict[str, Any], seconds: float) -> None:
+        name = f"{case.family} N={case.length} {case.dtype} x{case.seeds} seeds"
         if r["status"] == "ok":
             achieved = r["flops_per_step"] * r["steps_per_second"]
             r["achieved_flops_per_second"] = achieved
-            r["mfu"] = achieved / rates[case.dtype] if rates[case.dtype] else None
-            log(f"[{i}/{len(cases)}] {case.family} N={case.length} {case.dtype} x{case.seeds} seeds: "
-                f"{r['steps_per_second']:.3g} steps/s, MFU {100 * r['mfu']:.1f}% ({time.perf_counter() - t0:.0f} s)")
+            r["matmul_flops_per_second"] = rates.get(case.dtype)
+            r["mfu"] = achieved / rates[case.dtype] if rates.get(case.dtype) else None
+            log(f"[{len(rows) + 1}/{len(cases)}] {name}: {r['steps_per_second']:.3g} steps/s, "
+                f"MFU {100 * r['mfu']:.1f}% ({seconds:.0f} s)")
         else:
-            log(f"[{i}/{len(cases)}] {case.family} N={case.length} {case.dtype} x{case.seeds} seeds: {r['reason']}")
-        results.append(r)
-    return results, rates
+            log(f"[{len(rows) + 1}/{len(cases)}] {name}: {r['reason']}")
+        rows[case_key(dataclasses.asdict(case))] = r
+        if partial is not None:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            with open(partial, "a") as f:
+                f.write(json.dumps(r) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        if on_row is not None:
+            on_row(ordered())
+
+    def ordered() -> list[dict[str, Any]]:
+        return [rows[k] for k in (case_key(dataclasses.asdict(c)) for c in cases) if k in rows]
+
+    if not isolate:
+        for case in todo:
+            t0 = time.perf_counter()
+            finish(case, _safe_measure(case), time.perf_counter() - t0)
+        return ordered()
+    with tempfile.TemporaryDirectory(prefix="lra_bench_turns_") as turns, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        started = time.perf_counter()
+        futures = {pool.submit(_isolated, c, case_timeout, Path(turns) if jobs > 1 else None): c for c in todo}
+        for future in concurrent.futures.as_completed(futures):
+            finish(futures[future], future.result(), time.perf_counter() - started)
+    return ordered()
 
 
 def _fmt_bytes(b: int | None) -> str:
@@ -202,7 +323,11 @@ def markdown(report: dict[str, Any]) -> str:
         "step x steps/s over a dense matmul's rate of the same dtype measured in the same run ("
         + ", ".join(f"{d}: {r / 1e12:.3g} TFLOP/s" for d, r in report["matmul_rates"].items()) + "). "
         "Memory: XLA's compiled memory analysis"
-        + (" and the device's peak (each case in its own process)." if s["isolate"] else "."),
+        + (" and the device's peak (each case in its own process)." if s["isolate"] else ".")
+        + (f" {s['jobs']} case processes ran at once: they compiled side by side and each was timed with "
+           "the device to itself (lra/device_turns.py), so compile seconds include that sharing."
+           if s.get("jobs", 1) > 1 else ""),
+        *_earlier_rates_note(report),
         "",
         "| family | N | dtype | seeds | steps/s | seed-steps/s | GFLOP/step | MFU | memory MiB (XLA) | device peak MiB | compile s |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -218,6 +343,19 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{_fmt_bytes(r.get('device_peak_bytes'))} | {r['compile_seconds']:.1f} |")
     lines += ["", *table2_view(report)]
     return "\n".join(lines) + "\n"
+
+
+def _earlier_rates_note(report: dict[str, Any]) -> list[str]:
+    """Rows resumed from an earlier invocation keep that invocation's matmul rate as their MFU base."""
+    rates = report["matmul_rates"]
+    earlier = {(r["dtype"], r["matmul_flops_per_second"]) for r in report["cases"]
+               if r["status"] == "ok" and r.get("matmul_flops_per_second")
+               and abs(r["matmul_flops_per_second"] / rates.get(r["dtype"], float("inf")) - 1) > 1e-9}
+    if not earlier:
+        return []
+    return ["Some rows were measured by an earlier invocation of the same grid (resumed from its partial "
+            "file); their MFU is relative to that invocation's matmul rate ("
+            + ", ".join(f"{d}: {r / 1e12:.3g} TFLOP/s" for d, r in sorted(earlier)) + ")."]
 
 
 def table2_view(report: dict[str, Any]) -> list[str]:
@@ -281,10 +419,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(cases: list[dict[str, Any]], rates: dict[str, float], settings: dict[str, Any], out: Path,
-                 name: str, command: Sequence[str]) -> dict[str, Any]:
-    report = {"environment": {**environment(command), "load_average_1_5_15min": list(os.getloadavg())},
-              "settings": settings, "matmul_rates": rates, "cases": cases}
+def write_report(cases: list[dict[str, Any]], probed: dict[str, Any], settings: dict[str, Any], out: Path,
+                 name: str) -> dict[str, Any]:
+    """``<name>.json``, ``.md`` and ``.png`` under ``out`` (rewritten after every case, so a killed
+    grid leaves a report of what it measured)."""
+    report = {"environment": {**probed["environment"], "load_average_1_5_15min": list(os.getloadavg())},
+              "settings": settings, "matmul_rates": probed["matmul_rates"], "cases": cases}
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / f"{name}.md").write_text(markdown(report))

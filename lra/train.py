@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
     config = flags.FLAGS.config
     workdir = Path(flags.FLAGS.workdir) if flags.FLAGS.workdir else None
     try:
-        train_and_evaluate(config, workdir, start_over=flags.FLAGS.start_over)
+        train_and_evaluate(config, workdir, start_over=flags.FLAGS.start_over, profile=flags.FLAGS.profile)
     except Interrupted as e:
         where = ", ".join(str(w) for w in seed_workdirs(config, workdir))
         then = ("checkpoint saved in" if e.saved else "nothing needed saving in") + f" {where}"
@@ -108,6 +108,8 @@ def _define_flags() -> None:
                         "several --config.seeds, the parent of their seed<k>/ directories.")
     flags.DEFINE_bool("start_over", False, "Delete the workdir's previous run (config, metrics, checkpoints, "
                       "result) and train from step 0; needed when that run cannot be resumed.")
+    flags.DEFINE_string("profile", None, "START:COUNT: a jax.profiler trace of steps START+1..START+COUNT in "
+                        "<workdir>/profile (summary: python -m lra.profile_summary <that folder>)")
     flags.mark_flags_as_required(["config"])
 
 

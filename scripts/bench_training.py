@@ -5,7 +5,11 @@ steps/s, peak memory, XLA FLOPs and MFU. The full grid on a GPU, in one command:
 
     python scripts/bench_training.py steps --out results/bench --name training_steps_h100
 
-Chunk it with --families / --lengths / --dtypes / --seeds. A CPU run at a size that fits minutes:
+Each case runs in its own process on a GPU; `--jobs 4` runs four at once (they compile side by
+side and each is timed with the device to itself). Every finished case is appended to
+<out>/<name>.partial.jsonl and the report is rewritten, so a grid stopped by a time limit resumes
+where it was when the same command is run again (`--restart` starts over). Chunk it with
+--families / --lengths / --dtypes / --seeds. A CPU run at a size that fits minutes:
 
     python scripts/bench_training.py steps --lengths 256 512 --dtypes float32 --seeds 1 5 \\
         --set batch_size=4 --steps 3 --name training_steps_cpu
@@ -26,8 +30,6 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-
-import jax
 
 from lra import step_bench
 
@@ -60,7 +62,15 @@ def main(argv: list[str] | None = None) -> int:
                        help="config override for every case, e.g. --set batch_size=4 (repeatable)")
     steps.add_argument("--matmul-size", type=int, default=4096, help="the dense matmul that MFU is relative to")
     steps.add_argument("--isolate", choices=("auto", "on", "off"), default="auto",
-                       help="each case in its own process (device peak memory); auto: where memory_stats exists")
+                       help="each case in its own process (device peak memory); auto: where memory_stats exists "
+                            "or --jobs > 1")
+    steps.add_argument("--jobs", type=int, default=1,
+                       help="case processes at once: they compile side by side, each is timed alone")
+    steps.add_argument("--case-timeout", type=float, default=None, help="seconds before a case process is "
+                       "stopped and recorded as an error (isolated cases)")
+    steps.add_argument("--restart", action="store_true", help="ignore <out>/<name>.partial.jsonl (by default "
+                       "the cases it holds are kept and skipped, so a killed grid resumes)")
+    steps.add_argument("--retry-errors", action="store_true", help="measure again the cases that failed last time")
     seeds = sub.add_parser("seeds", help="seeds vmapped in one program vs one after another (real runs)")
     seeds.add_argument("--configs", nargs="+", type=Path,
                        default=[Path("configs/listops_transformer.py"), Path("configs/listops_convluna.py")])
@@ -75,17 +85,29 @@ def main(argv: list[str] | None = None) -> int:
     command = ["python", "scripts/bench_training.py", *(argv if argv is not None else sys.argv[1:])]
 
     if args.command == "steps":
+        if args.jobs < 1 or (args.jobs > 1 and args.isolate == "off"):
+            raise SystemExit("--jobs N runs N case processes at once: N >= 1, and not with --isolate off")
         overrides = _overrides(args.sets)
         cases = [step_bench.Case(f, n, d, s, args.steps, args.repeats, overrides)
                  for d in args.dtypes for s in args.seeds for n in args.lengths for f in args.families]
-        isolate = args.isolate == "on" or (args.isolate == "auto" and bool(step_bench._memory_stats()))
-        print(f"{len(cases)} cases on {jax.devices()[0].device_kind}" + (", each in its own process" if isolate else ""),
-              flush=True)
-        results, rates = step_bench.run_grid(cases, isolate, args.matmul_size,
-                                             log=lambda line: print(line, flush=True))
+        # The probe runs in a child unless told not to isolate: a parent holding the GPU (JAX
+        # preallocates most of its memory) would leave the case processes too little.
+        probed = step_bench.probe(args.dtypes, args.matmul_size, command, isolate=args.isolate != "off")
+        isolate = args.isolate == "on" or args.jobs > 1 or (args.isolate == "auto" and probed["memory_stats"])
+        print(f"{len(cases)} cases on {probed['environment']['device_kind']}"
+              + (f", each in its own process, {args.jobs} at a time" if isolate else ""), flush=True)
+        for dtype, rate in probed["matmul_rates"].items():
+            print(f"dense {args.matmul_size}x{args.matmul_size} matmul, {dtype}: {rate / 1e12:.3g} TFLOP/s", flush=True)
         settings = {"steps": args.steps, "repeats": args.repeats, "overrides": dict(overrides), "isolate": isolate,
-                    "matmul_size": args.matmul_size}
-        step_bench.write_report(results, rates, settings, args.out, args.name, command)
+                    "jobs": args.jobs, "matmul_size": args.matmul_size}
+        partial = args.out / f"{args.name}.partial.jsonl"
+        if args.restart and partial.exists():
+            partial.unlink()
+        rows = step_bench.run_grid(
+            cases, isolate, probed["matmul_rates"], jobs=args.jobs, case_timeout=args.case_timeout, partial=partial,
+            retry_errors=args.retry_errors, log=lambda line: print(line, flush=True),
+            on_row=lambda rows: step_bench.write_report(rows, probed, settings, args.out, args.name))
+        step_bench.write_report(rows, probed, settings, args.out, args.name)
     else:
         root = args.workdir or Path(tempfile.mkdtemp(prefix="lra_seeds_bench_"))
         rows = step_bench.seeds_vs_sequential(args.configs, args.seed_list, args.steps, root, args.data_dir,

@@ -1,10 +1,24 @@
-"""Fixtures shared by the run-safety tests: one finished smoke run per test process."""
+"""Fixtures shared by the tests: one finished smoke run per test process; scripts/ entry points."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def script_main(name: str) -> Callable[..., int]:
+    """``main`` of ``scripts/<name>.py`` (scripts are not a package)."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        return importlib.import_module(name).main
+    finally:
+        sys.path.remove(str(SCRIPTS))
 
 
 @pytest.fixture(scope="session")

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import script_main
 from lra import step_bench
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_steps_benchmark_writes_table_json_and_plot(tmp_path):
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        main = importlib.import_module("bench_training").main
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    main = script_main("bench_training")
     assert main(["steps", "--families", "softmax", "--lengths", "16", "--dtypes", "float32", "--seeds", "1", "2",
                  "--set", "batch_size=2", "--set", "model.num_layers=1", "--steps", "2", "--repeats", "1",
                  "--matmul-size", "128", "--isolate", "off", "--out", str(tmp_path), "--name", "tiny"]) == 0
@@ -38,6 +30,33 @@ def test_steps_benchmark_writes_table_json_and_plot(tmp_path):
     text = (tmp_path / "tiny.md").read_text()
     assert "| Transformer | 16 | float32 | 2 |" in text and "Relative to the Transformer" in text
     assert (tmp_path / "tiny.png").stat().st_size > 0
+
+
+TINY = ["--lengths", "16", "--dtypes", "float32", "--seeds", "1", "--set", "batch_size=2", "--set",
+        "model.num_layers=1", "--steps", "2", "--repeats", "1", "--matmul-size", "128"]
+
+
+def test_parallel_cases_are_timed_alone_and_a_grid_resumes(tmp_path, capsys):
+    main = script_main("bench_training")
+    args = ["steps", *TINY, "--out", str(tmp_path), "--name", "par"]
+    assert main([*args, "--families", "softmax", "linear", "--jobs", "2"]) == 0
+    first = json.loads((tmp_path / "par.json").read_text())
+    assert first["settings"]["jobs"] == 2 and [c["status"] for c in first["cases"]] == ["ok", "ok"]
+    # the two processes compiled side by side, and neither was timed while anything else ran
+    (c1, t1), (c2, t2) = [(c["compile_window"], c["timed_window"]) for c in first["cases"]]
+    overlap = lambda a, b: a[0] < b[1] and b[0] < a[1]  # noqa: E731
+    assert overlap(c1, c2)
+    assert not overlap(t1, t2) and not overlap(t1, c2) and not overlap(t2, c1)
+    # the same grid with one more family measures only that one; the others' rows are kept as they were
+    capsys.readouterr()
+    (tmp_path / "par.partial.jsonl").open("a").write('{"torn": ')  # a line cut by a kill
+    assert main([*args, "--families", "softmax", "linear", "agglomerative", "--isolate", "off"]) == 0
+    assert "2 of 3 cases already measured" in capsys.readouterr().out
+    second = json.loads((tmp_path / "par.json").read_text())
+    assert [c["family"] for c in second["cases"]] == ["softmax", "linear", "agglomerative"]
+    assert second["cases"][:2] == first["cases"]
+    assert main([*args, "--families", "linear", "--restart", "--isolate", "off"]) == 0
+    assert len(step_bench.read_partial(tmp_path / "par.partial.jsonl")) == 1
 
 
 def test_bucket_padding_cost_of_the_alternatives(smoke_data_dir):

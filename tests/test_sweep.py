@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import shlex
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import script_main
 from lra import sweep, tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,11 +20,7 @@ TABLE1 = ["Transformer", "Luna-1", "Luna-16", "Luna-256", "ConvLuna-1", "ConvLun
 
 @pytest.fixture
 def cli():
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        yield importlib.import_module("sweep").main
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    return script_main("sweep")
 
 
 class FakeRunner:

@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import friedmanchisquare
 from statsmodels.stats.multitest import multipletests
 
+from conftest import script_main
 from lra import tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,13 +54,7 @@ def grid(tmp_path):
 
 
 def make(results: Path, out: Path, *extra: str) -> dict:
-    from importlib import import_module
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        assert import_module("make_tables").main(["--results", str(results), "--out", str(out), *extra]) == 0
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    assert script_main("make_tables")(["--results", str(results), "--out", str(out), *extra]) == 0
     return json.loads((out / "summary.json").read_text())
 
 

@@ -36,6 +36,7 @@ from lra.model import build_model
 from lra.training import distributed, resume
 from lra.training.checkpoints import Checkpoints
 from lra.training.memory_estimate import check_fits
+from lra.training.profiling import ProfileWindow
 from lra.training.progress import Progress
 from lra.training.run_errors import Interrupted, NonFiniteLossError, RunStateError, StorageError
 from lra.training.run_files import MetricsLog, config_to_dict, git_commit, remove_run, write_json_atomic
@@ -110,13 +111,16 @@ def open_workdir(workdir: Path, primary: bool, start_over: bool) -> WorkdirLock 
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | None = None,
-                       start_over: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
+                       start_over: bool = False, profile: str | None = None
+                       ) -> dict[str, Any] | list[dict[str, Any]]:
     """Train (or resume) the config's seeds and return result.json's contents: one dict for one
     seed, a list (in ``config.seeds`` order) for several.
 
     ``workdir``: the run directory of a single seed, the parent of ``seed<k>/`` folders for several;
     None: ``runs/<task>_<variant>[_<preset>]/seed<k>``. ``start_over`` deletes a previous run's
-    files first (the only way to reuse a workdir whose run cannot be resumed)."""
+    files first (the only way to reuse a workdir whose run cannot be resumed). ``profile``:
+    ``"START:COUNT"``, a jax.profiler trace of those steps in ``<first workdir>/profile``
+    (lra.training.profiling; process 0 only)."""
     stop = StopSignals().install()  # first: a signal during setup or compilation stops cleanly
     runs: list[SeedRun] = []
     try:
@@ -124,12 +128,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
         primary = jax.process_index() == 0
         seeds = run_seeds(config)
         workdirs = seed_workdirs(config, workdir)
+        window = None
+        if profile:
+            window = ProfileWindow.parse(profile, workdirs[0] / "profile")
+            window.check(config)
         data, model, param_shapes = prepare(config, workdirs)
         for index, (seed, path) in enumerate(zip(seeds, workdirs)):
             lock = open_workdir(path, primary, start_over)
             runs.append(SeedRun(index, seed_config(config, seed), path, Checkpoints(path), lock,
                                 label=f"seed {seed}: " if len(seeds) > 1 else ""))
-        results = Trainer(config, runs, data, model, param_shapes, stop, primary).run()
+        results = Trainer(config, runs, data, model, param_shapes, stop, primary,
+                          window if primary else None).run()
         return results[0] if len(results) == 1 else results
     finally:
         for run in runs:
@@ -166,9 +175,9 @@ class Trainer:
     """The loop over steps for the seeds of one program (see the module docstring)."""
 
     def __init__(self, config: ml_collections.ConfigDict, runs: list[SeedRun], data: TaskData, model: Any,
-                 param_shapes: Any, stop: StopSignals, primary: bool):
+                 param_shapes: Any, stop: StopSignals, primary: bool, profile: ProfileWindow | None = None):
         self.config, self.all_runs, self.data, self.model = config, runs, data, model
-        self.stop, self.primary = stop, primary
+        self.stop, self.primary, self.profile = stop, primary, profile
         self.num_params = int(sum(np.prod(s.shape) for s in jax.tree.leaves(param_shapes)))
         self.pending: list[tuple[int, dict[str, jax.Array]]] = []
 
@@ -244,6 +253,8 @@ class Trainer:
             self._loop(step)
             return self._test()
         finally:
+            if self.profile is not None:
+                self.profile.stop()
             self.progress.close()
 
     def _where(self) -> str:
@@ -267,15 +278,23 @@ class Trainer:
         compiled_shapes: set[tuple[int, ...]] = set()
         self.window_start, self.window_steps = time.perf_counter(), 0
         self.stop.training = True
+        if self.profile is not None and step > self.profile.start:
+            self.progress.message(f"--profile={self.profile.start}:{self.profile.count}: this run resumes at step "
+                                  f"{step}, after the window's start; nothing is traced (use a later window)")
         while step < config.num_train_steps:
+            if self.profile is not None:
+                self.profile.before_step(step)
             t0 = time.perf_counter()
-            host_batch = seed_batch(batches, step)
-            shape = host_batch["inputs"].shape
-            new_shape = shape not in compiled_shapes
-            if new_shape:  # the first step of each batch shape compiles: say so, and time it apart
-                what = f"the training step for batch shape {tuple(shape)}"
-                compiling = self.progress.compiling(what)
-            self.state, metrics = self.train_step(self.state, distributed.shard_batch(host_batch, sharding))
+            with jax.profiler.StepTraceAnnotation("train", step_num=step + 1):
+                with jax.profiler.TraceAnnotation("host_batch"):
+                    host_batch = seed_batch(batches, step)
+                    device_batch = distributed.shard_batch(host_batch, sharding)
+                shape = host_batch["inputs"].shape
+                new_shape = shape not in compiled_shapes
+                if new_shape:  # the first step of each batch shape compiles: say so, and time it apart
+                    what = f"the training step for batch shape {tuple(shape)}"
+                    compiling = self.progress.compiling(what)
+                self.state, metrics = self.train_step(self.state, device_batch)
             step += 1
             self.pending.append((step, metrics))
             if new_shape:
@@ -292,6 +311,8 @@ class Trainer:
             if not new_shape:
                 self.train_seconds += time.perf_counter() - t0
                 self.timed_steps += 1
+            if self.profile is not None and (line := self.profile.after_step(step, self.state)):
+                self.progress.message(line)
 
             if step % config.eval_every == 0 or step == config.num_train_steps:
                 self._validate(step)

@@ -1,0 +1,42 @@
+"""scripts/gpu_call.sh, the lent-GPU session's steps (docs/gpu_runbook.md), at smoke sizes on CPU:
+a GPU session spends none of its device time finding a broken path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "scripts" / "gpu_call.sh"
+
+
+def _call(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "SMOKE": "1", "KIND": "cpu", "STATE": str(tmp_path / "state"), "OUT": str(tmp_path / "out"),
+            "LRA_DATA_DIR": str(tmp_path / "data"), **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=REPO, env=full, capture_output=True, text=True,
+                          timeout=900)
+
+
+def test_script_parses_and_names_its_steps(tmp_path):
+    assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
+    usage = _call(tmp_path, "nonsense")
+    assert usage.returncode == 2 and "STEP: bench | cudnn | profile | dtypes | train" in usage.stdout
+
+
+@pytest.mark.slow
+def test_train_step_resumes_across_calls_and_returns_one_archive(tmp_path):
+    first = _call(tmp_path, "train", "listops_convluna", "0,1", STEPS="400", BUDGET="25")
+    assert "lra.train exit 124" in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
+    second = _call(tmp_path, "train", "listops_convluna", "0,1", STEPS="400", BUDGET="400")
+    assert "lra.train exit 0" in second.stdout and "resuming at step" in second.stdout
+    with tarfile.open(tmp_path / "out" / "train_cpu.tgz") as archive:
+        names = archive.getnames()
+    assert "train/listops_convluna_400steps/seed1/result.json" in names
+    assert any(n.startswith("train/listops_convluna_400steps_memory/") for n in names)
+    result = json.loads((tmp_path / "state" / "runs" / "listops_convluna_400steps" / "seed0" / "result.json").read_text())
+    assert result["num_train_steps"] == 400
