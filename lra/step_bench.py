@@ -259,6 +259,9 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
 
     if jobs > 1 and not isolate:
         raise ValueError("--jobs > 1 runs each case in its own process: use --isolate on (or auto)")
+    if partial is not None and partial.exists() and not partial.read_bytes().endswith(b"\n"):
+        with open(partial, "a") as f:  # a kill cut the last line: new rows start on a line of their own
+            f.write("\n")
     done = {case_key(r): r for r in read_partial(partial)} if partial else {}
     if retry_errors:
         done = {k: r for k, r in done.items() if r.get("status") == "ok"}
@@ -268,7 +271,7 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
             f"{len(todo)}")
     rows = {k: r for k, r in done.items() if k in {case_key(dataclasses.asdict(c)) for c in cases}}
 
-    def finish(case: Case, r: dict[str, Any], seconds: float) -> None:
+    def finish(case: Case, r: dict[str, Any], seconds: str) -> None:
         name = f"{case.family} N={case.length} {case.dtype} x{case.seeds} seeds"
         if r["status"] == "ok":
             achieved = r["flops_per_step"] * r["steps_per_second"]
@@ -276,7 +279,7 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
             r["matmul_flops_per_second"] = rates.get(case.dtype)
             r["mfu"] = achieved / rates[case.dtype] if rates.get(case.dtype) else None
             log(f"[{len(rows) + 1}/{len(cases)}] {name}: {r['steps_per_second']:.3g} steps/s, "
-                f"MFU {100 * r['mfu']:.1f}% ({seconds:.0f} s)")
+                f"MFU {100 * r['mfu']:.1f}% ({seconds})")
         else:
             log(f"[{len(rows) + 1}/{len(cases)}] {name}: {r['reason']}")
         rows[case_key(dataclasses.asdict(case))] = r
@@ -295,14 +298,14 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
     if not isolate:
         for case in todo:
             t0 = time.perf_counter()
-            finish(case, _safe_measure(case), time.perf_counter() - t0)
+            finish(case, _safe_measure(case), f"{time.perf_counter() - t0:.0f} s")
         return ordered()
     with tempfile.TemporaryDirectory(prefix="lra_bench_turns_") as turns, \
             concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         started = time.perf_counter()
         futures = {pool.submit(_isolated, c, case_timeout, Path(turns) if jobs > 1 else None): c for c in todo}
         for future in concurrent.futures.as_completed(futures):
-            finish(futures[future], future.result(), time.perf_counter() - started)
+            finish(futures[future], future.result(), f"{time.perf_counter() - started:.0f} s since the start")
     return ordered()
 
 

@@ -55,6 +55,7 @@ def test_parallel_cases_are_timed_alone_and_a_grid_resumes(tmp_path, capsys):
     second = json.loads((tmp_path / "par.json").read_text())
     assert [c["family"] for c in second["cases"]] == ["softmax", "linear", "agglomerative"]
     assert second["cases"][:2] == first["cases"]
+    assert len(step_bench.read_partial(tmp_path / "par.partial.jsonl")) == 3  # nothing lost to the torn line
     assert main([*args, "--families", "linear", "--restart", "--isolate", "off"]) == 0
     assert len(step_bench.read_partial(tmp_path / "par.partial.jsonl")) == 1
 
