@@ -6,13 +6,18 @@
 #
 # Work that must outlive a call (the data, the partial benchmark file, training workdirs) stays in
 # .gpu/ (git-ignored, kept on the machine while it is warm). What a call produced goes to
-# .gpu/results/STEP/ and comes back as one archive, $OUT/STEP_KIND.tgz (a call may return at most 8
-# files), with its summaries printed last; also when the time limit stops the call's work. Knobs (environment): KIND (a name for
-# the files, default h100), BUDGET (seconds of work in this call, default 540), JOBS (benchmark
-# processes at once, default 4), SMOKE=1 (tiny sizes on any machine: how CI-less checks run it).
+# .gpu/results/STEP/ and comes back as one archive, $OUT/STEP_KIND.tgz (a call may return at most
+# 8 files), with its summaries printed last, also when the time limit stopped the call's work.
+# Environment: LRA_GIT_COMMIT (the commit sent: the device's copy has no .git, and records must
+# name their code), KIND (a name for the files, default h100), BUDGET (seconds of work in this
+# call, default 540), JOBS (processes at once, default 4), SMOKE=1 (tiny sizes, any machine).
 set -uo pipefail
 
 STEP=${1:-help}
+case "$STEP" in
+  bench | cudnn | profile | dtypes | train) ;;
+  *) sed -n '2,13p' "$0"; exit 2 ;;
+esac
 KIND=${KIND:-h100}
 BUDGET=${BUDGET:-540}
 JOBS=${JOBS:-4}
@@ -23,7 +28,7 @@ R=$STATE/results/$STEP
 mkdir -p "$OUT" "$R"
 export PYTHONUNBUFFERED=1 LRA_DATA_DIR=${LRA_DATA_DIR:-$STATE/data}
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
-if compgen -G ".whl/*.whl" >/dev/null; then  # the packages the device image lacks (runbook: wheels)
+if [ "$SMOKE" != 1 ] && compgen -G ".whl/*.whl" >/dev/null; then  # the packages the device image lacks (runbook: wheels)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PYTHONPATH:/tmp/site || exit 3
 fi
@@ -42,9 +47,16 @@ else
     --config.eval_every=60 --config.checkpoint_every=60); PROFILE=30:10; DTYPE_STEPS=300; DTYPE_VARIANTS=()
 fi
 
+COMMIT=$($PY -c "from lra.training.run_files import git_commit; print(git_commit())")
+if [ "$COMMIT" = unknown ] && [ "$SMOKE" != 1 ]; then
+  echo "error: this copy of the tree has no .git, so the records could not name their code: run with" \
+    "LRA_GIT_COMMIT=<the commit you sent> (git rev-parse HEAD where you called from)" >&2
+  exit 2
+fi
+
 versions() {
-  say "git $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo -dirty); $(nvidia-smi \
-    --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo no nvidia-smi)"
+  say "commit $COMMIT; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
+    || echo no nvidia-smi)"
   $PY -c "import jax, flax, optax; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, jax.devices())"
 }
 
@@ -112,8 +124,6 @@ case "$STEP" in
       $PY -m lra.diagnose memory --workdir "$run"/seed* --out "$R/${config}_${steps}steps_memory" | tail -2
     fi
     du -sh "$run"/seed*/checkpoints | head -2 ;;
-  *)
-    sed -n '2,12p' "$0"; exit 2 ;;
 esac
 tar czf "$OUT/${STEP}_$KIND.tgz" -C "$STATE/results" "$STEP"
 for f in "$R"/*.md "$R"/*/*.md; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done

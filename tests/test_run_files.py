@@ -1,6 +1,9 @@
 """Workdir files: the config guard, metrics truncation on resume, and record export."""
 
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +40,23 @@ def test_export_copies_records_but_not_checkpoints(tmp_path):
     assert exported == [target]
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "metrics.jsonl", "result.json"]
     assert (target / "result.json").read_text() == "result.json"
+
+
+def test_git_commit_outside_a_repository_is_declared_or_unknown(tmp_path):
+    import shutil
+    import subprocess
+
+    from lra.training import run_files
+
+    # a copy of the package without .git, as a lent GPU machine gets it
+    shutil.copytree(Path(run_files.__file__).resolve().parent.parent, tmp_path / "lra",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    code = "from lra.training.run_files import git_commit; print(git_commit())"
+    env = {k: v for k, v in os.environ.items() if k not in ("LRA_GIT_COMMIT", "GIT_DIR")}
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path.parent)  # never find an enclosing repository
+    run = lambda **extra: subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, **extra},  # noqa: E731
+                                         capture_output=True, text=True, check=True).stdout.strip()
+    assert run(PYTHONPATH=str(tmp_path)) == "unknown"
+    assert run(PYTHONPATH=str(tmp_path), LRA_GIT_COMMIT="abc123") == "abc123-declared"
+    # inside the repository the declaration is ignored: git answers
+    assert not run_files.git_commit().endswith("-declared")

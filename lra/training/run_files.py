@@ -235,17 +235,23 @@ def _kept(record: dict[str, Any], step: int) -> bool:
 
 
 def git_commit() -> str:
-    """The commit of the code that ran (``-dirty`` when the tree has uncommitted changes)."""
+    """The commit of the code that ran (``-dirty`` when the tree has uncommitted changes).
+
+    A copy of the tree without git metadata (a lent GPU machine gets the files, not ``.git``)
+    reports ``$LRA_GIT_COMMIT`` with ``-declared`` appended, since nothing there can check it
+    (docs/gpu_runbook.md sets it); else ``unknown``."""
     root = Path(__file__).resolve().parent.parent
+    declared = os.environ.get("LRA_GIT_COMMIT", "").strip()
+    fallback = f"{declared}-declared" if declared else "unknown"
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
-            return "unknown"
+            return fallback
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=10)
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return fallback
 
 
 # What a run's record is made of: enough to rebuild every table and plot, no checkpoints.
