@@ -303,7 +303,7 @@ def report(result: dict[str, Any]) -> str:
         f"{m['cpu_model']}, {m['cpu_count']} cores ({m['platform']}); {s['threads']} threads per framework; "
         f"load average at start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'] or [])}; {meta['date']}.",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + ".",
-        f"Command: `{meta['command']}`",
+        f"Command: `{meta['command']}`" + (f" (git {meta['git_commit']})." if meta.get("git_commit") else ""),
         "",
         f"Attention core only (no projections), forward + backward (gradient of sum(y) w.r.t. q, k, v), "
         f"float32, batch {s['batch']}, {s['heads']} heads of {s['head_dim']}; clustered: {s['clusters']} clusters, "
@@ -383,11 +383,13 @@ def main(argv: list[str] | None = None) -> None:
                       for part in e.values() for m in part.get("missing", [])})
     for m in missing:
         print(f"NOT INSTALLED: {m} -- its rows stay empty. To measure it: {PEER_INSTALL}", flush=True)
+    from lra.training.run_files import git_commit
+
     result["meta"] = {
         "settings": settings, "lengths": args.lengths, "machine": start, "peer_python": args.peer_python,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python scripts/bench_peers.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
-        "missing": missing,
+        "git_commit": git_commit(), "missing": missing,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")

@@ -36,6 +36,7 @@ def test_bench_peers_without_peers(tmp_path):
     md = out.with_suffix(".md").read_text()
     assert "**Not installed, rows left empty:**" in md and "torch" in md
     assert result["meta"]["machine"]["cpu_model"] in md
+    assert result["meta"]["git_commit"] and f"(git {result['meta']['git_commit']})" in md  # which code ran
     clustered_row = next(line for line in md.splitlines() if line.startswith("| clustered | 64 |"))
     assert "fast-transformers" in clustered_row and "| – |" in clustered_row  # no peer time
     assert any(line.startswith("| 64 |") for line in md.splitlines())  # dispersed vs softmax row
