@@ -24,19 +24,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-
-def train_losses(workdir: Path) -> dict[int, float]:
-    """step -> training loss (the mean of the steps logged at that point) from metrics.jsonl."""
-    out = {}
-    for line in (workdir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record.get("split") == "train":
-            out[int(record["step"])] = float(record["loss"])
-    return out
+from lra.training.run_files import MetricsLog
 
 
-def last_validation(workdir: Path) -> float | None:
-    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+def train_losses(records: list[dict[str, Any]]) -> dict[int, float]:
+    """step -> training loss (the mean of the steps logged at that point)."""
+    return {int(r["step"]): float(r["loss"]) for r in records if r.get("split") == "train"}
+
+
+def last_validation(records: list[dict[str, Any]]) -> float | None:
     values = [r["accuracy"] for r in records if r.get("split") == "validation"]
     return float(values[-1]) if values else None
 
@@ -77,8 +73,9 @@ def compare(root_a: Path, root_b: Path, window: int = 20, skip: float = 0.1,
             tolerance: float = 0.05) -> list[dict[str, Any]]:
     rows = []
     for name, run_a, run_b in pair_runs(root_a, root_b):
-        row = {"run": name, **compare_pair(train_losses(run_a), train_losses(run_b), window, skip),
-               "validation_accuracy": [last_validation(run_a), last_validation(run_b)]}
+        a, b = (MetricsLog(run / "metrics.jsonl").read() for run in (run_a, run_b))
+        row = {"run": name, **compare_pair(train_losses(a), train_losses(b), window, skip),
+               "validation_accuracy": [last_validation(a), last_validation(b)]}
         row["agree"] = row["max_gap"] <= tolerance
         rows.append(row)
     return rows

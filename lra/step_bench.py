@@ -265,13 +265,13 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
     done = {case_key(r): r for r in read_partial(partial)} if partial else {}
     if retry_errors:
         done = {k: r for k, r in done.items() if r.get("status") == "ok"}
-    todo = [c for c in cases if case_key(dataclasses.asdict(c)) not in done]
-    if done:
-        log(f"{len(cases) - len(todo)} of {len(cases)} cases already measured in {partial}; measuring the other "
-            f"{len(todo)}")
-    rows = {k: r for k, r in done.items() if k in {case_key(dataclasses.asdict(c)) for c in cases}}
+    keys = [case_key(dataclasses.asdict(c)) for c in cases]
+    todo = [(c, k) for c, k in zip(cases, keys) if k not in done]
+    rows = {k: done[k] for k in keys if k in done}
+    if rows:
+        log(f"{len(rows)} of {len(cases)} cases already measured in {partial}; measuring the other {len(todo)}")
 
-    def finish(case: Case, r: dict[str, Any], seconds: str) -> None:
+    def finish(case: Case, key: str, r: dict[str, Any], seconds: str) -> None:
         name = f"{case.family} N={case.length} {case.dtype} x{case.seeds} seeds"
         if r["status"] == "ok":
             achieved = r["flops_per_step"] * r["steps_per_second"]
@@ -282,7 +282,7 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
                 f"MFU {100 * r['mfu']:.1f}% ({seconds})")
         else:
             log(f"[{len(rows) + 1}/{len(cases)}] {name}: {r['reason']}")
-        rows[case_key(dataclasses.asdict(case))] = r
+        rows[key] = r
         if partial is not None:
             partial.parent.mkdir(parents=True, exist_ok=True)
             with open(partial, "a") as f:
@@ -293,19 +293,20 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
             on_row(ordered())
 
     def ordered() -> list[dict[str, Any]]:
-        return [rows[k] for k in (case_key(dataclasses.asdict(c)) for c in cases) if k in rows]
+        return [rows[k] for k in keys if k in rows]
 
     if not isolate:
-        for case in todo:
+        for case, key in todo:
             t0 = time.perf_counter()
-            finish(case, _safe_measure(case), f"{time.perf_counter() - t0:.0f} s")
+            finish(case, key, _safe_measure(case), f"{time.perf_counter() - t0:.0f} s")
         return ordered()
     with tempfile.TemporaryDirectory(prefix="lra_bench_turns_") as turns, \
             concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         started = time.perf_counter()
-        futures = {pool.submit(_isolated, c, case_timeout, Path(turns) if jobs > 1 else None): c for c in todo}
+        futures = {pool.submit(_isolated, c, case_timeout, Path(turns) if jobs > 1 else None): (c, k)
+                   for c, k in todo}
         for future in concurrent.futures.as_completed(futures):
-            finish(futures[future], future.result(), f"{time.perf_counter() - started:.0f} s since the start")
+            finish(*futures[future], future.result(), f"{time.perf_counter() - started:.0f} s since the start")
     return ordered()
 
 
