@@ -10,7 +10,7 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
     (``mem=16``, ``clusters=8``);
   * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna);
   * ``reference``: the published ConvLuna code's choices where they differ from the paper's
-    text or from our defaults (``lra/reference.py``), for the Luna and ConvLuna configs.
+    text or from our defaults (``lra/reference/``), for the Luna and ConvLuna configs.
 """
 
 from __future__ import annotations
@@ -110,6 +110,10 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     # Memory families: the learned initial memory ~ N(0, memory_init_scale^2) (published code: 1.0).
     c.model.memory_init_scale = 1.0
     c.model.head_activation = "gelu"  # Table 2; "relu" was this suite's head before
+    # GELU's form (FFN and head): True, the tanh approximation (flax's nn.gelu default, LRA's Flax
+    # code: the Transformer and the other LRA-encoder rows); False, the exact erf form (GELU as
+    # defined, Table 2's; the published ConvLuna code's nn.GELU()): the memory families' configs.
+    c.model.gelu_approximate = True
     c.model.head_hidden_layers = 1  # single-input head: Dense(mlp_dim) layers before the logits
     c.model.pre_pool_norm = False  # LayerNorm right before pooling (the published code's classifier)
     c.model.attention_residual_dropout = True  # dropout on the attention output before the residual
@@ -118,6 +122,12 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.model.embedding = "table"  # "table" (token embeddings) | "linear" (image: x * w + b of normalised pixels)
     c.model.pixel_mean = 0.48  # embedding="linear": pixels / 255 are normalised as (p - mean) / std
     c.model.pixel_std = 0.24
+    # The published ConvLuna code's embedding details (on under ``reference``): padding embeds to a
+    # fixed zero (nn.Embedding(padding_idx=0)); [CLS] gets no position (positions are added before
+    # it is prepended); parameters drawn as PyTorch does ("pytorch", lra.model.pytorch_init).
+    c.model.zero_padding_embedding = False
+    c.model.cls_position = True
+    c.model.param_init = "xavier"  # "xavier" (this suite) | "pytorch"
 
     c.batch_size = t["batch_size"]
     c.eval_batch_size = t["batch_size"]
@@ -170,6 +180,10 @@ LEGACY_FIELDS: dict[str, Any] = {
     "log_memory_stats": False,
     "seeds": (),
     "data.bucket_order_seed": -1,
+    "model.gelu_approximate": True,
+    "model.zero_padding_embedding": False,
+    "model.cls_position": True,
+    "model.param_init": "xavier",
 }
 
 
@@ -339,8 +353,10 @@ def _uses_memory(attention: str) -> bool:
 
 # config.model settings of the memory families' configs (Luna, ConvLuna): post-LN blocks
 # (Appendix B), memory-average pooling (Table 2), no dropout between the attention and the
-# residuals (Appendix B's equations; the published code has none either), and for matching the
-# paper's "concatenated hidden representations" [u, v] (the published code's DualClassifier).
+# residuals (Appendix B's equations; the published code has none either), for matching the
+# paper's "concatenated hidden representations" [u, v] (the published code's DualClassifier), and
+# the exact GELU.
 MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
-    norm="post", pooling="memory", attention_residual_dropout=False, dual_combine="concat"
+    norm="post", pooling="memory", attention_residual_dropout=False, dual_combine="concat",
+    gelu_approximate=False,  # Table 2's GELU, exact; so is the published code's nn.GELU()
 )

@@ -21,16 +21,27 @@ initial memory is drawn from N(0, ``memory_init_scale``^2), 1.0 as in the publis
 paper is silent). Each block sows its output memory (``intermediates``) for ``lra.diagnose``.
 
 The final norm is applied for pre-LN stacks only: a post-LN block already ends in a LayerNorm.
+
+GELU (FFN and head) is the tanh approximation (``gelu_approximate=True``, flax's default and
+LRA's Flax code: the Transformer and the other LRA-encoder rows) or the exact erf form (False:
+GELU as defined and as Table 2 of the ConvLuna paper names it; the published ConvLuna code's
+``nn.GELU()``; the Luna/ConvLuna configs). The published code's embedding details are fields for
+``:reference``: ``zero_padding_embedding`` (padding embeds to a fixed zero, ``padding_idx=0``),
+``cls_position=False`` ([CLS] prepended after the positions are added, so it has none and the
+table has ``max_len`` rows) and ``param_init="pytorch"`` (:func:`pytorch_init`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 
 from lra import attention as attention_registry
 from lra.data.types import PAD_ID
@@ -40,7 +51,14 @@ NORMS = ("pre", "post")
 DUAL_COMBINES = ("concat_mul_sub", "concat")
 HEAD_ACTIVATIONS = ("gelu", "relu")
 EMBEDDINGS = ("table", "linear")
-_ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu}
+PARAM_INITS = ("xavier", "pytorch")
+
+
+def activation(name: str, gelu_approximate: bool) -> Callable[[jax.Array], jax.Array]:
+    """``gelu`` (tanh approximation or exact erf form, ``model.gelu_approximate``) or ``relu``."""
+    if name == "gelu":
+        return functools.partial(nn.gelu, approximate=gelu_approximate)
+    return {"relu": nn.relu}[name]
 
 
 def _dtype(name: str) -> Any:
@@ -53,12 +71,13 @@ class MlpBlock(nn.Module):
     mlp_dim: int
     dropout_rate: float
     dtype: Any = jnp.float32
+    gelu_approximate: bool = True
 
     @nn.compact
     def __call__(self, x: jax.Array, deterministic: bool) -> jax.Array:
         d = x.shape[-1]
         h = nn.Dense(self.mlp_dim, dtype=self.dtype, kernel_init=nn.initializers.xavier_uniform())(x)
-        h = nn.gelu(h)
+        h = nn.gelu(h, approximate=self.gelu_approximate)
         h = nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
         h = nn.Dense(d, dtype=self.dtype, kernel_init=nn.initializers.xavier_uniform())(h)
         return nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
@@ -105,7 +124,7 @@ class EncoderBlock(nn.Module):
         if not pre:
             x = ln("attention_norm")(x)
 
-        mlp = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, dtype=dtype, name="mlp")
+        mlp = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, dtype=dtype, gelu_approximate=cfg.gelu_approximate, name="mlp")
         if pre:
             x = x + mlp(ln("mlp_norm")(x), deterministic)
         else:
@@ -149,22 +168,26 @@ class Encoder(nn.Module):
             x = nn.Embed(
                 self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(stddev=1.0), name="embed"
             )(tokens_BxN)
-        if cfg.pooling == "cls":
-            cls = self.param("cls", nn.initializers.normal(stddev=0.02), (cfg.emb_dim,))
-            x = jnp.concatenate([jnp.broadcast_to(cls, (batch, 1, cfg.emb_dim)), x], axis=1)
-            mask = jnp.concatenate([jnp.ones((batch, 1), bool), mask], axis=1)
-        positions = x.shape[1]
-        if positions > cfg.max_len + (cfg.pooling == "cls"):
+            if cfg.zero_padding_embedding:  # PyTorch's padding_idx=0: padding embeds to a fixed zero
+                x = jnp.where((tokens_BxN != PAD_ID)[..., None], x, 0.0)
+        if n > cfg.max_len:
             raise ValueError(
                 f"sequence length {n} exceeds the position table (config.model.max_len="
                 f"{cfg.max_len}): raise config.model.max_len or shorten config.data.max_len"
             )
-        pos = self.param(
-            "pos_embedding",
-            nn.initializers.normal(stddev=0.02),
-            (cfg.max_len + (cfg.pooling == "cls"), cfg.emb_dim),
-        )
-        x = (x + pos[None, :positions]).astype(dtype)
+        # Parameters are created in this order (cls, then positions): flax derives each one's key
+        # from its creation order, so reordering would change every initialisation.
+        cls = self.param("cls", nn.initializers.normal(stddev=0.02), (cfg.emb_dim,)) if cfg.pooling == "cls" else None
+        cls_slot = cls is not None and cfg.cls_position  # [CLS] takes position 0 of the table
+        pos = self.param("pos_embedding", nn.initializers.normal(stddev=0.02), (cfg.max_len + cls_slot, cfg.emb_dim))
+        if cls is not None and not cfg.cls_position:  # the published code: positions first, then [CLS] without one
+            x = x + pos[None, :n]
+        if cls is not None:
+            x = jnp.concatenate([jnp.broadcast_to(cls, (batch, 1, cfg.emb_dim)).astype(x.dtype), x], axis=1)
+            mask = jnp.concatenate([jnp.ones((batch, 1), bool), mask], axis=1)
+        if cls is None or cfg.cls_position:
+            x = x + pos[None, : x.shape[1]]
+        x = x.astype(dtype)
         if cfg.embedding_dropout:  # LRA's encoders; the published ConvLuna code has none
             x = nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)
 
@@ -227,10 +250,55 @@ class Classifier(nn.Module):
         else:
             h = encoder(inputs, deterministic).astype(jnp.float32)
             widths = [cfg.mlp_dim] * cfg.head_hidden_layers
-        act = _ACTIVATIONS[cfg.head_activation]
+        act = activation(cfg.head_activation, cfg.gelu_approximate)
         for i, width in enumerate(widths):
             h = act(dense(width, "head_hidden" + (str(i + 1) if i else ""))(h))
         return dense(self.num_classes, "logits")(h)
+
+
+def _pytorch_leaf(path: tuple[str, ...], leaf: jax.Array, key: jax.Array) -> jax.Array:
+    """One parameter re-drawn as PyTorch's defaults draw it (the published ConvLuna code)."""
+    name, parent = path[-1], (path[-2] if len(path) > 1 else "")
+    uniform = lambda bound: jax.random.uniform(key, leaf.shape, leaf.dtype, -bound, bound)  # noqa: E731
+    if name == "kernel":  # nn.Linear: kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in))
+        return uniform(_fan_in(parent, leaf.shape) ** -0.5)
+    if name == "pos_embedding":  # nn.Parameter(torch.zeros(1, seq_len, D))
+        return jnp.zeros_like(leaf)
+    if name == "cls":  # xavier_uniform_ of a (1, 1, D) tensor: fan_in = fan_out = D
+        return uniform((3.0 / leaf.shape[-1]) ** 0.5)
+    return leaf
+
+
+def _fan_in(layer: str, kernel_shape: tuple[int, ...]) -> int:
+    """The inputs of a Dense/DenseGeneral kernel: W^O's are its heads (H x Dh x D), others the first axis."""
+    return int(np.prod(kernel_shape[:-1])) if layer == "out" else kernel_shape[0]
+
+
+def pytorch_init(params: Any, key: jax.Array) -> Any:
+    """``params`` re-drawn with PyTorch's default initialisation, as the published ConvLuna code
+    has it: Linear weights and biases U(+-1/sqrt(fan_in)), position embeddings zero, [CLS]
+    xavier-uniform. Embedding rows N(0, 1), the memory N(0, 1), the conv filter U(+-1/sqrt(K)),
+    LayerNorms and the temperature are already as there and are kept."""
+    flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(params))
+    kernels = {path[:-1]: leaf.shape for path, leaf in flat.items() if path[-1] == "kernel"}
+    out = {}
+    for i, (path, leaf) in enumerate(sorted(flat.items())):
+        k = jax.random.fold_in(key, i)
+        if path[-1] == "bias" and path[:-1] in kernels:  # a Linear's bias: the bound of its weight
+            bound = _fan_in(path[-2] if len(path) > 1 else "", kernels[path[:-1]]) ** -0.5
+            out[path] = jax.random.uniform(k, leaf.shape, leaf.dtype, -bound, bound)
+        else:
+            out[path] = _pytorch_leaf(path, leaf, k)
+    return flax.traverse_util.unflatten_dict(out)
+
+
+def init_params(model: "Classifier", key: jax.Array, sample: jax.Array) -> Any:
+    """The model's initial parameters under ``config.model.param_init``: ``xavier`` (this suite's
+    default: xavier-uniform kernels, zero biases, N(0, 0.02) positions) or ``pytorch`` (above)."""
+    params = model.init(key, sample)["params"]
+    if model.config.get("param_init", "xavier") == "pytorch":
+        params = pytorch_init(params, jax.random.fold_in(key, 1))
+    return params
 
 
 def build_model(

@@ -1,8 +1,10 @@
 """Training-step benchmark: steps/s, peak memory, FLOPs and MFU of whole train steps.
 
-One case = (family, length, dtype, seeds): the paper-scale ListOps model of that family (Table 2:
-6 layers, width 128, 4 heads, MLP 512, batch 32) at sequence length N, trained with the suite's
-own compiled step (lra.training.steps, AdamW, dropout on) on random tokens, with S seeds vmapped.
+One case = (family, length, dtype, seeds): the model of that family's ListOps config file
+(``configs/listops_<family>.py`` at paper scale: Table 2's 6 layers, width 128, 4 heads, MLP 512,
+batch 32, and the file's own filter, norms, pooling and dropout) at sequence length N, trained
+with the suite's own compiled step (lra.training.steps, AdamW, dropout on) on random tokens, with
+S seeds vmapped.
 
 * Speed: ``steps`` timed steps after one compiling step and one warm-up step; the median of
   ``repeats`` timed windows. Steps/s counts program steps; seed-steps/s = S x steps/s.
@@ -57,11 +59,20 @@ class Case:
     overrides: tuple[tuple[str, Any], ...] = ()  # config fields, e.g. (("batch_size", 4),)
 
 
-def case_config(case: Case) -> Any:
-    """The paper-scale ListOps config of the case's family at its length and dtype."""
-    from lra.defaults import make_config
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
-    c = make_config("listops", case.family, "paper")
+
+def config_file(family: str) -> Path:
+    """``configs/listops_<family>.py`` (the softmax baseline is ``listops_transformer.py``)."""
+    return CONFIGS / f"listops_{'transformer' if family == 'softmax' else family}.py"
+
+
+def case_config(case: Case) -> Any:
+    """The family's own ListOps config file at paper scale (what ``lra.train`` would train: its
+    filter, norms, pooling, dropout), at the case's length, dtype and seed count."""
+    from lra.sweep import _load_config_module
+
+    c = _load_config_module(config_file(case.family)).get_config("paper")
     c.data.max_len = c.model.max_len = case.length
     c.model.dtype = case.dtype
     c.seeds = tuple(range(case.seeds))

@@ -22,7 +22,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"<!--\s*rec\s+(\S+)\s+(\S+)(\s+%)?\s*-->")
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 def _lookup(record: Any, key: str) -> Any:
@@ -44,15 +44,17 @@ def check(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, li
                 problems.append(f"{where}: no number before the marker for {path} {key}")
                 continue
             text = shown[-1].replace(",", "")
-            digits = len(text.split(".")[1]) if "." in text else 0
+            mantissa, _, exponent = text.partition("e")
+            digits = (len(mantissa.split(".")[1]) if "." in mantissa else 0) - int(exponent or 0)
             try:
                 value = float(_lookup(json.loads((root / path).read_text()), key))
             except (OSError, KeyError, IndexError, ValueError) as e:
                 problems.append(f"{where}: cannot read {key} from {path}: {e}")
                 continue
             expected = round(value * (100 if percent else 1), digits)
-            if abs(float(text) - expected) > 0.5 * 10**-digits + 1e-9:
-                problems.append(f"{where}: README says {text}, {path} {key} gives {expected:.{digits}f}")
+            if abs(float(text) - expected) > 0.5 * 10**-digits * (1 + 1e-9) + 1e-12 * (not exponent):
+                shown_expected = f"{expected:.{max(digits, 0)}f}" if not exponent else f"{value:.2e}"
+                problems.append(f"{where}: README says {text}, {path} {key} gives {shown_expected}")
     return count, problems
 
 

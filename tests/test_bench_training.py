@@ -68,3 +68,25 @@ def test_bucket_padding_cost_of_the_alternatives(smoke_data_dir):
     # a shared order pads as little as each seed's own order; padding to the longest pads more
     assert cost["shared_order"] == pytest.approx(cost["own_order"], rel=0.25)
     assert cost["pad_to_longest"] > cost["shared_order"]
+
+
+@pytest.mark.parametrize("family", step_bench.FAMILIES)
+def test_each_case_is_its_config_files_model(family):
+    """A case trains the model ``python -m lra.train --config configs/listops_<family>.py`` trains
+    (its filter, norms, pooling, dropout), changed only in length, dtype and seeds."""
+    from test_all_configs import CONFIGS, load
+
+    case = step_bench.Case(family, 512, "bfloat16", 3)
+    config = step_bench.case_config(case)
+    expected = load(CONFIGS / step_bench.config_file(family).name)
+    expected.data.max_len = expected.model.max_len = 512
+    expected.model.dtype, expected.seeds = "bfloat16", (0, 1, 2)
+    assert config.to_dict() == expected.to_dict()
+    assert step_bench.LABELS[family] == config.variant
+
+
+def test_convluna_case_is_the_papers_listops_convluna():
+    config = step_bench.case_config(step_bench.Case("convluna", 2000, "float32", 1))
+    kw = config.model.attention_kwargs
+    assert (kw.filter, kw.kernel_size, config.model.norm, config.model.pooling) == ("conv", 32, "post", "memory")
+    assert config.model.attention_residual_dropout is False

@@ -27,9 +27,10 @@ VARIANTS = [
     (ConvLunaAttention, dict(filter="conv", kernel_size=4, stride=1)),
     (ConvLunaAttention, dict(filter="conv", kernel_size=5, stride=2, share_projections=False, share_kv=False)),
     (ConvLunaAttention, dict(filter="conv", kernel_size=32, stride=1)),
-    # the published code's choices (:reference): 'valid' windows, W^Q-only sharing, unscaled unpacking
+    # the published code's choices (:reference): 'valid' windows, W^Q/W^K/W^O sharing, unscaled unpacking
     (ConvLunaAttention, dict(filter="maxpool", kernel_size=4, stride=1, filter_padding="valid",
-                             share_projections="q", scale_unpacking=False)),
+                             share_projections="qko", scale_unpacking=False)),
+    (ConvLunaAttention, dict(share_projections="q")),
     (ConvLunaAttention, dict(filter="conv", kernel_size=3, stride=2, filter_padding="valid")),
     (ConvLunaAttention, dict(filter="maxpool", kernel_size=12, stride=1, filter_padding="valid")),
     (LunaAttention, dict(share_projections="ko")),

@@ -27,3 +27,13 @@ def test_a_wrong_number_is_caught(tmp_path):
     assert count == 4 and len(problems) == 2
     assert "README says 36.8" in problems[0] and "README.md:2" in problems[0]
     assert "cannot read b" in problems[1]
+
+
+def test_scientific_notation_is_checked_to_its_digits(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"d": 1.46e-05, "n": 1426448}))
+    readme = tmp_path / "README.md"
+    readme.write_text("ok 1.5e-05<!-- rec r.json d --> and 1,426,448<!-- rec r.json n -->\n"
+                      "wrong 1.3e-05<!-- rec r.json d -->\nwrong 2e-04<!-- rec r.json d -->\n")
+    count, problems = checker.check(readme, tmp_path)
+    assert count == 4 and len(problems) == 2, problems
+    assert "README says 1.3e-05" in problems[0] and "README says 2e-04" in problems[1]

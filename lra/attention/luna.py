@@ -59,11 +59,13 @@ Sharing (Section D: "all ConvLuna models share projection matrices between packi
 unpacking attention, and share the W^K and W^V = I_d weights within a module"):
 
 * ``share_projections``: one W^Q, W^K, W^V, W^O used by both attentions (True), none (False),
-  or the named subset in the reference code's spelling (letters of "qkvo"). The published code
-  shares less than the text says: Luna's block reuses one attention module for both (all four),
-  but ConvLuna's ``SimplifiedConvLunaBlock`` re-creates both attentions after wiring the sharing
-  and then re-shares only W^Q ("q"), so W^K and W^O are separate. Our ConvLuna default follows
-  the text (W^Q, W^K, W^O shared); ``:reference`` uses "q".
+  or the named subset in the reference code's spelling (letters of "qkvo"). The published code:
+  Luna's block reuses one attention module for both (all four); ConvLuna's
+  ``SimplifiedConvLunaBlock`` re-creates both attentions and then assigns the unpacking
+  attention's ``q``, ``k`` and ``lin`` to the packing attention's, so W^Q, W^K and W^O are shared
+  ("qko"; neither has a W^V). That is the text's sharing and our ConvLuna default;
+  ``:reference`` names it "qko". ``scripts/check_published_code.py`` checks it against that code
+  (same parameter count, same logits).
 * ``share_kv``: no W^V: values are the attended inputs themselves split into heads (W^V = I),
   keys use W^K; this needs ``qkv_dim == D``.
 
@@ -120,7 +122,7 @@ def shared_projections(share: bool | str) -> tuple[str, ...]:
         return tuple(name for letter, name in _LETTERS.items() if letter in share)
     raise ValueError(
         f"attention_kwargs.share_projections={share!r}: use true (share W^Q, W^K, W^V, W^O), "
-        f"false (share none) or letters of 'qkvo' (e.g. 'q': only W^Q, the published ConvLuna code)"
+        f"false (share none) or letters of 'qkvo' (e.g. 'qko': W^Q, W^K, W^O, the published ConvLuna code)"
     )
 
 
@@ -258,8 +260,8 @@ class LunaAttention(Attention):
       scale_unpacking: unpacking logits * Dh^-1/2 (Appendix B and Figure 3's note); False leaves
         them unscaled, as the published ConvLuna code does (see the module docstring).
       share_projections: projections used by both packing and unpacking: True (all of W^Q, W^K,
-        W^V, W^O), False (none), or a string of the letters q, k, v, o ("q": W^Q only, the
-        published ConvLuna code).
+        W^V, W^O), False (none), or a string of the letters q, k, v, o ("qko": W^Q, W^K,
+        W^O, the published ConvLuna code).
       share_kv: W^K for keys and W^V = I for values (needs qkv_dim == the model width D).
     """
 

@@ -20,6 +20,7 @@ import numpy as np
 import optax
 
 from lra.data.batching import eval_batches
+from lra.model import init_params
 from lra.training import distributed
 from lra.training.schedules import lra_schedule
 from lra.training.seeds import run_seeds
@@ -54,7 +55,7 @@ def make_init(model: Any, tx: optax.GradientTransformation, seeds: Sequence[int]
     keys_S = seed_keys(seeds)
 
     def one(key: jax.Array) -> State:
-        return init_state(model.init(jax.random.fold_in(key, INIT_SALT), sample)["params"], tx)
+        return init_state(init_params(model, jax.random.fold_in(key, INIT_SALT), sample), tx)
 
     return jax.jit(lambda: jax.vmap(one)(keys_S), out_shardings=sharding)
 

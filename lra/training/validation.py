@@ -13,7 +13,7 @@ import numpy as np
 from lra import attention as attention_registry
 from lra import data as data_registry
 from lra.attention.base import check_heads
-from lra.model import DUAL_COMBINES, EMBEDDINGS, HEAD_ACTIVATIONS, NORMS, POOLINGS
+from lra.model import DUAL_COMBINES, EMBEDDINGS, HEAD_ACTIVATIONS, NORMS, PARAM_INITS, POOLINGS
 
 
 class ConfigError(ValueError):
@@ -64,6 +64,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         ("model.dtype", m.dtype, ("float32", "bfloat16", "float16")),
         ("model.head_activation", m.head_activation, HEAD_ACTIVATIONS),
         ("model.embedding", m.embedding, EMBEDDINGS),
+        ("model.param_init", m.param_init, PARAM_INITS),
     ):
         if value not in allowed:
             raise ConfigError(f"config.{field}={value!r} is not one of {', '.join(allowed)}")
@@ -82,6 +83,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     for name in ("memory_init_scale", "pixel_std"):
         if not m[name] > 0:  # also refuses NaN
             raise ConfigError(f"config.model.{name} must be > 0, got {m[name]}")
+    for name in ("gelu_approximate", "zero_padding_embedding", "cls_position"):
+        if not isinstance(m[name], bool):
+            raise ConfigError(f"config.model.{name} must be true or false, got {m[name]!r}")
     if not isinstance(m.head_hidden_layers, int) or m.head_hidden_layers < 0:
         raise ConfigError(f"config.model.head_hidden_layers must be an integer >= 0, got {m.head_hidden_layers!r}")
     if config.log_memory_stats and not attn_cls.uses_memory:

@@ -59,13 +59,34 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence("Luna: projections shared by packing and unpacking", "silent", "all (one attention module)",
                "none", "attention_kwargs.share_projections"),
     Divergence("ConvLuna: projections shared by packing and unpacking", "\"share projection matrices\"",
-               "W^Q only (`SimplifiedConvLunaBlock`)", "W^Q, W^K, W^O", "attention_kwargs.share_projections"),
+               "W^Q, W^K, W^O (`SimplifiedConvLunaBlock`; W^V = I)", "W^Q, W^K, W^O (W^V = I): the same",
+               "attention_kwargs.share_projections"),
+    Divergence("GELU (FFN and head)", "GELU (Table 2)", "exact erf form (`nn.GELU()`)",
+               "exact for Luna/ConvLuna; tanh approximation for the other rows (LRA's Flax code)",
+               "model.gelu_approximate"),
+    Divergence("Padding token's embedding", "silent", "a fixed zero (`padding_idx=0`)",
+               "a learned row (unused where padding is masked)", "model.zero_padding_embedding"),
+    Divergence("Sequence padding", "silent", "every batch padded to the full length",
+               "full length (paper preset); length buckets in the cpu preset", "data.buckets"),
+    Divergence("Luna [CLS] position", "silent", "none (positions added before [CLS] is prepended)",
+               "position 0 of the table", "model.cls_position"),
+    Divergence("Initialisation", "silent",
+               "PyTorch's defaults: Linear U(+-1/sqrt(fan_in)) weights and biases, positions 0, [CLS] xavier",
+               "xavier-uniform weights, zero biases, positions and [CLS] N(0, 0.02)", "model.param_init"),
     Divergence("Luna pooling", "memory average (Table 2)", "[CLS] (`--use_cls True`)", "memory average", "model.pooling"),
     Divergence("Text validation split", "silent", "the test split (LRA's pipeline)", "10% of train",
                "data.lra_val_is_test"),
     Divergence("ListOps weight decay", "0.01", "0.002", "0.01", "weight_decay"),
     Divergence("Matching blocks", "4", "6", "4 (6 under `reference` at paper scale only)", "model.num_layers"),
 )
+
+
+def divergence_table() -> str:
+    """:data:`DIVERGENCES` as the README's markdown table (a test keeps the README's copy equal)."""
+    rows = ["| detail | paper (text) | published code | `lra` default | field (`config.` …) |",
+            "|---|---|---|---|---|"]
+    rows += [f"| {d.detail} | {d.paper} | {d.code} | {d.default} | `{d.field}` |" for d in DIVERGENCES]
+    return "\n".join(rows)
 
 
 def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +106,12 @@ def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dic
     m.attention_residual_dropout = False
     m.embedding_dropout = False
     m.head_activation = "gelu"
+    m.gelu_approximate = False  # nn.GELU(): the exact erf form
+    m.zero_padding_embedding = True  # nn.Embedding(padding_idx=0)
+    m.cls_position = False  # TEmbedding adds positions, then prepends [CLS]
+    # TEmbedding adds a (1, seq_len, D) position table: every batch is padded to the full length.
+    # With masks off, the padding is part of the input, so length buckets would change the result.
+    c.data.buckets = ()
     m.pre_pool_norm = c.task != "matching"  # the code's DualClassifier has no norm
     if c.task == "image":
         m.head_hidden_layers = 2
@@ -99,7 +126,8 @@ def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dic
         m.pooling = "cls"
         kwargs["share_projections"] = True
     if attention == "convluna":
-        kwargs["share_projections"] = "q"
+        # SimplifiedConvLunaBlock: attention_unpack.{q, k, lin} = attention.{q, k, lin}; no W^V.
+        kwargs["share_projections"] = "qko"
         kwargs["scale_unpacking"] = False
         # The code pads convolutions 'same' at stride 1; pooling and strided filters are 'valid'.
         if kwargs.get("filter", "maxpool") == "maxpool" or kwargs.get("stride", 1) > 1:
