@@ -171,7 +171,8 @@ def test_reference_switches_every_documented_field():
         False, False, False, True)
     assert kw == dict(filter="maxpool", kernel_size=4, stride=1, memory_size=256, filter_padding="valid",
                       share_projections="qko", scale_unpacking=False)
-    assert (m.gelu_approximate, m.zero_padding_embedding, m.cls_position) == (False, True, False)
+    assert (m.gelu_approximate, m.zero_padding_embedding, m.cls_position, m.param_init) == (
+        False, True, False, "pytorch")
     assert text.data.buckets == ()  # the code pads every batch to the full length
     assert text.data.lra_val_is_test is True and m.pooling == "memory"
     assert load(CONFIGS / "text_convluna.py", "cpu,reference").data.buckets == ()
@@ -190,6 +191,7 @@ def test_reference_switches_every_documented_field():
 def test_reference_defaults_are_the_paper_text_without_it():
     c = load(CONFIGS / "text_convluna.py")
     assert (c.model.mask_padding, c.model.pre_pool_norm, c.data.lra_val_is_test) == (True, False, False)
+    assert c.model.param_init == "xavier"
     assert load(CONFIGS / "listops_luna.py").weight_decay == 0.01
 
 

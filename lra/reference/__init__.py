@@ -109,6 +109,9 @@ def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dic
     m.gelu_approximate = False  # nn.GELU(): the exact erf form
     m.zero_padding_embedding = True  # nn.Embedding(padding_idx=0)
     m.cls_position = False  # TEmbedding adds positions, then prepends [CLS]
+    # Their Linear layers and tables keep PyTorch's default draws (lra.model.pytorch_init); its
+    # effect on training is measured in results/reference/init_listops_cpu (lra.reference.init_effect).
+    m.param_init = "pytorch"
     # TEmbedding adds a (1, seq_len, D) position table: every batch is padded to the full length.
     # With masks off, the padding is part of the input, so length buckets would change the result.
     c.data.buckets = ()
