@@ -28,6 +28,16 @@ def test_truncate_drops_later_steps_and_the_test_record(tmp_path):
     assert log.read() == [{"step": 1, "split": "train"}, {"step": 2, "split": "train"}]
 
 
+def test_memory_statistics_records_are_read_and_kept_on_resume(tmp_path):
+    """Luna/ConvLuna cpu runs log "memory" records: reading (resume, curve comparison) must accept them."""
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    records = [{"step": s, "split": split} for s in (10, 20) for split in ("train", "memory")]
+    log.write(records)
+    assert log.read() == records
+    log.truncate_after(10)
+    assert log.read() == records[:2]
+
+
 def test_export_copies_records_but_not_checkpoints(tmp_path):
     run = tmp_path / "runs" / "listops_transformer" / "seed0"
     (run / "checkpoints" / "latest").mkdir(parents=True)

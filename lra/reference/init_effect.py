@@ -7,10 +7,12 @@ mean over seeds of the gap between the two inits' smoothed training-loss curves 
 itself) exceeds the mean gap between two seeds of one init, or if the mean test accuracies differ
 by more than the larger of the two inits' seed standard deviations.
 
-    python -m lra.reference.init_effect RUNS_ROOT --out results/reference/init_listops_cpu
+    for init in xavier pytorch; do python -m lra.train --config configs/listops_convluna.py:cpu,reference \
+        --config.model.param_init=$init --config.seeds=0,1,2 --workdir runs/init_listops_cpu/convluna-16-reference-$init; done
+    python scripts/export_runs.py runs/init_listops_cpu results/runs/init_listops_cpu
+    python -m lra.reference.init_effect results/runs/init_listops_cpu --families convluna --out results/reference/init_listops_cpu
 
-RUNS_ROOT holds ``<family>-16-reference-<init>/seed<k>/`` (scripts in docs: README "Paper,
-published code and :reference").
+RUNS_ROOT holds ``<family>-16-reference-<init>/seed<k>/``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -53,14 +56,16 @@ def family_effect(root: Path, family: str, window: int = 20) -> dict[str, Any] |
                      for init in INITS for a, b in itertools.combinations(seeds, 2)]
     spread = max(statistics.stdev(acc[init]) for init in INITS)
     mean_diff = statistics.mean(acc["pytorch"]) - statistics.mean(acc["xavier"])
-    matters = statistics.mean(between_inits) > statistics.mean(between_seeds) or abs(mean_diff) > spread
+    gap_inits, gap_seeds = statistics.mean(between_inits), statistics.mean(between_seeds)
+    matters = gap_inits > gap_seeds or abs(mean_diff) > spread
     return {"family": family, "seeds": seeds, "test_accuracy": acc, "mean_difference": mean_diff,
             "seed_std_max": spread, "loss_gap_between_inits": between_inits,
-            "loss_gap_between_seeds": between_seeds, "matters": matters,
+            "loss_gap_between_seeds": between_seeds, "loss_gap_inits_mean": gap_inits,
+            "loss_gap_seeds_mean": gap_seeds, "matters": matters,
             "git_commit": json.loads((runs["xavier"][seeds[0]] / "result.json").read_text())["git_commit"]}
 
 
-def markdown(rows: list[dict[str, Any]], command: str) -> str:
+def markdown(rows: list[dict[str, Any]], command: str, note: str = "") -> str:
     pct = lambda v: f"{100 * v:.1f}"  # noqa: E731
     lines = ["# PyTorch's initialisation against ours under `:reference` (ListOps, `cpu` preset)", "",
              __doc__.split("\n\n")[1].replace("\n", " "), "",
@@ -72,9 +77,11 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
             f"| {r['family']}-16 (reference) | {','.join(map(str, r['seeds']))} | "
             f"{' / '.join(map(pct, r['test_accuracy']['xavier']))} | {' / '.join(map(pct, r['test_accuracy']['pytorch']))} | "
             f"{100 * r['mean_difference']:+.2f} | {100 * r['seed_std_max']:.2f} | "
-            f"{statistics.mean(r['loss_gap_between_inits']):.4f} | {statistics.mean(r['loss_gap_between_seeds']):.4f} | "
+            f"{r['loss_gap_inits_mean']:.4f} | {r['loss_gap_seeds_mean']:.4f} | "
             f"{'yes' if r['matters'] else 'no'} |")
     lines += ["", f"Runs: code {rows[0]['git_commit'] if rows else '?'}. Command: `{command}`", ""]
+    if note:
+        lines += [note, ""]
     return "\n".join(lines)
 
 
@@ -83,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--families", nargs="+", default=["convluna", "luna"])
+    parser.add_argument("--note", default="", help="a line kept in the report (e.g. how the runs were made)")
     args = parser.parse_args(argv)
     rows = [r for f in args.families if (r := family_effect(args.root, f)) is not None]
     if not rows:
@@ -90,10 +98,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python -m lra.reference.init_effect " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["python", "-m", "lra.reference.init_effect", str(args.root), "--out", str(args.out),
+                          "--families", *args.families])
     (args.out / "init_effect.json").write_text(json.dumps(rows, indent=1) + "\n")
-    (args.out / "init_effect.md").write_text(markdown(rows, command))
-    print(markdown(rows, command))
+    (args.out / "init_effect.md").write_text(markdown(rows, command, args.note))
+    print(markdown(rows, command, args.note))
     return 0
 
 

@@ -220,13 +220,17 @@ class MetricsLog:
         return records
 
 
+# "memory": the shared-memory statistics of Luna/ConvLuna runs (config.log_memory_stats).
+METRIC_SPLITS = ("train", "validation", "test", "memory")
+
+
 def _parse_record(line: str) -> dict[str, Any] | None:
     try:
         record = json.loads(line)
     except ValueError:
         return None
     ok = (isinstance(record, dict) and isinstance(record.get("step"), int)
-          and record.get("split") in ("train", "validation", "test"))
+          and record.get("split") in METRIC_SPLITS)
     return record if ok else None
 
 
