@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import friedmanchisquare
 from statsmodels.stats.multitest import multipletests
 
-from conftest import script_main
+from conftest import result_record, script_main
 from lra import tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,10 +26,9 @@ def write_run(root: Path, task: str, variant: str, seed: int, acc: float, *, pre
               config: dict | None = None) -> Path:
     workdir = root / preset / str(steps) / f"{task}_{variant}" / f"seed{seed}"
     workdir.mkdir(parents=True)
-    result = {"task": task, "attention": "x", "variant": variant, "seed": seed, "best_val_accuracy": acc,
-              "best_step": steps, "test_accuracy": acc, "test_loss": 1.0, "num_train_steps": steps, "train_seconds": 1.0,
-              "steps_per_second": 1.0, "num_params": 1, "config_preset": preset, "device_kind": device, "num_devices": 1,
-              "jax_version": "0", "git_commit": "abc"}
+    result = result_record(task=task, attention="x", variant=variant, seed=seed, best_val_accuracy=acc,
+                           best_step=steps, test_accuracy=acc, num_train_steps=steps, config_preset=preset,
+                           device_kind=device)
     (workdir / "result.json").write_text(json.dumps(result))
     curve = curve or {steps // 2: acc / 2, steps: acc}
     lines = [{"step": s, "split": "train", "loss": 1.0, "accuracy": 0.1} for s in curve]
