@@ -55,7 +55,15 @@ def main(argv: list[str] | None = None) -> int:
                         "is always drawn)")
     args = p.parse_args(argv)
     # a skipped record or a split cell is a "warning: ..." line naming the files, not Python's source echo
+    previous = warnings.formatwarning
     warnings.formatwarning = lambda message, category, filename, lineno, line=None: f"warning: {message}\n"
+    try:
+        return _make(p, args)
+    finally:
+        warnings.formatwarning = previous
+
+
+def _make(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.results.is_dir():
         p.error(f"--results {args.results} is not a folder")
     try:
