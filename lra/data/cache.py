@@ -11,7 +11,7 @@ on every load, so rows edited in place, a file cut short or a flipped bit are re
 file and the fix: delete the entry, it is rebuilt from the data files) instead of training on
 other data. Token ids and labels are range-checked against the task's vocabulary and classes at
 load too, so an out-of-range id is an error, not a NaN at step 1. The check reads every byte once:
-``scripts/bench_cache_check.py`` measures it (0.39 s for paper-scale ListOps, 96k x 2000
+``scripts/bench_cache_check.py`` measures it (0.37 s for paper-scale ListOps, 96k x 2000
 int16 tokens, on a warm page cache; docs/design.md, Data).
 """
 
