@@ -88,12 +88,11 @@ def check_run(workdir: Path) -> ml_collections.ConfigDict:
 
 
 def memory_records(workdir: Path) -> list[dict[str, Any]]:
-    """The ``"memory"`` records of the run's metrics.jsonl (logged with config.log_memory_stats)."""
-    path = workdir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in records if r.get("split") == "memory"]
+    """The ``"memory"`` records of the run's metrics.jsonl (logged with config.log_memory_stats),
+    read as lra.train reads it: the torn last line a kill leaves is dropped with a warning."""
+    from lra.training.run_files import MetricsLog
+
+    return [r for r in MetricsLog(workdir / "metrics.jsonl").read() if r["split"] == "memory"]
 
 
 def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> dict[str, Any]:
@@ -288,6 +287,19 @@ def _unique_name(name: str, config: ml_collections.ConfigDict, taken: set[str]) 
     return name
 
 
+def _result(workdir: Path) -> dict[str, Any]:
+    """The run's result.json, or {} (with a warning naming it) when it is missing or not a finished run's."""
+    from lra.training.run_files import result_problem
+
+    path = workdir / "result.json"
+    problem = result_problem(path)
+    if problem is None:
+        return json.loads(path.read_text())
+    if problem != "missing":
+        print(f"warning: {path} is not a valid result ({problem}); its test accuracy is left out", file=sys.stderr)
+    return {}
+
+
 def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=print) -> dict[str, Any]:
     """Everything ``memory`` writes; returns the JSON document. DiagnoseError for a bad run."""
     paths = [Path(w) for w in workdirs]
@@ -303,8 +315,7 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
         name = _unique_name(run_name(config), config, taken)
         log(f"[{n}/{len(paths)}] {describe(config)} seed {config.seed}: {workdir}")
         probed = probe_run(workdir, config, log)
-        result_path = workdir / "result.json"
-        result = json.loads(result_path.read_text()) if result_path.exists() else {}
+        result = _result(workdir)
         run = {
             "run": name,
             "workdir": str(workdir),
@@ -384,11 +395,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = shlex.join(["python", "-m", "lra.diagnose", "memory", "--workdir", *args.workdir]
                          + (["--out", args.out] if args.out else []))
+    from lra.evaluate import error_line
+
     try:
         diagnose_memory(args.workdir, args.out, command, log=lambda m: print(m, flush=True))
     except DiagnoseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (ValueError, RuntimeError, OSError) as e:  # a damaged checkpoint / run file (5), data (2), disk (4)
+        try:
+            code, line = error_line(e)
+        except TypeError:
+            raise e from None  # a bug, not a run error: keep the traceback
+        print(line, file=sys.stderr)
+        return code
     return 0
 
 

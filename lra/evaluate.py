@@ -14,13 +14,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import ml_collections
 
 from lra.training import distributed
-from lra.training.checkpoints import Checkpoints
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.run_errors import EXIT_INVALID, describe, exit_code
+from lra.training.run_files import RunFileError
 from lra.data import load_task
 from lra.defaults import OPTION_ALIASES, parse_value, upgrade_run_config
 from lra.model import build_model
@@ -29,11 +31,42 @@ from lra.training.validation import validate_config
 
 
 def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
+    """The run's config.json (fields added since it ran take the values it trained with).
+
+    FileNotFoundError when there is none; RunFileError (exit 5) naming the file when it is damaged."""
     path = workdir / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: --workdir must be a run directory written by lra.train")
-    # Fields added since the run was recorded take the values the run trained with.
-    return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
+    try:
+        return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as e:
+        where = f"line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else repr(e)
+        raise RunFileError(f"{path} is not a valid run config ({where}); it is the only record of the model this "
+                           f"run trained. To fix: restore it (an exported record under results/runs holds a copy) "
+                           f"or delete the run") from None
+
+
+def error_line(error: BaseException) -> tuple[int, str]:
+    """(exit code, one ``error:`` line) of a failure to read a run: a missing run or checkpoint or a
+    wrong option 2, a damaged checkpoint or config.json 5, an unwritable file 4
+    (lra.training.run_errors); TypeError for an exception that is a bug, not a run's state."""
+    if isinstance(error, FileNotFoundError):
+        return EXIT_INVALID, f"error: {error}"
+    code, line = exit_code(error), f"error: {describe(error)}"
+    if isinstance(error, CorruptCheckpointError):
+        line += (". Nothing was changed; a best checkpoint cannot be rebuilt: restore it from a copy, or retrain "
+                 "the run (its lra.train command with --start_over)")
+    return code, line
+
+
+def fail(error: BaseException) -> NoReturn:
+    """Print :func:`error_line` and exit with its code (a bug keeps its traceback)."""
+    try:
+        code, line = error_line(error)
+    except TypeError:
+        raise error from None
+    print(line, file=sys.stderr)
+    sys.exit(code)
 
 
 def parse_options(text: str) -> dict[str, Any]:
@@ -104,11 +137,10 @@ def main(argv: list[str]) -> None:
     workdir = Path(f.workdir)
     try:
         result = evaluate_run(workdir, f.config, f.attention, parse_options(f.options), f.split)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    with (workdir / "evaluations.jsonl").open("a") as out:
-        out.write(json.dumps(result, sort_keys=True) + "\n")
+        with (workdir / "evaluations.jsonl").open("a") as out:
+            out.write(json.dumps(result, sort_keys=True) + "\n")
+    except (ValueError, RuntimeError, OSError) as e:  # a damaged checkpoint, data, a wrong option, a full disk
+        fail(e)
     kwargs = ",".join(f"{k}={v}" for k, v in result["attention_kwargs"].items())
     print(f"{result['split']} accuracy {result['accuracy']:.4f} (loss {result['loss']:.4f}) of the step-"
           f"{result['step']} checkpoint trained with {result['trained_with']}, evaluated with "
@@ -152,8 +184,8 @@ def cli(argv: list[str]) -> None:
         sys.exit(2)
     try:
         run_config = load_run_config(Path(workdir_arg))
-    except FileNotFoundError as e:
-        raise SystemExit(f"error: {e}") from None
+    except (FileNotFoundError, RunFileError) as e:
+        fail(e)
     described = dict(FLAG_HELP)
     flags.DEFINE_string("workdir", None, described["workdir"])
     flags.DEFINE_string("attention", None, described["attention"])

@@ -10,9 +10,12 @@ cannot take the sweep down, every run starts from a clean JAX state, and the com
 runs is exactly the one a user can copy to rerun a single run by hand. Locally the sweep is the
 child's parent (:func:`subprocess_runner`); a SLURM array task execs into it (:func:`exec_run`).
 
-Skipping and resuming come from the workdirs: a run whose ``result.json`` holds the expected
-number of steps is finished and skipped; any other run is started with the same command in the
-same workdir, which resumes it from its latest checkpoint (lra.train's contract).
+Skipping and resuming come from the workdirs: a run whose ``result.json`` is a finished run's
+(lra.train's own check, ``run_files.result_problem``) with the expected number of steps is
+finished and skipped; any other run is started with the same command in the same workdir, which
+resumes it from its latest checkpoint (lra.train's contract). A run whose workdir another process
+holds (lra.train's exit 3, e.g. a second sweep on the same grid) is reported "in use, skipped":
+the holder is training it, so it is neither a failure nor retried.
 
 Every run's workdir also gets ``sweep_run.json`` (grid, preset, options, overrides), so the
 results tables can state the overrides (e.g. a reduced ``num_train_steps``) their numbers used.
@@ -43,6 +46,7 @@ CONFIGS = REPO / "configs"
 TASKS = ("text", "matching", "listops", "image")  # the papers' column order
 PRESETS = ("paper", "cpu", "smoke")
 INTERRUPTED = (130, 143)  # lra.train's exit codes after SIGINT / SIGTERM (checkpoint saved)
+IN_USE = 3  # lra.train's exit code when another process holds the workdir (run_errors.EXIT_LOCKED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,14 +251,14 @@ def expected_steps(run: Run) -> int:
 
 
 def _finished(workdir: Path, steps: int | None) -> bool:
+    """Whether ``workdir`` holds a finished run of ``steps`` steps: the check lra.train makes
+    (a result.json cut short or missing a field is unfinished; lra.train rebuilds it)."""
+    from lra.training.run_files import result_problem
+
     result = workdir / "result.json"
-    if not result.exists():
+    if result_problem(result) is not None:
         return False
-    try:
-        done = json.loads(result.read_text()).get("num_train_steps")
-    except (ValueError, AttributeError):  # damaged: lra.train rebuilds it from the checkpoints
-        return False
-    return done is not None and (steps is None or done == steps)
+    return steps is None or json.loads(result.read_text())["num_train_steps"] == steps
 
 
 def status(run: Run, steps: int | None = None) -> str:
@@ -321,9 +325,13 @@ def exec_run(run: Run, total: int, out: Callable[[str], None] = print) -> int:
 
 
 def _write_run_record(run: Run) -> None:
+    """Each seed's ``sweep_run.json``, replaced atomically (a private temporary name: two sweeps on
+    one grid may write it at once), so the tables never read a torn one."""
     for seed, workdir in zip(run.seeds or (run.seed,), run.seed_workdirs):
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "sweep_run.json").write_text(json.dumps(run.record(seed), indent=2, sort_keys=True) + "\n")
+        tmp = workdir / f".sweep_run.json.tmp-{os.getpid()}"
+        tmp.write_text(json.dumps(run.record(seed), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, workdir / "sweep_run.json")
 
 
 @dataclasses.dataclass
@@ -331,6 +339,7 @@ class SweepReport:
     ran: list[Run] = dataclasses.field(default_factory=list)
     skipped: list[Run] = dataclasses.field(default_factory=list)
     failed: list[tuple[Run, int]] = dataclasses.field(default_factory=list)
+    in_use: list[Run] = dataclasses.field(default_factory=list)  # held by another process (exit 3)
     interrupted: Run | None = None
 
     @property
@@ -372,6 +381,11 @@ def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total:
             out(f"{head}: interrupted after {took}; rerun the same sweep command to resume it")
             report.interrupted = run
             break
+        if code == IN_USE:
+            out(f"{head}: in use by another process, skipped (its holder is training it; see "
+                f"{run.workdir / 'sweep.log'})")
+            report.in_use.append(run)
+            continue
         if code != 0 or status(run, steps) != "finished":
             out(f"{head}: FAILED (exit code {code}) after {took}; log: {run.workdir / 'sweep.log'}")
             report.failed.append((run, code))
@@ -381,7 +395,8 @@ def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total:
                  f"{', '.join(f'{a:.2f}' for a in accuracies)}% (mean {sum(accuracies) / len(accuracies):.2f}%)")
         out(f"{head}: done in {took}, test accuracy {shown}")
         report.ran.append(run)
-    out(f"sweep: {len(report.ran)} ran, {len(report.skipped)} skipped (finished), {len(report.failed)} failed"
+    out(f"sweep: {len(report.ran)} ran, {len(report.skipped)} skipped (finished), "
+        + (f"{len(report.in_use)} in use (skipped), " if report.in_use else "") + f"{len(report.failed)} failed"
         + (f", interrupted at {report.interrupted.name}" if report.interrupted else "")
         + f"; elapsed {_clock(time.perf_counter() - start)}")
     for run, code in report.failed:

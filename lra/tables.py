@@ -20,6 +20,14 @@ Rules that keep the numbers honest:
   an incomplete cell has no bold at all: its best is not established, and bolding the best
   complete cell would put bold under a higher plain number. Average: the same over the rows that
   have one (complete rows only).
+- Only a finished run's valid record counts: a result.json that ``run_files.result_problem`` (the
+  check lra.train uses) refuses, e.g. cut short or ``"test_accuracy": 31.25`` or NaN, is skipped
+  with a warning naming the file, as is a run whose sweep_run.json cannot be read.
+- A cell pools only runs whose config.json agree on everything but the seed and the fields that
+  do not change results (:data:`POOL_IGNORED`). Runs of another config (same label, e.g. a learning
+  rate passed by hand) become a row of their own, the variant followed by the differing fields
+  (``Transformer [learning_rate=0.05]``), with a warning naming the runs; the largest group keeps
+  the plain name (a tie: every group is named).
 - Rows and tables are in one markdown file, one LaTeX file (booktabs) per scale; Friedman tests
   (lra.stats) and plots (lra.plots) per scale; ``summary.json`` holds everything computed.
 - Learning curves draw chance (1 / number of classes, a fact of the task) and, when the caller gives
@@ -32,6 +40,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import io
 import json
 import math
 import re
@@ -40,7 +49,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lra import stats
-from lra.training.run_files import RESUMABLE_CHANGES
+from lra.training.run_files import (RESUMABLE_CHANGES, MetricsLog, RunFileError, flatten_config, result_problem,
+                                    write_text_atomic)
 
 TASK_COLUMNS = {"text": "Classification", "matching": "Matching", "listops": "ListOps", "image": "CIFAR-10",
                 "pathfinder": "Pathfinder", "pathx": "Path-X"}
@@ -112,26 +122,132 @@ def column_name(task: str) -> str:
 RESULT_KEYS = ("task", "variant", "seed", "test_accuracy", "num_train_steps")
 
 
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """``path`` as a JSON object; ValueError saying why not (cut short, not an object, unreadable)."""
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"unreadable ({e})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    return obj
+
+
 def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
-    """Every run's result.json under ``root``, and the workdirs with a config.json but no result yet.
+    """Every valid run's result.json under ``root``, and the workdirs with a config.json but no result yet.
 
     A workdir may hold only result.json (committed results); metrics.jsonl (curves) and
-    sweep_run.json (overrides) are used when present.
+    sweep_run.json (overrides) are used when present. A record that is not a finished run's
+    (``run_files.result_problem``: cut short, a field missing, an accuracy outside [0, 1] or NaN)
+    or whose sweep_run.json is damaged is skipped with a warning naming the file, never averaged.
     """
     runs = []
     for path in sorted(Path(root).rglob("result.json")):
         workdir = path.parent
-        r = json.loads(path.read_text())
-        if not isinstance(r, dict) or any(k not in r for k in RESULT_KEYS):
-            warnings.warn(f"{path} is not an lra.train result (no {', '.join(RESULT_KEYS)}); skipped")
+        problem = result_problem(path)
+        if problem is not None:
+            try:
+                r = _read_json_object(path)
+                lra_like = all(k in r for k in RESULT_KEYS)
+            except ValueError:
+                lra_like = True  # a cut-short result.json of a run
+            if lra_like:
+                warnings.warn(f"{path} is not a valid lra.train result ({problem}); skipped. Rerun the run's "
+                              f"lra.train command to rebuild it from its best checkpoint, or delete it")
+            else:
+                warnings.warn(f"{path} is not an lra.train result (no {', '.join(RESULT_KEYS)}); skipped")
             continue
+        r = json.loads(path.read_text())
         sweep_file = workdir / "sweep_run.json"
-        overrides = json.loads(sweep_file.read_text()).get("overrides", {}) if sweep_file.exists() else {}
+        try:
+            overrides = _read_json_object(sweep_file).get("overrides", {}) if sweep_file.exists() else {}
+            if not isinstance(overrides, dict):
+                raise ValueError("'overrides' is not an object")
+        except ValueError as e:
+            warnings.warn(f"{sweep_file} is damaged ({e}), so the scale of {path} is unknown; skipped. "
+                          f"Rewrite it by rerunning the sweep command (finished runs are skipped)")
+            continue
         runs.append(RunResult(workdir, r["task"], r["variant"], int(r["seed"]), float(r["test_accuracy"]),
                               int(r["num_train_steps"]), r.get("config_preset", "paper"),
                               r.get("device_kind", "unknown"), {k: str(v) for k, v in overrides.items()}, r))
     unfinished = [c.parent for c in sorted(Path(root).rglob("config.json")) if not (c.parent / "result.json").exists()]
     return runs, unfinished
+
+
+# config.json fields that may differ within a cell: the seed, and what changes no result (paths,
+# logging, checkpoint cadence, the bucket order: a per-seed draw like the seed's own).
+POOL_IGNORED = frozenset({"seed", "seeds", "data_dir", "log_every", "checkpoint_every", "data.cache_dir",
+                          "data.tfds_dir", "data.bucket_order_seed", "log_memory_stats"})
+
+
+def run_config(workdir: Path) -> dict[str, Any] | None:
+    """The fields of ``workdir/config.json`` that decide a run's result (flattened, older records
+    filled with the values they trained with); None when the record has no config.json."""
+    from lra.defaults import LEGACY_FIELDS
+
+    path = workdir / "config.json"
+    if not path.exists():
+        return None
+    try:
+        flat = flatten_config(_read_json_object(path))
+    except ValueError as e:
+        raise ValueError(f"{path} is damaged ({e})") from None
+    for key, value in LEGACY_FIELDS.items():
+        if key not in flat:
+            flat[key] = (flat.get("model.emb_dim", 1) ** -0.5 if key == "model.memory_init_scale"
+                         else list(value) if isinstance(value, tuple) else value)
+    return {k: v for k, v in flat.items() if k not in POOL_IGNORED}
+
+
+def _difference(config: dict[str, Any] | None, others: Sequence[dict[str, Any] | None]) -> list[str]:
+    """The fields (``key=value``) in which ``config`` differs from any of ``others``."""
+    if config is None:
+        return ["no config.json"]
+    keys = sorted({k for o in others if o is not None for k in config.keys() | o.keys()
+                   if config.get(k) != o.get(k)})
+    return [f"{k}={config.get(k)}" for k in keys] or (["no config.json"] if None in others else [])
+
+
+def split_by_config(runs: Sequence[RunResult]) -> list[RunResult]:
+    """``runs`` with every (scale, task, variant) cell pooling one config only (see the module docstring).
+
+    Runs of another config get ``variant`` + `` [field=value, ...]`` (the fields in which they
+    differ from the cell's other configs), with a warning naming them; a run whose config.json is
+    damaged is skipped with a warning naming the file."""
+    configs: dict[Path, dict[str, Any] | None] = {}
+    kept = []
+    for run in runs:
+        try:
+            configs[run.workdir] = run_config(run.workdir)
+            kept.append(run)
+        except ValueError as e:
+            warnings.warn(f"{e}: cannot tell which runs {run.workdir} may be pooled with; skipped")
+    cells: dict[tuple, list[RunResult]] = {}
+    for run in kept:
+        cells.setdefault((scale_of(run), run.task, run.variant), []).append(run)
+    out = []
+    for (_, task, variant), members in cells.items():
+        groups: dict[str, list[RunResult]] = {}
+        for run in members:
+            groups.setdefault(json.dumps(configs[run.workdir], sort_keys=True, default=str), []).append(run)
+        if len(groups) == 1:
+            out += members
+            continue
+        ordered = sorted(groups.values(), key=len, reverse=True)
+        plain = ordered[0] if len(ordered[0]) > len(ordered[1]) else None
+        described = []
+        for group in ordered:
+            if group is plain:
+                out += group
+                described.append(f"{variant}: {', '.join(str(r.workdir) for r in group)}")
+                continue
+            others = [configs[g[0].workdir] for g in ordered if g is not group]
+            label = f"{variant} [{', '.join(_difference(configs[group[0].workdir], others))}]"
+            out += [dataclasses.replace(r, variant=label) for r in group]
+            described.append(f"{label}: {', '.join(str(r.workdir) for r in group)}")
+        warnings.warn(f"{column_name(task)} / {variant}: runs of {len(groups)} different configs (not only "
+                      f"the seed); not pooled, one row each: " + "; ".join(described))
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -390,8 +506,21 @@ def friedman_latex(table: Table) -> str:
     return "\n".join(lines)
 
 
+class _AtomicText(io.StringIO):
+    """A text buffer written to ``path`` atomically when its ``with`` block ends without an error."""
+
+    def __init__(self, path: Path):
+        super().__init__(newline="")
+        self.path = path
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            write_text_atomic(self.path, self.getvalue())
+        super().__exit__(kind, value, traceback)
+
+
 def _write_friedman_csv(table: Table, path: Path) -> None:
-    with path.open("w", newline="") as f:
+    with _AtomicText(path) as f:
         w = csv.writer(f)
         w.writerow(["model", "task", "sizes", "seeds", "statistic", "p_value", "p_holm", "note"])
         for r in table.friedman:
@@ -400,7 +529,7 @@ def _write_friedman_csv(table: Table, path: Path) -> None:
 
 
 def _write_runs_csv(table: Table, path: Path) -> None:
-    with path.open("w", newline="") as f:
+    with _AtomicText(path) as f:
         w = csv.writer(f)
         w.writerow(["variant", "task", "seed", "test_accuracy", "best_val_accuracy", "best_step", "num_train_steps",
                     "train_seconds", "device_kind", "git_commit", "workdir"])
@@ -417,12 +546,16 @@ def validation_curves(runs: Sequence[RunResult], task: str) -> dict[str, dict[in
         path = run.workdir / "metrics.jsonl"
         if not path.exists():
             continue
+        try:  # a torn last line (a kill) is dropped with a warning; a malformed one drops the curve
+            records = MetricsLog(path).read()
+        except RunFileError as e:
+            warnings.warn(f"{e}; {run.variant} seed {run.seed} has no curve")
+            continue
         points = {}
-        for line in path.read_text().splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                if rec.get("split") == "validation":
-                    points[int(rec["step"])] = 100.0 * float(rec["accuracy"])  # a resumed step: the last
+        for rec in records:
+            accuracy = rec.get("accuracy")
+            if rec["split"] == "validation" and isinstance(accuracy, (int, float)) and math.isfinite(accuracy):
+                points[rec["step"]] = 100.0 * float(accuracy)  # a resumed step: the last
         if points:
             curves.setdefault(run.variant, {})[run.seed] = points
     return curves
@@ -465,6 +598,7 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
     """
     majority = dict(majority or {})
     runs, unfinished = load_results(results_dir)
+    runs = split_by_config(runs)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"results_dir": str(results_dir), "num_runs": len(runs),
                                "std": STD_NOTE, "curve_band": BAND_NOTE, "accuracy_unit": "percent",
@@ -479,15 +613,15 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
         folder.mkdir(parents=True, exist_ok=True)
         files = {"markdown": folder / "results.md", "latex": folder / "results.tex", "runs_csv": folder / "runs.csv"}
         table_markdown = markdown_table(table, note)
-        files["markdown"].write_text(table_markdown)
-        files["latex"].write_text(latex_table(table))
+        write_text_atomic(files["markdown"], table_markdown)
+        write_text_atomic(files["latex"], latex_table(table))
         _write_runs_csv(table, files["runs_csv"])
         index += [table_markdown]
         if table.friedman:
             files.update(friedman_markdown=folder / "friedman.md", friedman_latex=folder / "friedman.tex",
                          friedman_csv=folder / "friedman.csv")
-            files["friedman_markdown"].write_text(friedman_markdown(table))
-            files["friedman_latex"].write_text(friedman_latex(table))
+            write_text_atomic(files["friedman_markdown"], friedman_markdown(table))
+            write_text_atomic(files["friedman_latex"], friedman_latex(table))
             _write_friedman_csv(table, files["friedman_csv"])
             index += [friedman_markdown(table)]
         if plots_enabled:
@@ -509,8 +643,8 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
                         baselines=curve_baselines(task, majority.get(task)))
                     index += [f"![{column_name(task)} curves]({files[f'curves_{task}'].relative_to(out)})", ""]
         summary["tables"].append(_table_summary(table, {k: str(v.relative_to(out)) for k, v in files.items()}))
-    (out / "tables.md").write_text("\n".join(index) + "\n")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    write_text_atomic(out / "tables.md", "\n".join(index) + "\n")
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n")
     return summary
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 try:
@@ -53,6 +54,16 @@ def main(argv: list[str] | None = None) -> int:
                         "on the data; drawn on TASK's curves as 'majority class' (repeatable; chance, 1/classes, "
                         "is always drawn)")
     args = p.parse_args(argv)
+    # a skipped record or a split cell is a "warning: ..." line naming the files, not Python's source echo
+    previous = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, filename, lineno, line=None: f"warning: {message}\n"
+    try:
+        return _make(p, args)
+    finally:
+        warnings.formatwarning = previous
+
+
+def _make(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.results.is_dir():
         p.error(f"--results {args.results} is not a folder")
     try:

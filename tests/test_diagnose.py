@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -14,7 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from test_checkpoints import flip_bit
+
 from lra import diagnose
+from lra.training.run_errors import EXIT_CORRUPT
 from lra.training.run_files import config_to_dict, write_json_atomic
 from lra.train import train_and_evaluate
 
@@ -181,3 +185,33 @@ def test_help_lists_the_options():
     with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit) as exit_info:
         diagnose.main([])
     assert exit_info.value.code == 2
+
+
+# --- issue 26 U11, U12 ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["config", "best_checkpoint"])
+def test_damaged_run_is_one_error_line_with_exit_5(diagnosed, tmp_path, damage):
+    run = tmp_path / "run"
+    shutil.copytree(diagnosed[0] / "run", run)
+    if damage == "config":
+        (run / "config.json").write_text("")
+        named = f"error: {run / 'config.json'} is not a valid run config"
+    else:
+        best = max((run / "checkpoints" / "best").iterdir(), key=lambda p: int(p.name))
+        flip_bit(max((best / "state").rglob("*"), key=lambda p: p.stat().st_size), np.random.default_rng(0))
+        named = f"error: checkpoint {best} is corrupt"
+    code, _, stderr = _main(["memory", "--workdir", str(run), "--out", str(tmp_path / "out")])
+    errors = [line for line in stderr.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert code == EXIT_CORRUPT and len(errors) == 1 and errors[0].startswith(named), stderr
+
+
+def test_torn_last_metrics_line_is_dropped(diagnosed, tmp_path, capsys):
+    """The line a kill cuts short is dropped with a warning, as lra.train does (MetricsLog.read)."""
+    run = tmp_path / "run"
+    shutil.copytree(diagnosed[0] / "run", run, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    complete = diagnose.memory_records(run)
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 9, "split": "memo')
+    assert diagnose.memory_records(run) == complete and complete
+    assert "cut short" in capsys.readouterr().err

@@ -7,8 +7,11 @@ import errno
 import hashlib
 import http.server
 import io
+import os
+import socket
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -326,3 +329,22 @@ def test_member_path_rules():
         with pytest.raises(download._BadArchive):
             download.member_path(bad)
     assert issubclass(download.DownloadError, DataError)
+
+
+def test_stale_extraction_folders_are_removed_and_live_ones_kept(tmp_path, monkeypatch):
+    """Issue 26 U10: a download killed while extracting leaves .lra-extract-*; the next run removes
+    it when its owner is gone, and keeps the folders of live processes and of other hosts."""
+    root = tmp_path / "data"
+    host = socket.gethostname()
+    names = {"dead": f".lra-extract-lra_release-{host}-99999999-0a1b2c3d",  # beyond any pid_max
+             "alive": f".lra-extract-lra_release-{host}-{os.getppid()}-0a1b2c3d",
+             "other_host": ".lra-extract-lra_release-elsewhere-99999999-0a1b2c3d",
+             "legacy_dead": ".lra-extract-lra_release-99999999-0a1b2c3d"}
+    for name in names.values():
+        (root / name / "new").mkdir(parents=True)
+        (root / name / "new" / "big").write_bytes(b"x" * 1000)
+    old = time.time() - 3600
+    os.utime(root / names["legacy_dead"], (old, old))
+    monkeypatch.setattr(download, "present", lambda *a: True)  # the task is there: only the clean-up runs
+    download.download("listops", root)
+    assert leftovers(root) == sorted([names["alive"], names["other_host"]])

@@ -1,15 +1,19 @@
 """lra.evaluate: a finished run's best checkpoint on test, with its own or a swapped attention."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from test_checkpoints import flip_bit
 
 from lra.defaults import make_config
 from lra.evaluate import evaluate_run, load_run_config, parse_options
 from lra.train import train_and_evaluate
+from lra.training.run_errors import EXIT_CORRUPT
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,3 +89,29 @@ def test_missing_workdir_prints_the_usage(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--workdir is required" in err and "--options" in err
+
+
+# --- issue 26 U11: a damaged run is one error line with its exit code, never a traceback -----------
+
+
+def test_damaged_config_is_one_error_line(tmp_path, capsys):
+    from lra.evaluate import cli
+
+    (tmp_path / "config.json").write_text('{"model": {"attention": "softmax"')  # cut short
+    with pytest.raises(SystemExit) as exit_:
+        cli(["lra.evaluate", f"--workdir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == EXIT_CORRUPT and err.count("\n") == 1
+    assert err.startswith(f"error: {tmp_path / 'config.json'} is not a valid run config (line 1") and "restore" in err
+
+
+def test_corrupt_best_checkpoint_is_one_error_line(finished_run, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(finished_run[0], workdir, ignore=shutil.ignore_patterns("evaluations.jsonl"))
+    best = max((workdir / "checkpoints" / "best").iterdir(), key=lambda p: int(p.name))
+    flip_bit(max((best / "state").rglob("*"), key=lambda p: p.stat().st_size), np.random.default_rng(0))
+    out = subprocess.run([sys.executable, "-m", "lra.evaluate", f"--workdir={workdir}"], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == EXIT_CORRUPT and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.stderr.splitlines()[-1].startswith(f"error: checkpoint {best} is corrupt")
+    assert not (workdir / "evaluations.jsonl").exists()

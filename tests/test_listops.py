@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import socket
 from collections import Counter
 from pathlib import Path
 
+import ml_collections
 import numpy as np
 import pytest
 
-from lra.data import DataError, TaskData, get_loader
+from lra.data import DataError, TaskData, cache, get_loader
 from lra.data import listops
 from lra.defaults import task_config
 
@@ -471,3 +474,66 @@ def test_failed_parse_leaves_no_cache_entry(tmp_path):
     assert not list((tmp_path / "cache").iterdir())  # no entry, no temporary folder
     (folder / "basic_test.tsv").write_text("Source\tTarget\n( ( ( [MIN 4 ) 3 ) ] )\t3\n")
     assert listops.load(config).test.labels.tolist() == [3]
+
+
+# --- sealed cache and generated sets (issue 26 D6, D7, U8, U9) -----------------------------------
+
+
+def _loaded_entry(tmp_path: Path) -> tuple[ml_collections.ConfigDict, Path]:
+    config = make_config(tmp_path, max_len=60)
+    listops.load(config)
+    return config, listops.cache_entry(config)
+
+
+def _refused(config, *patterns: str) -> None:
+    with pytest.raises(DataError) as caught:
+        listops.load(config)
+    for pattern in patterns:
+        assert re.search(pattern, str(caught.value)), (pattern, str(caught.value))
+
+
+def test_cache_edited_in_place_is_refused(tmp_path):
+    config, entry = _loaded_entry(tmp_path)
+    inputs = np.load(entry / "train.inputs.npy", mmap_mode="r+")
+    inputs[0, [0, 1]] = inputs[0, [1, 0]]  # two tokens swapped: still in range, another example
+    inputs.flush()
+    del inputs
+    _refused(config, re.escape(str(entry / "train.inputs.npy")) + " differs from what was written",
+             "to fix: delete the cache folder " + re.escape(str(entry)))
+
+
+def test_out_of_range_cached_token_is_refused_at_load(tmp_path):
+    """A token id past the vocabulary (here sealed with a fresh digest, as a buggy writer would)."""
+    config, entry = _loaded_entry(tmp_path)
+    path = entry / "validation.inputs.npy"
+    inputs = np.load(path, mmap_mode="r+")
+    inputs[3, 0] = len(listops.VOCAB) + 5
+    inputs.flush()
+    del inputs
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["sha256"][path.name] = cache.file_digest(path)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    _refused(config, re.escape(str(path)) + rf": token id {len(listops.VOCAB) + 5} in row 3 is outside \[0, "
+             rf"{len(listops.VOCAB)}\)", "delete the cache folder")
+
+
+@pytest.mark.parametrize("damage", ["half_array", "empty_meta"])
+def test_damaged_cache_names_the_path_and_the_fix(tmp_path, damage):
+    config, entry = _loaded_entry(tmp_path)
+    path = entry / ("train.inputs.npy" if damage == "half_array" else "meta.json")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2] if damage == "half_array" else b"")
+    _refused(config, re.escape(str(path)), "to fix: delete the cache folder " + re.escape(str(entry)))
+
+
+def test_generated_file_cut_short_is_refused(tmp_path):
+    """D7: the set promises COUNTS rows (its name and manifest); a cut file is not tokenised."""
+    config = make_config(tmp_path)
+    folder = generate_into(tmp_path)
+    train = folder / "basic_train.tsv"
+    lines = train.read_text().splitlines(keepends=True)
+    train.write_text("".join(lines[: 1 + COUNTS[0] // 2]))
+    _refused(config, re.escape(str(train)) + f" holds {COUNTS[0] // 2} examples, but the generated set promises "
+             f"{COUNTS[0]}", "delete the folder " + re.escape(str(folder)))
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
+    train.write_text("".join(lines[:-1]) + lines[-1].replace("\t", "\t1"))  # same rows, edited
+    _refused(config, "differs from what was generated")

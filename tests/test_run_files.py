@@ -52,6 +52,25 @@ def test_export_copies_records_but_not_checkpoints(tmp_path):
     assert (target / "result.json").read_text() == "result.json"
 
 
+def test_export_replaces_files_atomically(tmp_path, monkeypatch):
+    """Issue 26: an export that fails midway (here: a full disk at fsync) leaves the previous
+    record whole and no temporary file behind."""
+    run = tmp_path / "runs" / "r" / "seed0"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text("new")
+    target = tmp_path / "out" / "r" / "seed0"
+    target.mkdir(parents=True)
+    (target / "result.json").write_text("old")
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="cannot write .*result.json"):
+        export_records(tmp_path / "runs", tmp_path / "out")
+    assert [p.name for p in target.iterdir()] == ["result.json"] and (target / "result.json").read_text() == "old"
+
+
 def test_git_commit_outside_a_repository_is_declared_or_unknown(tmp_path):
     import shutil
     import subprocess

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import script_main
+from conftest import result_record, script_main
 from lra import sweep, tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +35,8 @@ class FakeRunner:
         (run.workdir / "config.json").write_text("{}")
         code = self.codes.get(run.name, 0)
         if code == 0:
-            result = {"test_accuracy": 0.5, "num_train_steps": sweep.expected_steps(run)}
+            steps = sweep.expected_steps(run)
+            result = result_record(num_train_steps=steps, best_step=steps)
             (run.workdir / "result.json").write_text(json.dumps(result))
         return code
 
@@ -106,6 +107,28 @@ def test_finished_runs_are_skipped_and_failed_ones_resume(tmp_path):
     assert [name for name, _ in third.calls] == [runs[0].name, runs[1].name]
 
 
+def test_runs_held_by_another_sweep_are_in_use_not_failed(tmp_path):
+    """Issue 26 U5: lra.train's exit 3 (workdir in use) is "in use, skipped" and no failure."""
+    runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0], variants=TABLE1[:2], root=tmp_path)
+    lines: list[str] = []
+    report = sweep.run_sweep(runs, FakeRunner({runs[0].name: 3}), out=lines.append)
+    assert report.exit_code == 0 and report.failed == [] and report.in_use == [runs[0]]
+    assert any(f"{runs[0].name}: in use by another process, skipped" in line for line in lines)
+    assert "1 in use (skipped)" in lines[-1] and not any("FAILED" in line for line in lines)
+
+
+def test_result_with_missing_fields_is_not_finished(tmp_path):
+    """Issue 26 U6: the sweep counts a run finished by lra.train's own check (result_problem)."""
+    run = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0], variants=TABLE1[:1], root=tmp_path)[0]
+    run.workdir.mkdir(parents=True)
+    full = result_record(num_train_steps=6)
+    for damaged in ({k: v for k, v in full.items() if k != "test_accuracy"}, {**full, "test_accuracy": float("nan")}):
+        (run.workdir / "result.json").write_text(json.dumps(damaged))
+        assert sweep.status(run, 6) == "started"
+    (run.workdir / "result.json").write_text(json.dumps(full))
+    assert sweep.status(run, 6) == "finished" and sweep.status(run, 12) == "started"
+
+
 def dataclass_replace(run: sweep.Run, **changes) -> sweep.Run:
     import dataclasses
 
@@ -128,8 +151,10 @@ def test_index_execs_one_run(tmp_path, cli, monkeypatch, capsys):
     assert run.name == "matching OnlyScaling-16 seed0" and calls == [run.command()]
     assert "[8/48] matching OnlyScaling-16 seed0: starting" in capsys.readouterr().out
     assert json.loads((run.workdir / "sweep_run.json").read_text())["index"] == 7
-    (run.workdir / "result.json").write_text(json.dumps({"num_train_steps": 6}))
-    assert cli(args + ["--index", "7"]) == 0 and len(calls) == 1  # finished: not run again
+    (run.workdir / "result.json").write_text(json.dumps({"num_train_steps": 6}))  # fields missing: unfinished
+    assert cli(args + ["--index", "7"]) == 0 and len(calls) == 2
+    (run.workdir / "result.json").write_text(json.dumps(result_record()))
+    assert cli(args + ["--index", "7"]) == 0 and len(calls) == 2  # finished: not run again
     with pytest.raises(SystemExit):
         cli(args + ["--index", "48"])
 
@@ -166,10 +191,10 @@ def test_grouped_seeds_are_one_run_per_setup(tmp_path, cli, capsys):
     # finished only when every seed is
     for workdir in runs[0].seed_workdirs[:2]:
         workdir.mkdir(parents=True)
-        (workdir / "result.json").write_text(json.dumps({"num_train_steps": 1500}))
+        (workdir / "result.json").write_text(json.dumps(result_record(num_train_steps=1500)))
     assert sweep.status(runs[0], 1500) == "started"
     (runs[0].seed_workdirs[2]).mkdir()
-    (runs[0].seed_workdirs[2] / "result.json").write_text(json.dumps({"num_train_steps": 1500}))
+    (runs[0].seed_workdirs[2] / "result.json").write_text(json.dumps(result_record(num_train_steps=1500)))
     assert sweep.status(runs[0], 1500) == "finished"
     # SLURM: grouped by default, one array task per setup x all seeds
     script = tmp_path / "job.sh"

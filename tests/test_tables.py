@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import friedmanchisquare
 from statsmodels.stats.multitest import multipletests
 
-from conftest import script_main
+from conftest import result_record, script_main
 from lra import tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -22,13 +22,13 @@ SEEDS = range(5)
 
 
 def write_run(root: Path, task: str, variant: str, seed: int, acc: float, *, preset: str = "cpu", steps: int = 300,
-              device: str = "cpu", overrides: dict | None = None, curve: dict[int, float] | None = None) -> Path:
+              device: str = "cpu", overrides: dict | None = None, curve: dict[int, float] | None = None,
+              config: dict | None = None) -> Path:
     workdir = root / preset / str(steps) / f"{task}_{variant}" / f"seed{seed}"
     workdir.mkdir(parents=True)
-    result = {"task": task, "attention": "x", "variant": variant, "seed": seed, "best_val_accuracy": acc,
-              "best_step": steps, "test_accuracy": acc, "num_train_steps": steps, "train_seconds": 1.0,
-              "steps_per_second": 1.0, "num_params": 1, "config_preset": preset, "device_kind": device,
-              "jax_version": "0", "git_commit": "abc"}
+    result = result_record(task=task, attention="x", variant=variant, seed=seed, best_val_accuracy=acc,
+                           best_step=steps, test_accuracy=acc, num_train_steps=steps, config_preset=preset,
+                           device_kind=device)
     (workdir / "result.json").write_text(json.dumps(result))
     curve = curve or {steps // 2: acc / 2, steps: acc}
     lines = [{"step": s, "split": "train", "loss": 1.0, "accuracy": 0.1} for s in curve]
@@ -37,6 +37,8 @@ def write_run(root: Path, task: str, variant: str, seed: int, acc: float, *, pre
     (workdir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     if overrides is not None:
         (workdir / "sweep_run.json").write_text(json.dumps({"overrides": overrides}))
+    if config is not None:
+        (workdir / "config.json").write_text(json.dumps({"seed": seed, **config}))
     return workdir
 
 
@@ -327,3 +329,43 @@ def test_note_goes_under_every_table(grid, tmp_path):
     table_end = max(i for i, line in enumerate(md.splitlines()) if line.startswith("|"))
     assert md.splitlines()[table_end + 2] == note and summary["note"] == note
     assert note in (tmp_path / "out" / "tables.md").read_text()
+
+
+def cells_of(summary: dict) -> dict[str, list[float]]:
+    return {c["variant"]: c["values"] for t in summary["tables"] for c in t["cells"]}
+
+
+def test_cell_pools_only_runs_of_one_config(tmp_path):
+    """Issue 26 D4: a run of another config with the same label is its own row, never a 4th seed."""
+    base = {"learning_rate": 0.001, "model": {"num_layers": 4, "attention": "softmax"}, "log_every": 10}
+    for seed in range(3):  # paths and logging may differ within a cell
+        write_run(tmp_path / "runs", "listops", "Transformer", seed, 0.4,
+                  config={**base, "data_dir": f"/data{seed}", "log_every": 10 + seed})
+    odd = write_run(tmp_path / "runs", "listops", "Transformer", 3, 0.9,
+                    config={**base, "learning_rate": 0.05, "model": {"num_layers": 2, "attention": "softmax"}})
+    with pytest.warns(UserWarning, match=rf"2 different configs.*learning_rate=0.05, model.num_layers=2\]: {odd}"):
+        summary = make(tmp_path / "runs", tmp_path / "out", "--no-plots")
+    assert cells_of(summary) == {"Transformer": [40.0] * 3,
+                                 "Transformer [learning_rate=0.05, model.num_layers=2]": [90.0]}
+
+
+def test_invalid_or_damaged_records_are_skipped_by_name(tmp_path):
+    """Issue 26 D5 and U7: an accuracy of 31.25 or NaN, a cut-short result.json, a torn metrics line:
+    a warning naming the file, the run left out, every output written."""
+    root = tmp_path / "runs"
+    for seed in range(2):
+        write_run(root, "listops", "Luna-16", seed, 0.5)
+    bad = {"percent": write_run(root, "listops", "Luna-16", 2, 0.5),
+           "nan": write_run(root, "listops", "Luna-16", 3, 0.5), "cut": write_run(root, "listops", "Luna-16", 4, 0.5)}
+    text = (bad["percent"] / "result.json").read_text()
+    (bad["percent"] / "result.json").write_text(text.replace('"test_accuracy": 0.5', '"test_accuracy": 31.25'))
+    (bad["nan"] / "result.json").write_text(text.replace('"test_accuracy": 0.5', '"test_accuracy": NaN'))
+    (bad["cut"] / "result.json").write_text(text[: len(text) // 2])
+    with (root / "cpu" / "300" / "listops_Luna-16" / "seed0" / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 300, "split": "valid')  # the torn last line a kill leaves
+    with pytest.warns(UserWarning) as caught:
+        summary = make(root, tmp_path / "out", "--no-plots")
+    messages = [str(w.message) for w in caught]
+    for kind, workdir in bad.items():
+        assert any(m.startswith(f"{workdir / 'result.json'} is not a valid lra.train result") for m in messages), kind
+    assert cells_of(summary) == {"Luna-16": [50.0, 50.0]} and summary["num_runs"] == 2

@@ -39,6 +39,7 @@ import http.client
 import os
 import re
 import shutil
+import socket
 import sys
 import tarfile
 import time
@@ -427,10 +428,54 @@ def check_places(root: Path, archive: Archive, force: bool) -> None:
                                 f"it, or pass --force to replace it with the archive's copy")
 
 
+EXTRACT_PREFIX = ".lra-extract-"
+_IMPORTED = time.time()  # about when this process started: older legacy folders are not this run's
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_extractions(root: Path, started: float | None = None) -> list[Path]:
+    """Remove the temporary extraction folders (``.lra-extract-<archive>-<host>-<pid>-<id>``) that
+    a killed download left in ``root`` (up to 7.7 GB each); returns those removed.
+
+    Only folders whose owner is certainly gone are removed: made on this host by a process that
+    no longer runs. A folder named without a host (made before hosts were recorded) is removed
+    when its pid does not run here and it is older than ``started`` (this process's start: its
+    owner began before us). Another host's folders are kept (its owner may be running there)."""
+    host = socket.gethostname()
+    started = _IMPORTED if started is None else started
+    legacy = {EXTRACT_PREFIX + name for name in ARCHIVES}
+    removed = []
+    for folder in sorted(root.glob(EXTRACT_PREFIX + "*")) if root.is_dir() else []:
+        head, pid, _ = (folder.name.rsplit("-", 2) + ["", ""])[:3]
+        if not pid.isdigit() or not folder.is_dir() or _running(int(pid)):
+            continue
+        try:
+            stale = head.endswith(f"-{host}") or (head in legacy and folder.stat().st_mtime < started)
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(folder, ignore_errors=True)
+            log(f"removed {folder}, left by a download killed while extracting (process {pid} is gone)")
+            removed.append(folder)
+    return removed
+
+
 def extract(path: Path, archive: Archive, root: Path, replace: bool = False) -> list[Path]:
     """Extract ``path`` into a temporary folder in ``root``, then rename each provided folder into
-    place; returns the folders placed. Complete existing folders are kept unless ``replace``."""
-    tmp = root / f".lra-extract-{archive.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    place; returns the folders placed. Complete existing folders are kept unless ``replace``.
+    The temporary folder names this host and process, so a later run can tell it is stale
+    (:func:`remove_stale_extractions`)."""
+    tmp = root / f"{EXTRACT_PREFIX}{archive.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     placed = []
     try:
@@ -500,6 +545,7 @@ def download(task: str, root: str | os.PathLike | None = None, url: str | None =
     name, finals = TASK_ARCHIVE[task]
     archive = ARCHIVES[name]
     root = data_dir(root)
+    remove_stale_extractions(root)
     if not force and present(root, finals):
         log(f"{task}: {', '.join(str(root / f) for f in finals)} already there (--force downloads again)")
         return root

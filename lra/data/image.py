@@ -245,7 +245,8 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
     splits = cache.build_or_load(cache_entry(config, source), _build(source, method, fix),
-                                 f"CIFAR-10 ({source['kind']}, grayscale {method})")
+                                 f"CIFAR-10 ({source['kind']}, grayscale {method})",
+                                 VOCAB_SIZE - 1, NUM_CLASSES)  # cached: pixels 0..255 (tokens: pixel + 1)
     train, test = splits["train"], splits["test"]
     n_train = len(train) - int(round(fraction * len(train)))
     return TaskData(

@@ -143,6 +143,7 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
     splits = cache.build_or_load(cache_entry(config, source), _build(source, max_len, unescape, fix),
-                                 f"AAN pairs (max_len {max_len} per document)")
+                                 f"AAN pairs (max_len {max_len} per document)",
+                                 bytes_tokenizer.VOCAB_SIZE, NUM_CLASSES)
     return TaskData(train=splits["train"], validation=splits["validation"], test=splits["test"],
                     vocab_size=bytes_tokenizer.VOCAB_SIZE, num_classes=NUM_CLASSES, max_len=max_len, dual=True)

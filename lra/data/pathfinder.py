@@ -279,6 +279,7 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     root = data_dir(config.get("data_dir"))
     splits = cache.build_or_load(cache_entry(config, source),
                                  _build(source, max_len, fix_message(root, side, setting)),
-                                 f"Pathfinder {side} x {side} {setting} ({source['kind']}: {source['folder']})")
+                                 f"Pathfinder {side} x {side} {setting} ({source['kind']}: {source['folder']})",
+                                 VOCAB_SIZE, NUM_CLASSES)
     return TaskData(train=splits["train"], validation=splits["validation"], test=splits["test"],
                     vocab_size=VOCAB_SIZE, num_classes=NUM_CLASSES, max_len=max_len, dual=False)

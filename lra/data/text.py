@@ -140,7 +140,8 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
     splits = cache.build_or_load(cache_entry(config, source), _build(source, max_len, fix),
-                                 f"IMDB ({source['kind']}, max_len {max_len})")
+                                 f"IMDB ({source['kind']}, max_len {max_len})",
+                                 bytes_tokenizer.VOCAB_SIZE, NUM_CLASSES)
     train, test = splits["train"], splits["test"]
     if config.data.get("lra_val_is_test", False):
         validation = Split(name="validation", inputs=test.inputs, labels=test.labels, lengths=test.lengths)

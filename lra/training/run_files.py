@@ -46,6 +46,11 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def flatten_config(d: dict[str, Any]) -> dict[str, Any]:
+    """``{"model": {"num_layers": 2}}`` -> ``{"model.num_layers": 2}``: configs compared field by field."""
+    return _flatten(d)
+
+
 def check_workdir(workdir: Path, config: ml_collections.ConfigDict) -> None:
     """Refuse to resume a workdir whose config.json differs in anything that changes the run."""
     path = workdir / "config.json"
@@ -76,18 +81,28 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict) -> None:
         )
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write, fsync, rename: a reader sees the old file or the new one, never a torn one."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        with open(tmp, "w") as f:
-            f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise StorageError(path, e) from None
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """:func:`write_bytes_atomic` of UTF-8 text."""
+    write_bytes_atomic(path, text.encode())
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """:func:`write_bytes_atomic` of ``obj`` as indented, key-sorted JSON."""
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 # result.json: field -> (type, check). A file missing any of them is not a finished run.
@@ -162,6 +177,10 @@ def remove_run(workdir: Path) -> list[str]:
     return removed
 
 
+# The splits a metrics.jsonl record may name ("memory": config.log_memory_stats, lra.diagnose reads them).
+METRICS_SPLITS = ("train", "validation", "test", "memory")
+
+
 class MetricsLog:
     """metrics.jsonl: one JSON object per logged step and split."""
 
@@ -220,17 +239,13 @@ class MetricsLog:
         return records
 
 
-# "memory": the shared-memory statistics of Luna/ConvLuna runs (config.log_memory_stats).
-METRIC_SPLITS = ("train", "validation", "test", "memory")
-
-
 def _parse_record(line: str) -> dict[str, Any] | None:
     try:
         record = json.loads(line)
     except ValueError:
         return None
     ok = (isinstance(record, dict) and isinstance(record.get("step"), int)
-          and record.get("split") in METRIC_SPLITS)
+          and record.get("split") in METRICS_SPLITS)
     return record if ok else None
 
 
@@ -264,7 +279,10 @@ RECORD_FILES = ("config.json", "metrics.jsonl", "result.json", "sweep_run.json",
 
 def export_records(runs_root: Path, out_root: Path) -> list[Path]:
     """Copy the record files of every finished run under ``runs_root`` to ``out_root`` (same
-    relative layout), for committing under results/. Returns the exported run folders."""
+    relative layout), for committing under results/. Returns the exported run folders.
+
+    Each file is replaced atomically (:func:`write_bytes_atomic`): an export killed midway leaves
+    every record either as it was or complete, never a torn result.json that tables would read."""
     exported = []
     for result in sorted(Path(runs_root).rglob("result.json")):
         run = result.parent
@@ -272,6 +290,6 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
         target.mkdir(parents=True, exist_ok=True)
         for name in RECORD_FILES:
             if (run / name).exists():
-                (target / name).write_bytes((run / name).read_bytes())
+                write_bytes_atomic(target / name, (run / name).read_bytes())
         exported.append(target)
     return exported
