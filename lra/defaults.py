@@ -278,7 +278,34 @@ def parse_option(attention: str, token: str) -> tuple[str, Any]:
             f"option {key!r} is not an option of attention {attention!r}; valid options: "
             f"{', '.join(sorted(valid_options)) or '(none)'}" + (f"; aliases: {aliases}" if aliases else "")
         )
-    return field, parse_value(value)
+    parsed = parse_value(value)
+    problem = option_type_problem(attention, field, parsed)
+    if problem:
+        raise ValueError(f"option {token.strip()!r} of attention {attention!r}: {problem}")
+    return field, parsed
+
+
+def option_type_problem(attention: str, field: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the numeric family option ``field`` (None: it can, or the field
+    is not numeric). ``mem=1.5`` would otherwise reach jax as a float array shape (a traceback)
+    and ``mem=abc`` a comparison of str with int, neither naming the option."""
+    from lra import attention as registry  # local: keeps config loading light until needed
+
+    fields = {f.name: f for f in dataclasses.fields(registry.get(attention))}
+    if field not in fields:
+        return None
+    kinds = {part.strip() for part in str(fields[field].type).split("|")}
+    if not kinds or not kinds <= {"int", "float", "None"}:
+        return None  # strings and flags: the family checks its own values
+    if value is None and "None" in kinds:
+        return None
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if "float" in kinds and numeric:
+        return None
+    if "int" in kinds and numeric and isinstance(value, int):
+        return None
+    want = "a number" if "float" in kinds else "an integer"
+    return f"{field} must be {want}, got {value!r}" + (" (or None)" if "None" in kinds else "")
 
 
 def make_config(

@@ -83,8 +83,11 @@ def parse_flags(argv: list[str]) -> list[str]:
     from absl import flags
 
     try:
-        return flags.FLAGS(argv)
+        rest = flags.FLAGS(argv)
     except flags.Error as e:  # ml_collections puts the config file's traceback in the message
+        missing = config_file_problem(None, _config_arg(argv))
+        if missing:
+            _fail(missing, EXIT_INVALID)
         lines = [line for line in str(e).splitlines() if line.strip()]
         if any(line.startswith("Traceback") for line in lines):
             lines = [lines[0].rstrip(":"), lines[-1]]
@@ -95,8 +98,45 @@ def parse_flags(argv: list[str]) -> list[str]:
         _fail(f"{given[0] if given else 'a --config override'}: the config has no field {name!r} "
               f"(fields: lra/defaults.py)", EXIT_INVALID)
     except (ValueError, TypeError, OSError) as e:  # the config file or its options
-        _fail(f"--config: {e}", EXIT_INVALID)
-    return []
+        flag = flags.FLAGS["config"]
+        missing = config_file_problem(flag.value, getattr(flag, "_config_filename", None) or _config_arg(argv))
+        _fail(missing or f"--config: {e}", EXIT_INVALID)
+    missing = config_file_problem(flags.FLAGS["config"].value, flags.FLAGS["config"].config_filename)
+    if missing:
+        _fail(missing, EXIT_INVALID)
+    return rest
+
+
+def _config_arg(argv: list[str]) -> str | None:
+    """The value of --config on the command line (--config=X or --config X)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def config_file_problem(config: Any, filename: str | None) -> str | None:
+    """A --config file that could not be loaded (a misspelt path), as one line naming it and the
+    nearest config files; None when there is nothing to say. ml_collections defers that error to
+    the first use of the config, where it would read as a write failure of the run (exit 4)."""
+    from ml_collections.config_flags.config_flags import _ErrorConfig
+
+    path = Path((filename or "").split(":", 1)[0])
+    if filename and not path.is_file():
+        import difflib
+
+        folder = path.parent if path.parent.is_dir() else Path("configs")
+        names = sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
+        close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
+        hint = (f"did you mean {', '.join(str(folder / n) for n in close)}?" if close else
+                "the configs are configs/<task>_<attention>.py, e.g. configs/listops_transformer.py:smoke")
+        return f"--config {path}: no such file; {hint}"
+    if isinstance(config, _ErrorConfig):  # it exists, so loading it failed for another reason
+        error = object.__getattribute__(config, "_error")
+        return f"--config {path}: {str(error).strip().splitlines()[-1].strip()}"
+    return None
 
 
 def _define_flags() -> None:

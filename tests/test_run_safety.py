@@ -267,6 +267,42 @@ def test_cli_errors_are_one_line_with_the_class_exit_code(data_dir, tmp_path):
     assert a_file.read_text() == "x"
 
 
+@pytest.mark.parametrize("config, message", [
+    ("listops_convluna.py:smoke,mem=1.5", "option 'mem=1.5' of attention 'convluna': memory_size must be an integer, got 1.5"),
+    ("listops_convluna.py:smoke,mem=abc", "memory_size must be an integer, got 'abc'"),
+    ("listops_convlun.py:smoke", "listops_convlun.py: no such file; did you mean configs/listops_convluna.py"),
+])
+def test_bad_option_values_and_config_paths_are_one_error_line_exit_2(data_dir, tmp_path, config, message):
+    """Issue 26 U13-U15: a float or word where a family wants an integer, and a misspelt config
+    file, are bad input (exit 2), one line naming the option or file, not a traceback (exit 1,
+    divergence's code) or a write failure (exit 4)."""
+    args = [sys.executable, "-m", "lra.train", f"--config=configs/{config}", f"--workdir={tmp_path / 'w'}",
+            f"--config.data_dir={data_dir}"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=run_env())
+    assert out.returncode == EXIT_INVALID, out.stderr[-3000:]
+    assert message in _one_error_line(out)
+    assert not (tmp_path / "w").exists()
+
+
+def test_numeric_family_options_are_type_checked():
+    from lra.defaults import option_type_problem
+
+    assert option_type_problem("convluna", "memory_size", 16) is None
+    assert "integer" in option_type_problem("convluna", "memory_size", 16.0)
+    assert "integer" in option_type_problem("convluna", "memory_size", True)
+    assert option_type_problem("gated_linear", "gate_bias_init", 1) is None  # a float field takes an int
+    assert option_type_problem("agglomerative", "num_classes", None) is None
+    assert option_type_problem("convluna", "share_projections", "qko") is None  # not numeric: the family checks
+    config = smoke(Path("/nonexistent"))
+    config.model.attention_kwargs = {"implementation": "xla"}
+    validate_config(config)
+    from lra.defaults import make_config
+    luna = make_config("listops", "luna", "smoke")
+    luna.model.attention_kwargs.memory_size = 2.5
+    with pytest.raises(ConfigError, match=r"config.model.attention_kwargs.memory_size must be an integer, got 2.5"):
+        validate_config(luna)
+
+
 def test_failed_metrics_write_is_a_storage_error_and_tensorboard_only_warns(tmp_path, capsys):
     from lra.training.progress import Progress
 

@@ -13,6 +13,7 @@ import numpy as np
 from lra import attention as attention_registry
 from lra import data as data_registry
 from lra.attention.base import check_heads
+from lra.defaults import option_type_problem
 from lra.model import DUAL_COMBINES, EMBEDDINGS, HEAD_ACTIVATIONS, NORMS, PARAM_INITS, POOLINGS
 
 
@@ -51,6 +52,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
             f"config.model.attention_kwargs: {', '.join(unknown)} not option(s) of attention "
             f"{m.attention!r}; valid: {', '.join(sorted(valid)) or '(none)'}"
         )
+    for name, value in m.attention_kwargs.items():
+        problem = option_type_problem(m.attention, name, value)
+        if problem:
+            raise ConfigError(f"config.model.attention_kwargs.{problem}")
     # Let the family check its own option values (e.g. ranges) by constructing it.
     try:
         attn_cls(num_heads=m.num_heads, qkv_dim=m.qkv_dim, dropout_rate=m.attention_dropout_rate,
