@@ -14,7 +14,7 @@ from typing import Any
 
 from lra.training import Interrupted, NonFiniteLossError, train_and_evaluate
 from lra.training.run_errors import EXIT_INVALID, describe, exit_code
-from lra.training.seeds import seed_workdirs
+from lra.training.seeds import seed_workdirs, set_command_line
 from lra.training.steps import evaluate_split, make_steps
 
 __all__ = ["Interrupted", "NonFiniteLossError", "train_and_evaluate", "make_steps", "evaluate_split"]
@@ -63,6 +63,7 @@ def main(argv: list[str]) -> None:
         _fail(f"unexpected arguments: {' '.join(argv[1:])}", EXIT_INVALID)
     config = flags.FLAGS.config
     workdir = Path(flags.FLAGS.workdir) if flags.FLAGS.workdir else None
+    set_command_line(sys.argv)  # refusals print a seed's own command built from this one
     try:
         train_and_evaluate(config, workdir, start_over=flags.FLAGS.start_over, profile=flags.FLAGS.profile)
     except Interrupted as e:
@@ -146,8 +147,10 @@ def _define_flags() -> None:
     config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/listops_transformer.py:cpu", lock_config=True)
     flags.DEFINE_string("workdir", None, "Run directory (default: runs/<task>_<variant>[_<preset>]/seed<k>); with "
                         "several --config.seeds, the parent of their seed<k>/ directories.")
-    flags.DEFINE_bool("start_over", False, "Delete the workdir's previous run (config, metrics, checkpoints, "
-                      "result) and train from step 0; needed when that run cannot be resumed.")
+    flags.DEFINE_bool("start_over", False, "Delete the workdir's previous run (checkpoints, result, metrics, "
+                      "config) and train from step 0; needed when that run cannot be resumed. With several "
+                      "--config.seeds it deletes every seed's run (each lock is taken first); to start one seed "
+                      "over, use the seed's own command, which a refusal prints.")
     flags.DEFINE_string("profile", None, "START:COUNT: a jax.profiler trace of steps START+1..START+COUNT in "
                         "<workdir>/profile (summary: python -m lra.profile_summary <that folder>)")
     flags.mark_flags_as_required(["config"])

@@ -183,7 +183,7 @@ def test_seeds_without_a_common_checkpoint_are_refused(bundle, data_dir, tmp_pat
     (tmp_path / "seed0" / "result.json").unlink()
     shutil.rmtree(tmp_path / "seed0" / "checkpoints" / "latest" / "3")  # seed 0 at step 6, seed 1 fresh
     before = snapshot(tmp_path)
-    with pytest.raises(RunStateError, match=r"different steps.*seed0 at step 6.*seed1 at step 0.*--config.seeds=<k>"):
+    with pytest.raises(RunStateError, match=r"different steps.*seed0 at step 6.*seed1 at step 0.*--config.seed=0 --workdir=[^ ]*seed0"):
         train_and_evaluate(bucketed(data_dir, seeds=(0, 1)), tmp_path)
     assert snapshot(tmp_path) == before
 

@@ -1,7 +1,9 @@
 """Checkpoints of a run: ``latest`` (for resuming, the newest two) and ``best`` (by validation).
 
 Layout: ``checkpoints/<kind>/<step>/state/`` (an orbax checkpoint) and
-``checkpoints/<kind>/<step>/integrity.json`` (lra.training.integrity: SHA-256 of every file and array).
+``checkpoints/<kind>/<step>/integrity.json`` (lra.training.integrity: SHA-256 of every file and array,
+and the config that trained it with its digest, so that a checkpoint is never resumed under
+another config even when config.json is gone).
 A save writes ``<kind>/.tmp-<step>/``, seals it, and renames it into place, so a kill at any
 moment leaves either the whole new checkpoint or none of it; a half-written temporary folder is
 removed by the next save. A restore checks every file and every restored array against the
@@ -21,6 +23,7 @@ import orbax.checkpoint as ocp
 
 from lra.training import integrity
 from lra.training.run_errors import CorruptFileError, Interrupted, NonFiniteLossError, StorageError
+from lra.training.run_files import config_digest
 
 KEEP = {"latest": 2, "best": 1}  # two latest: a damaged newest one can fall back to the previous
 RECORD = "integrity.json"
@@ -46,9 +49,10 @@ def _fsync_dir(path: Path) -> None:
 class Checkpoints:
     """The ``latest`` and ``best`` checkpoints under ``workdir/checkpoints``."""
 
-    def __init__(self, workdir: Path, primary: bool | None = None):
+    def __init__(self, workdir: Path, primary: bool | None = None, config: dict[str, Any] | None = None):
         self.root = Path(workdir).absolute() / "checkpoints"
         self.primary = jax.process_index() == 0 if primary is None else primary
+        self.config = config  # the run's config (config.json's contents): sealed into every save
         self._checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
 
     def path(self, kind: str, step: int) -> Path:
@@ -78,6 +82,14 @@ class Checkpoints:
         except (integrity.IntegrityError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptCheckpointError(folder, str(e)) from None
         return record
+
+    def saved_config(self, kind: str, step: int) -> dict[str, Any] | None:
+        """The config sealed into a checkpoint (``config`` and ``config_digest``), or None for a
+        checkpoint saved before configs were sealed (issue 26)."""
+        record = self.verify(kind, step)
+        if not isinstance(record.get("config"), dict) or not isinstance(record.get("config_digest"), str):
+            return None
+        return {"config": record["config"], "config_digest": record["config_digest"]}
 
     def newest_intact(self, kind: str) -> tuple[int | None, list[CorruptCheckpointError]]:
         """The newest checkpoint of ``kind`` whose files are intact, and every damaged one."""
@@ -127,11 +139,14 @@ class Checkpoints:
                     shutil.rmtree(stale)
             self._checkpointer.save(tmp / "state", args=ocp.args.StandardSave(state))
             if self.primary:
-                integrity.write_sealed_json(tmp / RECORD, {
+                record = {
                     "format": FORMAT, "kind": kind, "step": step,
                     "files": integrity.file_digests(tmp / "state"),
                     "arrays": integrity.array_digests(host),
-                })
+                }
+                if self.config is not None:
+                    record.update(config=self.config, config_digest=config_digest(self.config))
+                integrity.write_sealed_json(tmp / RECORD, record)
                 for p in (tmp / "state").rglob("*"):
                     if p.is_file():
                         with open(p, "rb") as f:

@@ -19,6 +19,7 @@ uninterrupted one, and seed k of a bundle ends as the single-seed run of seed k 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ from lra.training.progress import Progress
 from lra.training.run_errors import Interrupted, NonFiniteLossError, RunStateError, StorageError
 from lra.training.run_files import MetricsLog, config_to_dict, git_commit, remove_run, write_json_atomic
 from lra.training.schedules import make_optimizer
-from lra.training.seeds import run_seeds, seed_config, seed_workdirs, stack, take
+from lra.training.seeds import run_seeds, seed_command, seed_config, seed_workdirs, stack, take
 from lra.training.steps import evaluate_split, make_init, make_steps
 from lra.training.stop_signals import StopSignals
 from lra.training.validation import validate_config
@@ -94,20 +95,43 @@ def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[Ta
     return data, model, shapes
 
 
-def open_workdir(workdir: Path, primary: bool, start_over: bool) -> WorkdirLock | None:
-    """Create ``workdir`` and take its lock (the primary process), then, if asked, empty it."""
+def open_workdir(workdir: Path, primary: bool) -> WorkdirLock | None:
+    """Create ``workdir`` and take its lock (the primary process; the others write nothing)."""
     if not primary:
         return None
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise StorageError(workdir, e) from None
-    lock = WorkdirLock(workdir).acquire()
-    if start_over:
-        removed = remove_run(workdir)
+    return WorkdirLock(workdir).acquire()
+
+
+def remove_previous_runs(runs: list["SeedRun"]) -> None:
+    """--start_over: delete every seed's previous run. Called once every seed's lock is held, so a
+    seed held by another process refuses the command before any seed's run is deleted (D1)."""
+    for run in runs:
+        removed = remove_run(run.workdir)
         if removed:
-            print(f"--start_over: removed {', '.join(removed)} from {workdir}", file=sys.stderr, flush=True)
-    return lock
+            print(f"--start_over: removed {', '.join(removed)} from {run.workdir}", file=sys.stderr, flush=True)
+
+
+def inherit_bucket_order(run: "SeedRun") -> None:
+    """A seed of a length-bucketed bundle, resumed alone (``scripts/sweep.py --group-seeds off``, a
+    rerun of one seed): its config.json records the bundle's shared bucket order
+    (``data.bucket_order_seed``), which this command leaves at -1 (the run's own seed). Take the
+    recorded one, saying so: the run is the same and resumes exactly (issue 26 U2)."""
+    config = run.config
+    if len(config.data.buckets) == 0 or config.data.bucket_order_seed >= 0:
+        return
+    try:
+        recorded = json.loads((run.workdir / "config.json").read_text())["data"]["bucket_order_seed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no config.json, or a damaged one: check_workdir reports it
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 0:
+        with config.unlocked():
+            config.data.bucket_order_seed = recorded
+        print(f"{run.workdir}: data.bucket_order_seed={recorded} taken from its config.json (the bucket order of the "
+              f"bundle it trained in); this run resumes with it", file=sys.stderr, flush=True)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | None = None,
@@ -133,10 +157,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
             window = ProfileWindow.parse(profile, workdirs[0] / "profile")
             window.check(config)
         data, model, param_shapes = prepare(config, workdirs)
-        for index, (seed, path) in enumerate(zip(seeds, workdirs)):
-            lock = open_workdir(path, primary, start_over)
+        for index, (seed, path) in enumerate(zip(seeds, workdirs)):  # every lock first: then change anything
+            lock = open_workdir(path, primary)
             runs.append(SeedRun(index, seed_config(config, seed), path, Checkpoints(path), lock,
                                 label=f"seed {seed}: " if len(seeds) > 1 else ""))
+        if start_over and primary:
+            remove_previous_runs(runs)
+        for run in runs:
+            if len(runs) == 1 and not start_over:
+                inherit_bucket_order(run)
+            run.checkpoints.config = config_to_dict(run.config)
         results = Trainer(config, runs, data, model, param_shapes, stop, primary,
                           window if primary else None).run()
         return results[0] if len(results) == 1 else results
@@ -148,7 +178,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
         stop.restore()
 
 
-def common_start(runs: list[SeedRun]) -> int | None:
+def seed_fix(config: ml_collections.ConfigDict, run: SeedRun) -> str:
+    """What a refusal of one seed of a bundle advises: that seed's own command with --start_over
+    (issue 26 D2). --start_over on the bundle's command would delete every seed's run, the
+    finished ones too."""
+    return (f"start this seed over alone with `{seed_command(config, run.seed, run.workdir, start_over=True)}` "
+            f"(the other seeds' runs are kept), then rerun the bundle's command; --start_over on the bundle's "
+            f"command would delete every seed's run, finished ones included")
+
+
+def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int | None:
     """The step every training seed resumes from (None: all start fresh).
 
     Seeds saved together normally share their newest checkpoint; a kill between two seeds'
@@ -164,10 +203,11 @@ def common_start(runs: list[SeedRun]) -> int | None:
                 run.checkpoints.verify("latest", lowest)
             return lowest
     where = ", ".join(f"{run.workdir} at step {run.plan.step or 0}" for run in runs)
+    commands = "; ".join(f"`{seed_command(config, run.seed, run.workdir)}`" for run in runs)
     raise RunStateError(
         f"the seeds' workdirs are at different steps with no checkpoint in common ({where}), so they "
-        f"cannot train in one program. Nothing was changed: run those seeds separately "
-        f"(--config.seeds=<k>), or use a new --workdir."
+        f"cannot train in one program. Nothing was changed: run each seed alone with its own command "
+        f"({commands}), then rerun this command (finished seeds are skipped); or use a new --workdir."
     )
 
 
@@ -184,8 +224,10 @@ class Trainer:
     # -- the run -----------------------------------------------------------------------------------
 
     def run(self) -> list[dict[str, Any]]:
+        bundle = len(self.all_runs) > 1
         for run in self.all_runs:  # every refusal is raised before anything is written
-            run.plan = resume.plan_resume(run.workdir, run.config, run.checkpoints)
+            fix = seed_fix(self.config, run) if bundle else None
+            run.plan = resume.plan_resume(run.workdir, run.config, run.checkpoints, fix=fix)
         results: dict[int, dict[str, Any]] = {}
         self.runs = []
         for run in self.all_runs:
@@ -196,7 +238,7 @@ class Trainer:
             else:
                 self.runs.append(run)
         if self.runs:
-            start = common_start(self.runs)
+            start = common_start(self.config, self.runs)
             for run in self.runs:
                 if run.plan.step is not None and run.plan.step != start:
                     print(f"{run.workdir}: resuming from step {start} with the other seeds (its newer checkpoint "

@@ -17,7 +17,8 @@ import ml_collections
 
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.training.run_errors import RunStateError
-from lra.training.run_files import check_workdir, result_problem, run_traces
+from lra.training.run_files import (WorkdirMismatchError, check_workdir, config_differences, config_digest,
+                                    describe_differences, result_problem, run_traces)
 
 START_OVER = ("use a new --workdir, or pass --start_over to delete this run's config, metrics, "
               "checkpoints and result and train from step 0")
@@ -31,23 +32,28 @@ class ResumePlan:
     result_problem: str | None  # why result.json (if there) is not that
 
 
-def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints) -> ResumePlan:
-    """Every reason to refuse ``workdir`` for ``config``, checked before anything is written."""
-    check_workdir(workdir, config)
+def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints,
+                fix: str | None = None) -> ResumePlan:
+    """Every reason to refuse ``workdir`` for ``config``, checked before anything is written.
+
+    ``fix``: what a refusal advises instead of START_OVER (a seed of a bundle gets its own
+    command: --start_over on the bundle would delete its other seeds' runs too)."""
+    fix = fix or START_OVER
+    check_workdir(workdir, config, fix=fix if fix is not START_OVER else None)
     step, damaged = checkpoints.newest_intact("latest")
     if step is None:
         traces = run_traces(workdir)
         if damaged:
             raise damaged[0].__class__(
                 damaged[0].path, f"{damaged[0].reason}; no intact checkpoint in "
-                f"{checkpoints.root / 'latest'} to fall back to. Nothing was changed: {START_OVER}"
+                f"{checkpoints.root / 'latest'} to fall back to. Nothing was changed: {fix}"
             )
         if traces:
             missing = ("checkpoints/ is missing" if not checkpoints.root.exists()
                        else "checkpoints/latest holds no checkpoint")
             raise RunStateError(
                 f"workdir {workdir} holds a run ({', '.join(traces)}) but {missing}, so it cannot be "
-                f"resumed, and training from step 0 would overwrite it. Nothing was changed: {START_OVER}."
+                f"resumed, and training from step 0 would overwrite it. Nothing was changed: {fix}."
             )
     elif step > config.num_train_steps:
         raise RunStateError(
@@ -58,11 +64,41 @@ def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: C
     best = checkpoints.latest_step("best")
     if best is not None:
         checkpoints.verify("best", best)  # the test accuracy is measured on it: no fallback
+    for kind, at in (("latest", step), ("best", best)):
+        if at is not None:
+            check_saved_config(workdir, config, checkpoints, kind, at, fix)
     problem = result_problem(workdir / "result.json", config)
     result = None
     if problem is None and step == config.num_train_steps:
         result = json.loads((workdir / "result.json").read_text())
     return ResumePlan(step, damaged, result, problem)
+
+
+def check_saved_config(workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, kind: str,
+                       step: int, fix: str) -> None:
+    """Refuse a checkpoint sealed by another config, or one whose config is unknown (saved before
+    configs were sealed, and config.json is gone): resuming it would report its run under this
+    config (issue 26 D3, a kill during --start_over)."""
+    path = checkpoints.path(kind, step)
+    saved = checkpoints.saved_config(kind, step)
+    if saved is None:
+        if not (workdir / "config.json").exists():
+            raise RunStateError(
+                f"checkpoint {path} records no config (it was saved by an older version) and {workdir}/config.json "
+                f"is missing, so which config trained it is unknown. Nothing was changed: {fix}."
+            )
+        return  # config.json, checked above, stands for it
+    if saved["config_digest"] == config_digest(config):
+        return
+    diffs = config_differences(saved["config"], config)
+    if config_digest(saved["config"]) != saved["config_digest"]:
+        diffs = diffs or [("config_digest", saved["config_digest"], config_digest(config))]
+    if diffs:
+        raise WorkdirMismatchError(
+            f"checkpoint {path} was saved by a run of a different config "
+            f"({describe_differences(diffs, 'the checkpoint')}), so it cannot be resumed by this one. Nothing "
+            f"was changed: rerun with the checkpoint's config to resume it; or {fix}."
+        )
 
 
 def _say(message: str) -> None:

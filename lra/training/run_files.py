@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -51,8 +52,32 @@ def flatten_config(d: dict[str, Any]) -> dict[str, Any]:
     return _flatten(d)
 
 
-def check_workdir(workdir: Path, config: ml_collections.ConfigDict) -> None:
-    """Refuse to resume a workdir whose config.json differs in anything that changes the run."""
+def config_differences(old: dict[str, Any], config: ml_collections.ConfigDict) -> list[tuple[str, Any, Any]]:
+    """(field, recorded value, this config's value) for every field that changes the run."""
+    old_flat = _flatten(old)
+    new = _flatten(config_to_dict(config))
+    return [(k, old_flat.get(k), new.get(k)) for k in sorted(old_flat.keys() | new.keys())
+            if old_flat.get(k) != new.get(k) and k.split(".")[0] not in RESUMABLE_CHANGES]
+
+
+def describe_differences(diffs: list[tuple[str, Any, Any]], where: str) -> str:
+    """``field: old in <where>, new now; ...`` (the first six)."""
+    shown = "; ".join(f"{k}: {old!r} in {where}, {new!r} now" for k, old, new in diffs[:6])
+    return shown + ("; ..." if len(diffs) > 6 else "")
+
+
+def config_digest(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
+    """SHA-256 of every field that changes the run (not RESUMABLE_CHANGES): two configs with one
+    digest train the same run. Sealed into each checkpoint and compared across the processes
+    of a multi-host launch."""
+    d = config if isinstance(config, dict) else config_to_dict(config)
+    kept = {k: v for k, v in _flatten(d).items() if k.split(".")[0] not in RESUMABLE_CHANGES}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | None = None) -> None:
+    """Refuse to resume a workdir whose config.json differs in anything that changes the run.
+    ``fix``: what to do instead (default: a new --workdir, or delete the workdir)."""
     path = workdir / "config.json"
     if not path.exists():
         return
@@ -64,20 +89,22 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict) -> None:
         where = f" (line {e.lineno} column {e.colno}: {e.msg})" if isinstance(e, json.JSONDecodeError) else f" ({e})"
         raise RunFileError(
             f"{path} is not a valid config{where}; it guards this workdir against another config. "
-            f"Restore it, or delete it to accept this command's config (checkpoints are kept)."
+            f"Restore it, or delete it to accept this command's config (checkpoints are kept, and "
+            f"resumed only if they were saved by this config)."
         ) from None
-    old = _flatten(old)
-    new = _flatten(config_to_dict(config))
-    diffs = sorted(
-        k for k in old.keys() | new.keys()
-        if old.get(k) != new.get(k) and k.split(".")[0] not in RESUMABLE_CHANGES
-    )
+    diffs = config_differences(old, config)
     if diffs:
-        shown = "; ".join(f"{k}: {old.get(k)!r} in the workdir, {new.get(k)!r} now" for k in diffs[:6])
+        names = {k for k, _, _ in diffs}
+        if names == {"data.bucket_order_seed"}:
+            recorded = diffs[0][1]
+            fix = (f"this run was trained with data.bucket_order_seed={recorded!r} (the bucket order its "
+                   f"bundle shared): pass --config.data.bucket_order_seed={recorded} to resume it"
+                   + (f", or {fix}" if fix else ", or use a new --workdir"))
         raise WorkdirMismatchError(
-            f"workdir {workdir} holds a run of a different config ({shown}"
-            f"{'; ...' if len(diffs) > 6 else ''}). Nothing was changed in it: pass a new "
-            f"--workdir, or delete {workdir} to start over."
+            f"workdir {workdir} holds a run of a different config ({describe_differences(diffs, 'the workdir')}). "
+            f"Nothing was changed in it: "
+            + (fix or f"pass a new --workdir, or pass --start_over to delete this run of {workdir} and train from step 0")
+            + "."
         )
 
 
@@ -158,23 +185,37 @@ def run_traces(workdir: Path) -> list[str]:
     return traces
 
 
-# What ``--start_over`` removes: every file a run writes (not the lock, not sweep records).
-RUN_OUTPUTS = ("config.json", "metrics.jsonl", "result.json", "checkpoints", "tensorboard")
+# What ``--start_over`` removes: every file a run writes (not the lock, not sweep records), in
+# this order: the checkpoints first and config.json last, so that a kill midway never leaves
+# checkpoints without the config that guards them (issue 26 D3).
+RUN_OUTPUTS = ("checkpoints", "result.json", "metrics.jsonl", "tensorboard", "config.json")
+REMOVING = ".removing-"  # an output being deleted is first renamed to .removing-<name>
 
 
 def remove_run(workdir: Path) -> list[str]:
-    """Delete the run's outputs from ``workdir``; the names removed."""
+    """Delete the run's outputs from ``workdir``; the names removed. Each is renamed out of the
+    way first (atomic), so a kill midway never leaves half a checkpoints/ folder under its name;
+    a leftover ``.removing-*`` of a killed removal is deleted too."""
     removed = []
     for name in RUN_OUTPUTS:
         path = workdir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-        else:
+        if not path.exists():
             continue
+        doomed = workdir / f"{REMOVING}{name}"
+        _delete(doomed)
+        os.replace(path, doomed)
+        _delete(doomed)
         removed.append(name)
+    for leftover in workdir.glob(f"{REMOVING}*"):
+        _delete(leftover)
     return removed
+
+
+def _delete(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 # The splits a metrics.jsonl record may name ("memory": config.log_memory_stats, lra.diagnose reads them).

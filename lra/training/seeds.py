@@ -9,6 +9,7 @@ writes exactly the files that command writes, in its own workdir.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,6 +18,50 @@ import jax.numpy as jnp
 import ml_collections
 
 MAX_SEED = 2**31 - 1
+
+# The command line of this lra.train process (set by lra.train's main): refusals print a seed's
+# own command built from it. None when train_and_evaluate is called from Python.
+_command_line: list[str] | None = None
+
+# Flags a seed's own command replaces (the bundle's seeds, where it writes, what it deletes).
+_REPLACED = ("--config.seeds", "--config.seed", "--config.data.bucket_order_seed", "--workdir", "--start_over",
+             "--nostart_over", "--profile")
+
+
+def set_command_line(argv: list[str] | None) -> None:
+    """Record this process's ``python -m lra.train`` arguments (``argv[1:]``) for :func:`seed_command`."""
+    global _command_line
+    _command_line = None if argv is None else list(argv[1:])
+
+
+def seed_command(config: ml_collections.ConfigDict, seed: int, workdir: Path, start_over: bool = False) -> str:
+    """The exact command that runs seed ``seed`` of ``config`` alone in ``workdir``: the bundle's
+    command with ``--config.seed=<seed> --workdir <workdir>`` for its seeds and workdir, and the
+    bundle's ``data.bucket_order_seed`` where the seed shares the first seed's bucket order (so
+    the run is the same one and still resumes with the bundle). Without a command line (a call
+    from Python) the config file is a placeholder."""
+    args: list[str] = []
+    if _command_line is None:
+        args = ["--config=<this config file>"]
+    else:
+        skip = False
+        for arg in _command_line:
+            if skip:
+                skip = False
+                continue
+            name = arg.split("=", 1)[0]
+            if name in _REPLACED:
+                skip = "=" not in arg and name not in ("--start_over", "--nostart_over")
+                continue
+            args.append(arg)
+    args += [f"--config.seed={int(seed)}"]
+    own = seed_config(config, seed)
+    if own.data.bucket_order_seed >= 0:
+        args += [f"--config.data.bucket_order_seed={int(own.data.bucket_order_seed)}"]
+    args += [f"--workdir={workdir}"]
+    if start_over:
+        args += ["--start_over"]
+    return shlex.join(["python", "-m", "lra.train", *args])
 
 
 def run_seeds(config: ml_collections.ConfigDict) -> tuple[int, ...]:
