@@ -16,6 +16,7 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.train import train_and_evaluate
 from test_checkpoints import flip_bit
 from test_run_safety import SAME, cli, run_env
+from test_seeds import assert_same_run
 from test_train import REPO, _comparable, _read_metrics, smoke
 
 KILL_KINDS = ("random", "checkpoint_write", "final_test")
@@ -166,3 +168,312 @@ def test_kill_campaign_full(data_dir, tmp_path):
 @pytest.mark.slow
 def test_flip_campaign_full(data_dir, tmp_path):
     flip_campaign(data_dir, tmp_path, n=30, checks=400, reruns=12, seed=13)
+
+
+# -- bundles of seeds and --start_over (issue 26) -------------------------------------------------
+
+BUNDLE = (0, 1)
+
+
+def _bundle(data_dir: Path, n: int = 6, seeds: tuple[int, ...] = BUNDLE, **overrides):
+    """The bucketed smoke config (seeds draw different batch lengths; seed 1 shares seed 0's
+    bucket order), ``seeds`` in one program."""
+    return smoke(data_dir, seeds=seeds, **{"data.buckets": (24, 40), **_steps(n), **overrides})
+
+
+def _bundle_args(n: int = 6, seeds: tuple[int, ...] = BUNDLE) -> list[str]:
+    return [f"--config.seeds={','.join(map(str, seeds))}", "--config.data.buckets=24,40",
+            *(f"--config.{k}={v}" for k, v in _steps(n).items())]
+
+
+@pytest.fixture(scope="module")
+def finished_bundle(smoke_data_dir, tmp_path_factory) -> tuple[Path, list[dict]]:
+    """Seeds 0 and 1 of the bucketed smoke config, trained in one program (6 steps): copy it."""
+    root = tmp_path_factory.mktemp("bundle") / "whole"
+    return root, train_and_evaluate(_bundle(smoke_data_dir), root)
+
+
+def _snapshot(workdir: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+def _assert_bundle_equal(workdir: Path, ref_dir: Path, seeds: tuple[int, ...] = BUNDLE) -> None:
+    """Every seed's metrics (wall-clock aside) and result equal the uninterrupted bundle's, bit for bit."""
+    for seed in seeds:
+        a, b = ref_dir / f"seed{seed}", workdir / f"seed{seed}"
+        assert _comparable(_read_metrics(b)) == _comparable(_read_metrics(a)), f"seed {seed}: metrics differ"
+        ra, rb = (json.loads((w / "result.json").read_text()) for w in (a, b))
+        assert {k: rb[k] for k in SAME} == {k: ra[k] for k in SAME}, f"seed {seed}: result differs"
+
+
+def _error_line(out: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out.stderr[-3000:]
+    return errors[0]
+
+
+def test_bundle_start_over_takes_every_lock_before_removing_anything(finished_bundle, data_dir, tmp_path):
+    """D1: seed 1's workdir held by another process: --start_over on the bundle is refused (exit 3)
+    and seed 0's finished run is still there, byte for byte."""
+    from lra.training.run_errors import EXIT_LOCKED, WorkdirLockedError, exit_code
+    from lra.training.workdir_lock import WorkdirLock
+
+    workdir = tmp_path / "w"
+    shutil.copytree(finished_bundle[0], workdir)
+    before = _snapshot(workdir)
+    with WorkdirLock(workdir / "seed1"):
+        with pytest.raises(WorkdirLockedError, match="seed1 is in use") as e:
+            train_and_evaluate(_bundle(data_dir), workdir, start_over=True)
+    assert exit_code(e.value) == EXIT_LOCKED
+    assert _snapshot(workdir) == before
+
+
+def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bundle, data_dir, tmp_path):
+    """D2/U2: seed 1 of a finished bundle lost its checkpoints. The bundle is refused untouched;
+    the refusal prints seed 1's own command (with the bundle's bucket order), which starts that
+    seed alone over; the bundle's rerun then keeps seed 0 byte for byte and seed 1 equals the
+    uninterrupted bundle's."""
+    import shlex
+
+    workdir = tmp_path / "w"
+    shutil.copytree(finished_bundle[0], workdir)
+    shutil.rmtree(workdir / "seed1" / "checkpoints")
+    (workdir / "seed1" / "result.json").unlink()
+    before = _snapshot(workdir)
+    refused = subprocess.run(cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO,
+                             env=run_env(), timeout=600)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    line = _error_line(refused)
+    assert "seed1 holds a run" in line and "other seeds' runs are kept" in line, line
+    assert _snapshot(workdir) == before
+    command = shlex.split(line.split("start this seed over alone with `")[1].split("`")[0])
+    assert command[:3] == ["python", "-m", "lra.train"]
+    assert "--config.seed=1" in command and f"--workdir={workdir / 'seed1'}" in command
+    assert "--config.data.bucket_order_seed=0" in command and "--start_over" in command
+    assert not any(a.startswith("--config.seeds") for a in command)
+    alone = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO, env=run_env(),
+                           timeout=600)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    seed0 = _snapshot(workdir / "seed0")
+    again = train_and_evaluate(_bundle(data_dir), workdir)
+    assert [r["seed"] for r in again] == list(BUNDLE)
+    assert _snapshot(workdir / "seed0") == seed0
+    assert_same_run(finished_bundle[0] / "seed1", workdir / "seed1")  # alone: to float rounding (test_seeds)
+
+
+def test_different_steps_refusal_prints_each_seeds_exact_command(finished_bundle, data_dir, tmp_path):
+    """U1: seeds with no checkpoint in common: the refusal's commands (``--config.seed=k
+    --workdir W/seed<k>``) run each seed alone, and the bundle then finishes like the uninterrupted one."""
+    import shlex
+
+    workdir = tmp_path / "w"
+    shutil.copytree(finished_bundle[0] / "seed0", workdir / "seed0")
+    (workdir / "seed0" / "result.json").unlink()
+    shutil.rmtree(workdir / "seed0" / "checkpoints" / "latest" / "3")  # seed 0 at step 6, seed 1 fresh
+    refused = subprocess.run(cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO,
+                             env=run_env(), timeout=600)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    line = _error_line(refused)
+    commands = [shlex.split(c) for c in line.split("`")[1::2]]
+    assert [c[c.index("-m") + 1] for c in commands] == ["lra.train", "lra.train"]
+    for seed, command in zip(BUNDLE, commands):
+        assert f"--config.seed={seed}" in command and f"--workdir={workdir / f'seed{seed}'}" in command
+        run = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO,
+                             env=run_env(), timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+    results = train_and_evaluate(_bundle(data_dir), workdir)  # both finished: reported, unchanged
+    assert_same_run(finished_bundle[0] / "seed1", workdir / "seed1")  # alone: to float rounding (test_seeds)
+    for key in SAME:  # seed 0 only wrote its result, evaluated alone
+        assert results[0][key] == pytest.approx(finished_bundle[1][0][key], rel=1e-4, abs=1e-6)
+
+
+def test_bucketed_seed_resumed_alone_inherits_the_bundles_bucket_order(finished_bundle, data_dir, tmp_path, capsys):
+    """U2: seed 1 of a bucketed bundle, rerun alone with plain ``--config.seed=1`` (a sweep with
+    --group-seeds off): it takes data.bucket_order_seed from its config.json, says so, and
+    resumes to the bundle's result; an explicit other order is refused, naming the field."""
+    from lra.training.run_files import WorkdirMismatchError
+
+    workdir = tmp_path / "seed1"
+    shutil.copytree(finished_bundle[0] / "seed1", workdir)
+    (workdir / "result.json").unlink()
+    alone = smoke(data_dir, seed=1, **{"data.buckets": (24, 40), **_steps(6)})
+    with pytest.raises(WorkdirMismatchError, match=r"bucket_order_seed.*--config.data.bucket_order_seed=0") as e:
+        train_and_evaluate(smoke(data_dir, seed=1, **{"data.buckets": (24, 40), "data.bucket_order_seed": 1,
+                                                      **_steps(6)}), workdir)
+    assert "delete" not in str(e.value)
+    result = train_and_evaluate(alone, workdir)
+    assert "data.bucket_order_seed=0 taken from its config.json" in capsys.readouterr().err
+    assert_same_run(finished_bundle[0] / "seed1", workdir)  # its test evaluated alone: to float rounding
+
+
+def _legacy(checkpoint: Path) -> None:
+    """Rewrite a checkpoint's integrity record as an older version wrote it (no config)."""
+    from lra.training import integrity
+
+    record = integrity.read_sealed_json(checkpoint / "integrity.json")
+    for key in ("config", "config_digest"):
+        record.pop(key)
+    integrity.write_sealed_json(checkpoint / "integrity.json", record)
+
+
+def test_checkpoints_of_another_or_an_unknown_config_are_refused(finished_smoke_run, data_dir, tmp_path):
+    """D3: checkpoints left without config.json (a --start_over killed by an older version) are
+    never resumed under another config: their sealed config is compared; one that records none
+    is refused when config.json is gone."""
+    from lra.training.run_errors import RunStateError
+    from lra.training.run_files import WorkdirMismatchError
+
+    workdir = tmp_path / "run"
+    shutil.copytree(finished_smoke_run[0], workdir)
+    for name in ("config.json", "result.json", "metrics.jsonl"):
+        (workdir / name).unlink()
+    before = _snapshot(workdir)
+    with pytest.raises(WorkdirMismatchError, match=r"checkpoints/latest/6 was saved by a run of a different config "
+                                                   r"\(learning_rate: 0.005 in the checkpoint, 0.05 now"):
+        train_and_evaluate(smoke(data_dir, learning_rate=0.05), workdir)
+    assert _snapshot(workdir) == before
+    for step in (3, 6):
+        _legacy(workdir / "checkpoints" / "latest" / str(step))
+    before = _snapshot(workdir)
+    with pytest.raises(RunStateError, match=r"records no config.*config.json is missing.*--start_over"):
+        train_and_evaluate(smoke(data_dir), workdir)
+    assert _snapshot(workdir) == before
+
+
+def test_start_over_killed_at_every_moment_loses_nothing_it_was_not_asked_to(finished_smoke_run, data_dir,
+                                                                             tmp_path, monkeypatch):
+    """D3: --start_over stopped after each of its deletions (and between a rename and its deletion):
+    checkpoints go before config.json, so a rerun of another config is always refused untouched,
+    and --start_over again ends with the uninterrupted run's result."""
+    from lra.training import run_files
+
+    real_delete, moments = run_files._delete, 0
+    while True:
+        workdir = tmp_path / f"kill{moments}"
+        shutil.copytree(finished_smoke_run[0], workdir)
+        calls = {"n": 0}
+
+        def dying(path: Path, calls=calls, at=moments) -> None:
+            if calls["n"] == at:
+                raise KeyboardInterrupt("killed")
+            calls["n"] += 1
+            real_delete(path)
+
+        monkeypatch.setattr(run_files, "_delete", dying)
+        try:
+            result = train_and_evaluate(smoke(data_dir), workdir, start_over=True)
+            finished = True
+        except KeyboardInterrupt:
+            finished = False
+        monkeypatch.setattr(run_files, "_delete", real_delete)
+        if finished:
+            break
+        moments += 1
+        if (workdir / "checkpoints").exists():
+            assert (workdir / "config.json").exists()  # never checkpoints without their config
+        left = [name for name in run_files.RUN_OUTPUTS if (workdir / name).exists() and name != "tensorboard"]
+        if left:  # a part of the old run is there: another config is refused untouched
+            before = _snapshot(workdir)
+            with pytest.raises(ValueError, match="different config|cannot be resumed|no config"):
+                train_and_evaluate(smoke(data_dir, learning_rate=0.05), workdir)
+            assert _snapshot(workdir) == before
+        else:  # everything --start_over was asked to delete is gone: another config starts afresh
+            other = train_and_evaluate(smoke(data_dir, learning_rate=0.05), workdir)
+            assert json.loads((workdir / "config.json").read_text())["learning_rate"] == 0.05
+            assert other["num_train_steps"] == 6
+        if moments == 2:  # once (each costs a training): --start_over again ends as the uninterrupted run
+            result = train_and_evaluate(smoke(data_dir), workdir, start_over=True)
+            assert {k: result[k] for k in SAME} == {k: finished_smoke_run[1][k] for k in SAME}
+    assert moments == 2 * len(run_files.RUN_OUTPUTS)  # before and after each output's rename
+    assert {k: result[k] for k in SAME} == {k: finished_smoke_run[1][k] for k in SAME}
+
+
+def bundle_kill_campaign(data_dir: Path, root: Path, ref: tuple[Path, list[dict]], n: int, kills: int, seed: int,
+                         kinds: tuple[str, ...]) -> dict:
+    """SIGKILL the bundle's command again and again (``random``: after a random delay;
+    ``seed_save``: while seed 1 writes a checkpoint; ``between_saves``: seed 0 has saved a step
+    seed 1 has not), rerunning it each time; no seed ever holds a wrong result.json, and the
+    bundle that finally finishes equals the uninterrupted one bit for bit."""
+    rng = np.random.default_rng(seed)
+    ref_dir, reference = ref
+    workdir = root / "killed"
+    counts = {k: 0 for k in kinds}
+    tries = 0
+    while sum(counts.values()) < kills and tries < 4 * kills:
+        tries += 1
+        kind = min(kinds, key=lambda k: (counts[k], rng.random()))
+        delay = float(rng.uniform(0.5, 12.0))
+        proc = subprocess.Popen(cli(workdir, data_dir, *_bundle_args(n)), cwd=REPO, env=run_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        start = time.perf_counter()
+        latest = [workdir / f"seed{s}" / "checkpoints" / "latest" for s in BUNDLE]
+        seed1 = [workdir / "seed1" / "checkpoints" / k for k in ("latest", "best")]
+        killed = False
+        while proc.poll() is None:
+            if kind == "random":
+                hit = time.perf_counter() - start >= delay
+            elif kind == "seed_save":
+                hit = any(d.is_dir() and any(p.name.startswith(".tmp-") for p in d.iterdir()) for d in seed1)
+            else:
+                steps = [{p.name for p in d.iterdir() if p.name.isdigit()} if d.is_dir() else set() for d in latest]
+                hit = bool(steps[0] - steps[1] - {"0"})
+            if hit:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                killed = True
+                break
+            time.sleep(0.001)
+        stderr = proc.stderr.read()
+        assert "Traceback" not in stderr, stderr[-3000:]
+        for s, ref_result in zip(BUNDLE, reference):
+            _check_result(workdir / f"seed{s}", ref_result)
+        if killed:
+            counts[kind] += 1
+        else:
+            assert proc.returncode == 0, stderr[-3000:]
+            shutil.rmtree(workdir)  # it finished first: start again
+    results = train_and_evaluate(_bundle(data_dir, n), workdir)
+    assert [r["seed"] for r in results] == list(BUNDLE)
+    _assert_bundle_equal(workdir, ref_dir)
+    return counts
+
+
+def test_bundle_kill_campaign_small(finished_bundle, data_dir, tmp_path):
+    counts = bundle_kill_campaign(data_dir, tmp_path, finished_bundle, n=6, kills=2, seed=3,
+                                  kinds=("seed_save", "between_saves"))
+    assert sum(counts.values()) == 2, counts
+
+
+def test_bundle_bit_flips_fall_back_or_refuse_naming_the_seed(finished_bundle, data_dir, tmp_path):
+    """A flipped bit in seed 1's newest latest checkpoint: it falls back to step 3 and ends as the
+    uninterrupted bundle; in seed 1's best: refused, naming it and seed 1's own command, seed 0
+    untouched."""
+    rng = np.random.default_rng(26)
+    workdir = tmp_path / "latest"
+    shutil.copytree(finished_bundle[0], workdir)
+    for s in BUNDLE:
+        (workdir / f"seed{s}" / "result.json").unlink()
+    state = workdir / "seed1" / "checkpoints" / "latest" / "6" / "state"
+    flip_bit(max((p for p in state.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size), rng)
+    train_and_evaluate(_bundle(data_dir), workdir)
+    _assert_bundle_equal(workdir, finished_bundle[0])
+
+    workdir = tmp_path / "best"
+    shutil.copytree(finished_bundle[0], workdir)
+    (workdir / "seed1" / "result.json").unlink()
+    best = Checkpoints(workdir / "seed1").latest_step("best")
+    flip_bit(workdir / "seed1" / "checkpoints" / "best" / str(best) / "integrity.json", rng)
+    before = _snapshot(workdir)
+    with pytest.raises(CorruptCheckpointError, match=rf"seed1/checkpoints/best/{best} is corrupt.*--config.seed=1"):
+        train_and_evaluate(_bundle(data_dir), workdir)
+    assert _snapshot(workdir) == before
+
+
+@pytest.mark.slow
+def test_bundle_kill_campaign_full(data_dir, tmp_path):
+    ref = tmp_path / "whole"
+    reference = train_and_evaluate(_bundle(data_dir, 30), ref)
+    counts = bundle_kill_campaign(data_dir, tmp_path, (ref, reference), n=30, kills=12, seed=26,
+                                  kinds=("random", "seed_save", "between_saves"))
+    assert sum(counts.values()) == 12 and all(counts.values()), counts

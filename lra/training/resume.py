@@ -63,7 +63,12 @@ def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: C
         )
     best = checkpoints.latest_step("best")
     if best is not None:
-        checkpoints.verify("best", best)  # the test accuracy is measured on it: no fallback
+        try:
+            checkpoints.verify("best", best)  # the test accuracy is measured on it: no fallback
+        except CorruptCheckpointError as e:
+            raise CorruptCheckpointError(e.path, f"{e.reason}; the test accuracy is measured on the best "
+                                                 f"checkpoint, so there is nothing to fall back to. Nothing was "
+                                                 f"changed: {fix}") from None
     for kind, at in (("latest", step), ("best", best)):
         if at is not None:
             check_saved_config(workdir, config, checkpoints, kind, at, fix)
