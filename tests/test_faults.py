@@ -445,6 +445,26 @@ def test_bundle_kill_campaign_small(finished_bundle, data_dir, tmp_path):
     assert sum(counts.values()) == 2, counts
 
 
+def test_bundle_killed_between_the_seeds_first_saves_starts_fresh(finished_bundle, data_dir, tmp_path, monkeypatch):
+    """Found by the bundle kill campaign: a kill after seed 0's step-0 checkpoint and before
+    seed 1's left seeds "at different steps" and refused the rerun; step 0 is the initial state,
+    so all start fresh, and the bundle ends as the uninterrupted one."""
+    real = Checkpoints.save_latest
+
+    def dying(self, step, state):
+        if step == 0 and self.root.parent.name == "seed1":
+            raise KeyboardInterrupt("killed")
+        real(self, step, state)
+
+    monkeypatch.setattr(Checkpoints, "save_latest", dying)
+    with pytest.raises(KeyboardInterrupt):
+        train_and_evaluate(_bundle(data_dir), tmp_path)
+    monkeypatch.setattr(Checkpoints, "save_latest", real)
+    assert Checkpoints(tmp_path / "seed0").steps("latest") == [0] and not Checkpoints(tmp_path / "seed1").steps("latest")
+    train_and_evaluate(_bundle(data_dir), tmp_path)
+    _assert_bundle_equal(tmp_path, finished_bundle[0])
+
+
 def test_bundle_bit_flips_fall_back_or_refuse_naming_the_seed(finished_bundle, data_dir, tmp_path):
     """A flipped bit in seed 1's newest latest checkpoint: it falls back to step 3 and ends as the
     uninterrupted bundle; in seed 1's best: refused, naming it and seed 1's own command, seed 0

@@ -192,10 +192,14 @@ def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int 
 
     Seeds saved together normally share their newest checkpoint; a kill between two seeds'
     saves leaves one a save ahead, and it steps back to the others' step (it keeps two, and
-    replays the same batches). Seeds with no common checkpoint cannot share one program."""
+    replays the same batches). A kill between the seeds' first (step-0) saves leaves some seeds
+    without a checkpoint: all start fresh (a step-0 checkpoint is the initial state, which a fresh
+    start draws again, identically). Seeds with no common checkpoint cannot share one program."""
     steps = {run.plan.step for run in runs}
     if len(steps) == 1:
         return steps.pop()
+    if steps == {None, 0}:  # killed between the seeds' step-0 saves: step 0 is the initial state, drawn again
+        return None
     if None not in steps:
         lowest = min(steps)
         if all(lowest in run.checkpoints.steps("latest") for run in runs):
@@ -240,7 +244,7 @@ class Trainer:
         if self.runs:
             start = common_start(self.config, self.runs)
             for run in self.runs:
-                if run.plan.step is not None and run.plan.step != start:
+                if run.plan.step is not None and start is not None and run.plan.step != start:
                     print(f"{run.workdir}: resuming from step {start} with the other seeds (its newer checkpoint "
                           f"at step {run.plan.step} was a save ahead; the same steps are replayed)",
                           file=sys.stderr, flush=True)
