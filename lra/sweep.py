@@ -71,6 +71,15 @@ def _memory_variants(family: str, config: str, flag: str = "") -> tuple[Variant,
                  for m in (1, 16, 256))
 
 
+# The ConvLuna reproduction's rows, cheapest and most telling first (Table 1's pair, then Table 3's
+# ablations, then Figure 2's other memory sizes): a sweep cut short has the lead claims' runs.
+_CONVLUNA_LISTOPS_ROWS = (
+    ("Luna", "luna", "", 16), ("ConvLuna", "convluna", "", 16),
+    ("OnlyScaling", "convluna", "only_scaling,", 16), ("OnlyFiltering", "convluna", "only_filtering,", 16),
+    ("Luna", "luna", "", 1), ("ConvLuna", "convluna", "", 1),
+    ("Luna", "luna", "", 256), ("ConvLuna", "convluna", "", 256),
+)
+
 GRIDS: dict[str, Grid] = {
     "convluna_table1": Grid(
         (Variant("Transformer", "transformer"),) + _memory_variants("Luna", "luna")
@@ -88,6 +97,17 @@ GRIDS: dict[str, Grid] = {
               for family, config in (("Luna", "luna"), ("ConvLuna", "convluna")) for m in (16, 256)),
         description="ConvLuna paper, Figure 1 / Section 2: Luna and ConvLuna with memory 16/256, our defaults "
                     "and the published code's (reference); diagnose with python -m lra.diagnose memory",
+    ),
+    "convluna_listops": Grid(
+        tuple(Variant(f"{family}-{m} (reference)", config, f"mem={m},{flag}reference")
+              for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[:2])
+        + (Variant("Transformer", "transformer"),)
+        + tuple(Variant(f"{family}-{m} (reference)", config, f"mem={m},{flag}reference")
+                for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[2:]),
+        tasks=("listops",),
+        description="ConvLuna paper at laptop scale (python -m lra.reproduce convluna): Table 1's ListOps "
+                    "ranking, Table 3's ablations and Figure 2's memory sizes with the published code's "
+                    "choices (reference), against the Transformer",
     ),
     "lra_families": Grid(
         (Variant("Transformer", "transformer"), Variant("Luna-16", "luna"), Variant("ConvLuna-16", "convluna"),

@@ -1,0 +1,104 @@
+"""``python -m lra.reproduce PAPER [--claim ID] [--list] [--dry-run] [--jobs N]``."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lra.reproduce import registry, report
+from lra.training.run_errors import EXIT_INVALID
+
+EPILOG = """examples:
+  python -m lra.reproduce --list                         # every paper's claims and verdicts
+  python -m lra.reproduce dispersed                      # run what is missing, write the report
+  python -m lra.reproduce convluna --claim table1-listops --dry-run   # the commands it would run
+"""
+
+
+def _print_list(papers: dict[str, registry.Paper], root: Path) -> None:
+    for key, paper in papers.items():
+        print(f"{key}: {paper.title} ({paper.citation})")
+        for claim in paper.claims:
+            outcome = claim.outcome(root)
+            extra = f" ({len(outcome.missing)} record(s) missing)" if outcome.missing else ""
+            print(f"  {claim.id:28s} {claim.where[:34]:34s} {outcome.verdict}{extra}")
+
+
+def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str]]:
+    """Per claim with missing records, its commands (claims sharing a command list run it once)."""
+    seen: set[tuple[str, ...]] = set()
+    batches = []
+    for claim in claims:
+        if claim.testable and claim.outcome(root).verdict == registry.INCOMPLETE and claim.commands not in seen:
+            seen.add(claim.commands)
+            batches.append(list(claim.commands))
+    return batches
+
+
+def _run_batch(commands: list[str], root: Path) -> int:
+    for command in commands:
+        print(f"$ {command}", flush=True)
+        rc = subprocess.call(shlex.split(command), cwd=root)
+        if rc != 0:
+            print(f"error: `{command}` exited with {rc}; its claim stays incomplete "
+                  "(rerun the same command: finished runs are skipped)", file=sys.stderr)
+            return rc
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lra.reproduce", epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description="Test a paper's claims at laptop scale and write its report.")
+    parser.add_argument("paper", nargs="?", help="convluna, clustered, agglomerative, dispersed, cheap_linear")
+    parser.add_argument("--claim", help="one claim id (default: all of the paper's)")
+    parser.add_argument("--list", action="store_true", help="list every claim with its current verdict")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands for missing records, run nothing")
+    parser.add_argument("--jobs", type=int, default=1, help="claims whose commands run side by side (default 1)")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the reports from the records as they are")
+    args = parser.parse_args(argv)
+    root = registry.REPO
+    papers = registry.papers()
+    if args.list and not args.paper:
+        _print_list(papers, root)
+        return 0
+    if not args.paper:
+        print(f"error: name a paper ({', '.join(papers)}) or pass --list", file=sys.stderr)
+        return EXIT_INVALID
+    if args.jobs < 1:
+        print(f"error: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        paper, claims = registry.find(args.paper, args.claim)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.list:
+        _print_list({paper.key: registry.Paper(paper.key, paper.title, paper.citation, tuple(claims))}, root)
+        return 0
+    batches = [] if args.report_only else _missing_commands(claims, root)
+    if args.dry_run:
+        if not batches:
+            print(f"{paper.key}: nothing missing; `python -m lra.reproduce {paper.key}` rewrites the report")
+        for batch in batches:
+            print("\n".join(batch))
+        return 0
+    rc = 0
+    if batches:
+        print(f"{paper.key}: {len(batches)} experiment(s) to run", flush=True)
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            rcs = list(pool.map(lambda b: _run_batch(b, root), batches))
+        rc = next((r for r in rcs if r), 0)
+    for path in report.write(papers, root, [paper.key]):
+        print(f"wrote {path.relative_to(root)}")
+    for claim in claims:
+        print(f"  {claim.id}: {claim.outcome(root).verdict}")
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,201 @@
+"""Agglomerative attention: *Agglomerative Attention* (Spellings, arXiv:1907.06607).
+
+Figure 1 runs at the paper's own scale here: one attention layer's forward pass (batch 32, input
+dimension 512, 8 heads or classes) on a single CPU core, full and agglomerative attention, with and
+without causal ("temporal") masking, five replicas per point. Measured by
+
+    python -m lra.reproduce.agglomerative --out results/reproductions/agglomerative/fig1_timing.json
+
+which pins itself to one core (``os.sched_setaffinity``) and turns off XLA's multi-threaded Eigen
+before importing JAX. Agglomerative is ``lra.attention.AgglomerativeAttention`` itself; full
+attention is written out here (the same q/k/v/out projections, softmax over all keys or over the
+causal prefix), because the suite's softmax module has no causal mode (LRA's tasks are encoders).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lra.reproduce import evidence
+from lra.reproduce.registry import (
+    INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+)
+
+RECORD = "results/reproductions/agglomerative/fig1_timing.json"
+LENGTHS = (32, 64, 128, 256, 512, 1024, 2048)
+BATCH, DIM, HEADS, REPLICAS = 32, 512, 8, 5
+CROSSOVER_MAX = 1024  # "a few hundred elements": the crossover must come at or below this length
+FULL_SLOPE_MIN = 1.6  # log-log slope over the longest lengths: quadratic is 2
+AGG_SLOPE_MAX = 1.25  # linear is 1
+COMMAND = f"python -m lra.reproduce.agglomerative --out {RECORD}"
+
+
+def _single_core() -> None:
+    """One core, one thread, set before JAX is imported (the paper isolates algorithmic cost this way)."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+    if "jax" in sys.modules:
+        raise RuntimeError("JAX was imported before the single-core settings could apply")
+
+
+def _layers(n: int):
+    """(name, jitted forward, args) for the four layers at length n."""
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    from lra.attention.agglomerative import AgglomerativeAttention
+
+    head = DIM // HEADS
+
+    class Full(nn.Module):
+        causal: bool
+
+        @nn.compact
+        def __call__(self, x):
+            b, t, _ = x.shape
+            qkv = nn.Dense(3 * DIM, name="qkv")(x).reshape(b, t, 3, HEADS, head)
+            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+            logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(head)
+            if self.causal:
+                logits = jnp.where(jnp.tril(jnp.ones((t, t), bool)), logits, -1e9)
+            out = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
+            return nn.Dense(DIM, name="out")(out.reshape(b, t, DIM))
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (BATCH, n, DIM))
+    mask = jnp.ones((BATCH, n), bool)
+    layers = []
+    for causal in (False, True):
+        full = Full(causal)
+        params = full.init(jax.random.PRNGKey(1), x)
+        layers.append((f"full{' causal' if causal else ''}", jax.jit(full.apply), (params, x)))
+        agg = AgglomerativeAttention(num_heads=HEADS, qkv_dim=DIM, num_classes=HEADS, causal=causal)
+        params = agg.init(jax.random.PRNGKey(1), x, mask)
+        layers.append((f"agglomerative{' causal' if causal else ''}",
+                       jax.jit(lambda p, x, m, a=agg: a.apply(p, x, m)[0]), (params, x, mask)))
+    return layers
+
+
+def measure(lengths=LENGTHS, replicas: int = REPLICAS, calls: int = 3) -> dict[str, Any]:
+    """Seconds per forward call: per layer and length, ``replicas`` means of ``calls`` calls each."""
+    import jax
+
+    rows = []
+    for n in lengths:
+        for name, fn, args in _layers(n):
+            jax.block_until_ready(fn(*args))  # compile
+            times = []
+            for _ in range(replicas):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    jax.block_until_ready(fn(*args))
+                times.append((time.perf_counter() - start) / calls)
+            mean = statistics.fmean(times)
+            sem = statistics.stdev(times) / math.sqrt(len(times)) if len(times) > 1 else 0.0
+            rows.append(dict(layer=name, length=n, seconds=mean, sem=sem, replicas=times))
+            print(f"  {name:20s} N={n:5d}: {1e3 * mean:9.2f} ms +- {1e3 * sem:.2f}", flush=True)
+    return dict(rows=rows, batch=BATCH, dim=DIM, heads=HEADS, calls_per_replica=calls,
+                jax_version=jax.__version__, device=jax.devices()[0].device_kind)
+
+
+def _times(record: dict[str, Any], layer: str) -> dict[int, float]:
+    return {r["length"]: r["seconds"] for r in record.get("rows", []) if r.get("layer") == layer}
+
+
+def slope(times: dict[int, float], last: int = 3) -> float:
+    """log-log slope of time against length over the ``last`` longest lengths (2 = quadratic)."""
+    ns = sorted(times)[-last:]
+    xs, ys = [math.log(n) for n in ns], [math.log(times[n]) for n in ns]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def crossover(full: dict[int, float], agg: dict[int, float]) -> int | None:
+    """The shortest length from which agglomerative is faster at every longer length."""
+    ns = sorted(set(full) & set(agg))
+    for i, n in enumerate(ns):
+        if all(agg[m] < full[m] for m in ns[i:]):
+            return n
+    return None
+
+
+def _fig1(root: Path) -> Outcome:
+    record = evidence.read_json(root / RECORD)
+    if not record or not record.get("rows"):
+        return Outcome(INCOMPLETE, missing=(RECORD,))
+    parts, ok_cross, ok_growth = [], [], []
+    for suffix in ("", " causal"):
+        full, agg = _times(record, "full" + suffix), _times(record, "agglomerative" + suffix)
+        cross = crossover(full, agg)
+        sf, sa = slope(full), slope(agg)
+        ok_cross.append(cross is not None and cross <= CROSSOVER_MAX)
+        ok_growth.append(sf >= FULL_SLOPE_MIN and sa <= AGG_SLOPE_MAX)
+        n = max(full)
+        parts.append(f"{'causal' if suffix else 'unmasked'}: crossover at N={cross}, slope full {sf:.2f} / "
+                     f"agglomerative {sa:.2f}, at N={n} full {1e3 * full[n]:.0f} ms vs {1e3 * agg[n]:.0f} ms")
+    stat = f"5 replicas per point, one core; log-log slope over the 3 longest lengths"
+    verdict = REPRODUCED if all(ok_cross) and all(ok_growth) else (
+        PARTLY if any(ok_cross) or any(ok_growth) else NOT_REPRODUCED)
+    return Outcome(verdict, "; ".join(parts), stat)
+
+
+PAPER = Paper(
+    key="agglomerative",
+    title="Agglomerative Attention",
+    citation="Spellings, arXiv:1907.06607",
+    claims=(
+        Claim("fig1-timing", "Figure 1",
+              "On one CPU core, agglomerative attention overtakes full attention at a few hundred elements and "
+              "grows linearly with the length, full attention quadratically.",
+              "runtime curves (batch 32, dimension 512, 8 heads/classes, one core, 5 replicas); no table",
+              f"the paper's own setting: lengths {LENGTHS}, forward pass, masked and unmasked",
+              f"reproduced if, masked and unmasked, agglomerative is faster from some N <= {CROSSOVER_MAX} on and the "
+              f"log-log slope over the 3 longest lengths is >= {FULL_SLOPE_MIN} for full and <= {AGG_SLOPE_MAX} for "
+              "agglomerative; partly if one of the two holds for one masking at least",
+              _fig1, (COMMAND,), (RECORD,), cpu_minutes=10),
+        not_testable("table1-text8", "Table 1, Figure 2",
+                     "Character-level text8 models with agglomerative attention (plus convolutions) come close to "
+                     "full attention's bits per character.",
+                     "test BPC over 5 replicas, e.g. full ~1.5 vs agglomerative with convolutions ~1.5",
+                     "the text8 corpus (no downloads here) and a language-modelling task this suite does not have",
+                     ""),
+        not_testable("table2-wikitext2", "Table 2, Figure 3",
+                     "Word-level WikiText-2 models with agglomerative attention approach full attention's perplexity.",
+                     "test perplexity over 5 replicas",
+                     "the WikiText-2 corpus (no downloads here) and a language-modelling task this suite does not have",
+                     ""),
+    ),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Agglomerative attention, Figure 1: one layer's time on one core.")
+    parser.add_argument("--out", type=Path, default=Path(RECORD))
+    parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
+    parser.add_argument("--replicas", type=int, default=REPLICAS)
+    args = parser.parse_args(argv)
+    _single_core()
+    from lra.reproduce.records import write_record
+
+    print(f"agglomerative Figure 1: batch {BATCH}, dim {DIM}, {HEADS} heads, one core, {args.replicas} replicas",
+          flush=True)
+    record = measure(args.lengths, args.replicas)
+    write_record(args.out, record, COMMAND if args.out == Path(RECORD) else None)
+    from lra.reproduce import figures
+
+    figures.timing_plot(record, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""Figures for the reports (matplotlib, the ``tables`` extra): drawn from records, never from memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def timing_plot(record: Mapping[str, Any], path: Path) -> None:
+    """Seconds per call against length, log-log, one line per layer (agglomerative Figure 1's layout)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    layers = sorted({r["layer"] for r in record["rows"]})
+    for layer in layers:
+        rows = sorted((r for r in record["rows"] if r["layer"] == layer), key=lambda r: r["length"])
+        ax.errorbar([r["length"] for r in rows], [r["seconds"] for r in rows], yerr=[r["sem"] for r in rows],
+                    marker="o", ms=3, capsize=2, label=layer, linestyle="--" if "causal" in layer else "-")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length N")
+    ax.set_ylabel("seconds per forward call")
+    ax.set_title(f"one attention layer, batch {record.get('batch')}, dim {record.get('dim')}, one CPU core")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path: Path) -> None:
+    """Masked-copy accuracy, length x clusters, one panel per clustered family (the paper's Figure 5)."""
+    plt = _pyplot()
+    families = ("improved_clustered", "clustered")
+    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.4))
+    for ax, family in zip(axes, families):
+        data = [[grid.get((family, L, c), float("nan")) for c in clusters] for L in lengths]
+        im = ax.imshow(data, vmin=0, vmax=1, cmap="viridis", origin="lower")
+        for i, row in enumerate(data):
+            for j, value in enumerate(row):
+                ax.text(j, i, f"{100 * value:.0f}", ha="center", va="center", color="w" if value < 0.6 else "k",
+                        fontsize=8)
+        ax.set_xticks(range(len(clusters)), [str(c) for c in clusters])
+        ax.set_yticks(range(len(lengths)), [str(L) for L in lengths])
+        ax.set_xlabel("clusters")
+        ax.set_ylabel("sequence length L")
+        ax.set_title(family.replace("_", " "))
+    fig.colorbar(im, ax=axes, shrink=0.8, label="masked-symbol accuracy")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

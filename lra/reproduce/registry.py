@@ -1,0 +1,106 @@
+"""Claims and papers: what a paper states, how we test it on a laptop, and the rule, fixed in advance.
+
+A ``Claim``'s ``judge`` reads committed records (paths relative to the repository root) and returns
+an ``Outcome``: the verdict, our number with its spread, the statistic, and any missing runs. The
+rule is written in ``rule`` (words, shown in reports) and implemented by ``judge`` (code); both are
+declared before the runs they judge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[2]
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+PARTLY = "partly"
+NOT_TESTABLE = "not testable here"
+INCOMPLETE = "incomplete"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, PARTLY, NOT_TESTABLE, INCOMPLETE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What the records say about one claim."""
+
+    verdict: str
+    ours: str = ""  # our number(s) with spread, e.g. "39.1 +- 2.3% (5 seeds)"
+    statistic: str = ""  # the test and its value, e.g. "paired t, one-sided p = 0.012"
+    missing: tuple[str, ...] = ()  # records (or runs) that do not exist yet
+    detail: str = ""  # one or two sentences on what the numbers show
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict {self.verdict!r}; one of {VERDICTS}")
+        if self.verdict == INCOMPLETE and not self.missing:
+            raise ValueError("an incomplete outcome must list what is missing")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One claim of a paper and the laptop-scale experiment that tests it."""
+
+    id: str  # e.g. "table1-listops"
+    where: str  # the table, figure or section, e.g. "Table 1"
+    statement: str  # the claim in one sentence
+    paper_numbers: str  # what the paper reports
+    experiment: str  # the laptop-scale test: configs, presets, steps, seeds or a benchmark
+    rule: str  # the verdict rule in words, fixed before the runs
+    judge: Callable[[Path], Outcome]  # repo root -> outcome, from committed records
+    commands: tuple[str, ...] = ()  # what produces the records (run in order from the repo root)
+    records: tuple[str, ...] = ()  # the committed records it reads (relative to the repo root)
+    cpu_minutes: float | None = None  # rough cost of the commands on a 2-core CPU
+    testable: bool = True  # False: "not testable here"; ``experiment`` says what would test it
+
+    def outcome(self, root: Path = REPO) -> Outcome:
+        if not self.testable:
+            return self.judge(root)
+        missing = tuple(r for r in self.records if not (root / r).exists())
+        if missing:
+            return Outcome(INCOMPLETE, missing=missing)
+        return self.judge(root)
+
+
+@dataclasses.dataclass(frozen=True)
+class Paper:
+    key: str  # the command-line name, e.g. "convluna"
+    title: str
+    citation: str  # authors, venue, arXiv id
+    claims: tuple[Claim, ...]
+
+    def claim(self, claim_id: str) -> Claim:
+        for c in self.claims:
+            if c.id == claim_id:
+                return c
+        raise KeyError(f"unknown claim {claim_id!r} of paper {self.key!r}; valid: "
+                       + ", ".join(c.id for c in self.claims))
+
+
+def not_testable(claim_id: str, where: str, statement: str, paper_numbers: str, needs: str,
+                 command: str) -> Claim:
+    """A claim this machine cannot test: ``needs`` says which data and hardware would."""
+    def judge(_root: Path) -> Outcome:
+        return Outcome(NOT_TESTABLE, detail=needs)
+
+    return Claim(claim_id, where, statement, paper_numbers, experiment=needs,
+                 rule="none: the data or the hardware it needs is not available here",
+                 judge=judge, commands=(command,) if command else (), testable=False)
+
+
+def papers() -> dict[str, Paper]:
+    """Every paper with its claims, in the README's order (imported lazily: modules are small)."""
+    from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed
+
+    return {m.PAPER.key: m.PAPER for m in (convluna, clustered, agglomerative, dispersed, cheap_linear)}
+
+
+def find(paper_key: str, claim_id: str | None = None) -> tuple[Paper, list[Claim]]:
+    """The paper and the selected claims; unknown names raise KeyError listing the valid ones."""
+    all_papers = papers()
+    if paper_key not in all_papers:
+        raise KeyError(f"unknown paper {paper_key!r}; valid: {', '.join(all_papers)}")
+    paper = all_papers[paper_key]
+    return paper, [paper.claim(claim_id)] if claim_id else list(paper.claims)

@@ -1,0 +1,104 @@
+"""The reports: ``results/reproductions/<paper>/report.md`` and the verdict table over all papers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lra.reproduce.registry import INCOMPLETE, NOT_TESTABLE, REPO, Claim, Outcome, Paper
+
+OUT = Path("results/reproductions")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def claim_section(paper: Paper, claim: Claim, outcome: Outcome) -> str:
+    lines = [f"## `{claim.id}`: {claim.where}: **{outcome.verdict}**", "", f"*Claim.* {claim.statement}", "",
+             f"*Paper.* {claim.paper_numbers}", ""]
+    if claim.testable:
+        lines += [f"*Experiment.* {claim.experiment}", "", f"*Rule (fixed before the runs).* {claim.rule}", ""]
+    else:
+        lines += [f"*What would test it.* {claim.experiment}", ""]
+    if outcome.ours:
+        lines += [f"*Ours.* {outcome.ours}", ""]
+    if outcome.statistic:
+        lines += [f"*Statistic.* {outcome.statistic}", ""]
+    if outcome.detail and claim.testable:
+        lines += [f"*Note.* {outcome.detail}", ""]
+    if outcome.verdict == INCOMPLETE:
+        lines += ["*Missing records* (run the commands below):", ""] + [f"- `{m}`" for m in outcome.missing] + [""]
+    if claim.commands:
+        cost = f" (about {claim.cpu_minutes:g} min on a 2-core CPU)" if claim.cpu_minutes and claim.testable else ""
+        lines += [f"*Commands*{cost}:", "", "```bash"] + list(claim.commands) + ["```", ""]
+    if claim.records:
+        lines += ["*Records:* " + ", ".join(f"`{r}`" for r in dict.fromkeys(
+            r.rsplit("/seed", 1)[0] if "/seed" in r else r for r in claim.records)), ""]
+    return "\n".join(lines)
+
+
+def paper_report(paper: Paper, outcomes: dict[str, Outcome], figures: list[str]) -> str:
+    head = [f"# {paper.title}", "", f"{paper.citation}. Regenerate: `python -m lra.reproduce {paper.key}` "
+            "(runs what is missing, then rewrites this page; `--dry-run` lists the commands).", "",
+            "Verdicts are computed by `lra/reproduce/" + paper.key + ".py` from the records named under each claim.",
+            "", "| claim | where | verdict | ours |", "|---|---|---|---|"]
+    head += [f"| `{c.id}` | {_cell(c.where)} | {outcomes[c.id].verdict} | {_cell(outcomes[c.id].ours or '')} |"
+             for c in paper.claims]
+    head += [""] + [f"![{f}]({f})" for f in figures] + ([""] if figures else [])
+    return "\n".join(head + [claim_section(paper, c, outcomes[c.id]) for c in paper.claims])
+
+
+def index(results: dict[str, tuple[Paper, dict[str, Outcome]]]) -> str:
+    lines = ["# Reproductions: each paper's claims at laptop scale", "",
+             "One row per claim, verdicts computed from committed records by `python -m lra.reproduce PAPER` "
+             "(`--list` prints this table). \"not testable here\" names the data or hardware that would test it; "
+             "\"incomplete\" lists the missing runs in the paper's report.", "",
+             "| paper | claim | where | verdict | ours |", "|---|---|---|---|---|"]
+    for key, (paper, outcomes) in results.items():
+        for c in paper.claims:
+            o = outcomes[c.id]
+            ours = o.ours if o.verdict not in (INCOMPLETE, NOT_TESTABLE) else (
+                f"missing {len(o.missing)} record(s)" if o.verdict == INCOMPLETE else "")
+            lines.append(f"| [{key}]({key}/report.md) | `{c.id}` | {_cell(c.where)} | {o.verdict} | {_cell(ours)} |")
+    counts: dict[str, int] = {}
+    for _, outcomes in results.values():
+        for o in outcomes.values():
+            counts[o.verdict] = counts.get(o.verdict, 0) + 1
+    lines += ["", "Totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def paper_figures(paper: Paper, root: Path) -> list[str]:
+    """Draw the paper's figures from its records into its report folder; returns their file names."""
+    out = root / OUT / paper.key
+    names: list[str] = []
+    if paper.key == "clustered":
+        from lra.reproduce import clustered, figures
+
+        grid, missing = clustered.masked_copy_grid(root)
+        if grid:
+            figures.heatmaps(grid, clustered.LENGTHS, clustered.CLUSTERS, out / "fig5_masked_copy.png")
+            names.append("fig5_masked_copy.png")
+    if paper.key == "agglomerative":
+        from lra.reproduce import agglomerative, evidence, figures
+
+        record = evidence.read_json(root / agglomerative.RECORD)
+        if record and record.get("rows"):
+            figures.timing_plot(record, out / "fig1_timing.png")
+            names.append("fig1_timing.png")
+    return names
+
+
+def write(papers: dict[str, Paper], root: Path = REPO, selected: list[str] | None = None) -> list[Path]:
+    """Rewrite the selected papers' reports and the index over all papers; returns the files written."""
+    results = {key: (paper, {c.id: c.outcome(root) for c in paper.claims}) for key, paper in papers.items()}
+    written = []
+    for key in selected or list(papers):
+        paper, outcomes = results[key]
+        path = root / OUT / key / "report.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(paper_report(paper, outcomes, paper_figures(paper, root)))
+        written.append(path)
+    index_path = root / OUT / "README.md"
+    index_path.write_text(index(results))
+    return written + [index_path]

@@ -1,0 +1,166 @@
+"""lra.reproduce: the registry, the verdict rules on synthetic records, the reports and the command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, registry, report
+from lra.reproduce.__main__ import main
+from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED
+
+
+def _write(root: Path, rel: str, obj) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def _seeds(root: Path, label: str, accs) -> None:
+    for k, acc in zip(convluna.SEEDS, accs):
+        _write(root, f"{convluna.run_dir(label)}/seed{k}/result.json", {"test_accuracy": acc})
+
+
+def test_registry_has_five_papers_and_at_least_twelve_claims():
+    papers = registry.papers()
+    assert set(papers) == {"convluna", "clustered", "agglomerative", "dispersed", "cheap_linear"}
+    claims = [c for p in papers.values() for c in p.claims]
+    assert len(claims) >= 12
+    for paper in papers.values():
+        ids = [c.id for c in paper.claims]
+        assert len(ids) == len(set(ids)), paper.key
+        for c in paper.claims:
+            assert c.statement and c.paper_numbers and c.rule and c.experiment
+            if c.testable:  # a testable claim names what produces its records and which records it reads
+                assert c.commands and c.records, (paper.key, c.id)
+    assert sum(not c.testable for c in claims) >= 5
+
+
+def test_unknown_paper_and_claim_list_the_valid_ones(capsys):
+    assert main(["nosuchpaper"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown paper 'nosuchpaper'" in err and "convluna" in err and "cheap_linear" in err
+    assert main(["convluna", "--claim", "fig9"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown claim 'fig9'" in err and "table1-listops" in err
+
+
+def test_missing_records_make_a_claim_incomplete_naming_them(tmp_path):
+    claim = convluna.PAPER.claim("table1-listops")
+    _seeds(tmp_path, "Luna-16 (reference)", [0.35] * 5)
+    _seeds(tmp_path, "ConvLuna-16 (reference)", [0.40, 0.41, 0.39, 0.42])  # seed 4 missing
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == INCOMPLETE
+    assert outcome.missing == (f"{convluna.run_dir('ConvLuna-16 (reference)')}/seed4/result.json",)
+
+
+@pytest.mark.parametrize("conv, expected", [
+    ([0.40, 0.41, 0.39, 0.42, 0.40], REPRODUCED),  # +5 points, consistent
+    ([0.36, 0.362, 0.358, 0.361, 0.36], PARTLY),  # +1 point, consistent: ordering holds, size does not
+    ([0.30, 0.41, 0.33, 0.42, 0.31], NOT_REPRODUCED),  # noisy, not significant
+    ([0.34, 0.34, 0.34, 0.34, 0.34], NOT_REPRODUCED),  # worse
+])
+def test_table1_rule(tmp_path, conv, expected):
+    _seeds(tmp_path, "Luna-16 (reference)", [0.35, 0.352, 0.348, 0.351, 0.35])
+    _seeds(tmp_path, "ConvLuna-16 (reference)", conv)
+    outcome = convluna.PAPER.claim("table1-listops").outcome(tmp_path)
+    assert outcome.verdict == expected, outcome
+    assert "one-sided paired t" in outcome.statistic
+
+
+def test_memory_size_rule_uses_friedman(tmp_path):
+    for family in ("Luna", "ConvLuna"):
+        for i, m in enumerate((1, 16, 256)):  # each size best on some seeds: no effect of memory size
+            _seeds(tmp_path, f"{family}-{m} (reference)", [0.35 + 0.01 * ((k + i) % 3) for k in range(5)])
+    assert convluna.PAPER.claim("fig2-memory-size").outcome(tmp_path).verdict == REPRODUCED
+    for m, shift in ((1, 0.0), (16, 0.05), (256, 0.10)):  # a strong, consistent effect for Luna
+        _seeds(tmp_path, f"Luna-{m} (reference)", [0.30 + shift + 0.001 * k for k in range(5)])
+    outcome = convluna.PAPER.claim("fig2-memory-size").outcome(tmp_path)
+    assert outcome.verdict == NOT_REPRODUCED and "Luna" in outcome.detail
+
+
+def _masked_copy(root: Path, acc) -> None:
+    for L in clustered.LENGTHS:
+        runs = [dict(attention="softmax", attention_kwargs={}, masked_accuracy=acc("full", L, 0))]
+        runs += [dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(f, L, c))
+                 for f in ("clustered", "improved_clustered") for c in clustered.CLUSTERS]
+        _write(root, clustered.masked_copy_record(L), {"runs": runs})
+
+
+def test_fig5_rule(tmp_path):
+    # the paper's picture: improved solves everything, clustered fails more cells as L grows
+    _masked_copy(tmp_path, lambda f, L, c: 1.0 if f != "clustered" else (1.0 if c >= L else 0.3))
+    assert clustered.PAPER.claim("fig5-masked-copy").outcome(tmp_path).verdict == REPRODUCED
+    # full attention fails every length: the reduction is too strong to judge anything
+    _masked_copy(tmp_path, lambda f, L, c: 0.2)
+    outcome = clustered.PAPER.claim("fig5-masked-copy").outcome(tmp_path)
+    assert outcome.verdict == NOT_REPRODUCED and "too strong" in outcome.detail
+
+
+def test_swap_eval_rule_needs_a_difference_beyond_noise(tmp_path):
+    def record(clustered_acc, improved_acc):
+        rows = [dict(attention="softmax", attention_kwargs={}, accuracy=0.36)]
+        rows += [dict(attention="clustered", attention_kwargs={"num_clusters": 8}, accuracy=clustered_acc),
+                 dict(attention="improved_clustered", attention_kwargs={"num_clusters": 8}, accuracy=improved_acc)]
+        _write(tmp_path, clustered.SWAP, {"rows": rows})
+        return clustered.PAPER.claim("table1-swap-eval").outcome(tmp_path).verdict
+
+    assert record(0.30, 0.355) == REPRODUCED
+    assert record(0.355, 0.358) == NOT_REPRODUCED  # 0.3 points apart: within noise
+
+
+def test_agglomerative_crossover_and_slopes():
+    full = {n: 1e-6 * n * n for n in (64, 128, 256, 512, 1024)}
+    agg = {n: 1e-3 + 1e-4 * n for n in full}
+    assert agglomerative.crossover(full, agg) == 128  # 16.4 ms vs 13.8 ms at 128
+    assert agglomerative.slope(full) == pytest.approx(2.0)
+    assert agglomerative.slope(agg) < 1.0
+    assert agglomerative.crossover(agg, full) is None or agglomerative.crossover(agg, full) <= 128
+
+
+def test_dispersed_module_counts_match_the_paper_at_small_n():
+    assert dispersed.module_count(10) == dispersed.PAPER_TABLE1[10][2] == 62
+
+
+def test_dispersed_rule_flags_a_wrong_row(tmp_path):
+    rows = [dict(n=n, paper_full=f, paper_window=w, paper_dispersed=d, full=n * n, window=w,
+                 dispersed=d + (1 if n == 50 else 0), module=None) for n, (f, w, d) in dispersed.PAPER_TABLE1.items()]
+    _write(tmp_path, dispersed.RECORD, {"rows": rows, "growth": [{"n": 1024, "scores": 10}], "keys_per_query_bound": 363})
+    outcome = dispersed.PAPER.claim("table1-counts").outcome(tmp_path)
+    assert outcome.verdict == PARTLY and "misprints" in outcome.statistic  # N=10000's printed 10,000,000
+
+
+def test_cheap_linear_rules(tmp_path):
+    def row(n, lookup_lin, lookup_soft, enc_ratio):
+        return dict(n=n, representation_bytes_linear=cheap_linear.WIDTH ** 2 * 4,
+                    representation_bytes_softmax=n * cheap_linear.WIDTH * 4, lookup_seconds_linear=lookup_lin,
+                    lookup_seconds_softmax=lookup_soft, encode_seconds_linear=enc_ratio, encode_seconds_softmax=1.0)
+    run = [row(n, 1.0, n / 256, 1.5) for n in cheap_linear.LENGTHS]
+    _write(tmp_path, cheap_linear.RECORD, {"runs": [run, run]})
+    verdicts = {c.id: c.outcome(tmp_path).verdict for c in cheap_linear.PAPER.claims}
+    assert verdicts == {"table1-lookup": REPRODUCED, "table1-representation": REPRODUCED,
+                        "table1-encoding": REPRODUCED, "cnn-qa": NOT_TESTABLE}
+    slow = [row(n, n / 256, n / 256, 0.9) for n in cheap_linear.LENGTHS]
+    _write(tmp_path, cheap_linear.RECORD, {"runs": [slow, slow]})
+    assert cheap_linear.PAPER.claim("table1-lookup").outcome(tmp_path).verdict == NOT_REPRODUCED
+    assert cheap_linear.PAPER.claim("table1-encoding").outcome(tmp_path).verdict == NOT_REPRODUCED
+
+
+def test_reports_and_dry_run(tmp_path, monkeypatch, capsys):
+    _seeds(tmp_path, "Luna-16 (reference)", [0.35, 0.352, 0.348, 0.351, 0.35])
+    _seeds(tmp_path, "ConvLuna-16 (reference)", [0.40, 0.41, 0.39, 0.42, 0.40])
+    written = report.write(registry.papers(), tmp_path, ["convluna"])
+    text = (tmp_path / "results/reproductions/convluna/report.md").read_text()
+    assert "## `table1-listops`: Table 1 (ListOps): **reproduced**" in text
+    assert "**incomplete**" in text and "seed0/result.json" in text  # table1-vs-transformer lists its runs
+    index = (tmp_path / "results/reproductions/README.md").read_text()
+    assert "| [convluna](convluna/report.md) | `table1-listops` |" in index and "not testable here" in index
+    assert len(written) == 2
+    monkeypatch.setattr(registry, "REPO", tmp_path)
+    assert main(["convluna", "--claim", "table1-vs-transformer", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert 'sweep.py convluna_listops --preset cpu --group-seeds on --variants "Transformer" --run' in out
+    assert main(["convluna", "--claim", "table1-listops", "--dry-run"]) == 0
+    assert "nothing missing" in capsys.readouterr().out
