@@ -57,7 +57,8 @@ def test_explicit_launch_passes_all_three_and_device_ids(captured, monkeypatch):
     distributed.initialize()
     distributed.initialize()  # once only
     assert captured == [
-        dict(coordinator_address="10.0.0.1:1234", num_processes=4, process_id=3, local_device_ids=[0, 1])
+        dict(coordinator_address="10.0.0.1:1234", num_processes=4, process_id=3, local_device_ids=[0, 1],
+             initialization_timeout=distributed.DEFAULT_TIMEOUT + 60)  # ours first (issue 26 U3)
     ]
 
 
@@ -239,3 +240,70 @@ def test_two_processes_train_like_one_with_two_devices_and_resume_after_a_kill(t
     strip = lambda path: [{k: v for k, v in json.loads(line).items() if k != "steps_per_second"}  # noqa: E731
                           for line in path.read_text().splitlines()]
     assert strip(tmp_path / "killed" / "metrics.jsonl") == strip(tmp_path / "two" / "metrics.jsonl")
+
+
+def _one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr and "Check failed" not in stderr, stderr[-3000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, stderr[-3000:]
+    return errors[0]
+
+
+def test_waiting_messages_name_what_is_missing():
+    assert distributed.waiting_message(dict(coordinator_address="h:1", num_processes=3, process_id=0)) == \
+        "process 0 of 3: waiting for 2 more processes at h:1"
+    assert "waiting for process 0 (the coordinator) at h:1" in distributed.waiting_message(
+        dict(coordinator_address="h:1", num_processes=2, process_id=1))
+    assert distributed.join_timeout({}) == distributed.DEFAULT_TIMEOUT
+    assert distributed.join_timeout({distributed.TIMEOUT_VAR: "7"}) == 7
+    with pytest.raises(ValueError, match="LRA_DISTRIBUTED_TIMEOUT='soon' must be an integer >= 1"):
+        distributed.join_timeout({distributed.TIMEOUT_VAR: "soon"})
+
+
+@pytest.mark.parametrize("process_id", [0, 1])
+def test_a_missing_peer_is_one_error_line_after_the_timeout(tmp_path: Path, process_id: int):
+    """Issue 26 U3: one process of two started: it says what it waits for at once, and after
+    LRA_DISTRIBUTED_TIMEOUT seconds ends with one error line and exit 2 (jax alone: 5 silent
+    minutes, then a C++ abort, exit 134)."""
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
+    address = f"127.0.0.1:{_free_port()}"
+    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2",
+               JAX_PROCESS_ID=str(process_id), LRA_DISTRIBUTED_TIMEOUT="4", PYTHONPATH=str(REPO))
+    start = time.monotonic()
+    out = subprocess.run(_train_cmd(tmp_path / "w", tmp_path / "data"), env=env, cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert time.monotonic() - start < 60
+    waiting = ("waiting for 1 more process at " if process_id == 0 else "waiting for process 0 (the coordinator) at ")
+    assert waiting + address in out.stderr.splitlines()[0] if process_id == 0 else waiting + address in out.stderr
+    line = _one_error_line(out.stderr)
+    assert "not every process joined within 4 s" in line and "LRA_DISTRIBUTED_TIMEOUT" in line
+    assert not (tmp_path / "w").exists()
+
+
+def test_processes_given_different_configs_are_one_clear_error(tmp_path: Path):
+    """Issue 26 U4: two processes, one with another learning rate: each ends with one error line
+    naming the field and both values, exit 2, before anything is written."""
+    if not hasattr(jax.config, "jax_cpu_collectives_implementation"):
+        pytest.skip(f"this jax ({jax.__version__}) has no CPU cross-process collectives option")
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
+    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2",
+               PYTHONPATH=str(REPO))
+    extra = ([], ["--config.learning_rate=0.05"])
+    procs = [subprocess.Popen(_train_cmd(tmp_path / "w", tmp_path / "data") + extra[i],
+                              env={**env, "JAX_PROCESS_ID": str(i)}, cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            assert p.returncode == 2, err[-3000:]
+            line = _one_error_line(err)
+            assert "were given different commands" in line and "learning_rate: 0.005 in process 0, 0.05 in process 1" in line
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert not (tmp_path / "w").exists()

@@ -9,11 +9,22 @@ Launches:
 * SLURM (``srun``), Open MPI (``mpirun``) and TPU pods: jax detects the processes itself; any
   ``JAX_*`` variable given there is passed on and jax fills in the rest.
 * one process: nothing to initialise.
+
+A missing peer: every process says what it waits for (process 0: how many processes, at which
+address), again every WAIT_NOTE_SECONDS, and after ``LRA_DISTRIBUTED_TIMEOUT`` seconds (default
+300) ends with one ``error:`` line and exit 2, before jax's own timeout would abort the process
+from C++ (exit 134) with a stack dump. Once all have joined, :func:`check_same_config` compares
+what each process was asked to run, so that different commands are one clear error instead of a
+hang or a gloo abort.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import sys
+import threading
 from typing import Any, Mapping
 
 import jax
@@ -25,6 +36,10 @@ NUM_PROCESSES_VAR = "JAX_NUM_PROCESSES"
 PROCESS_ID_VAR = "JAX_PROCESS_ID"
 LOCAL_DEVICE_IDS_VAR = "JAX_LOCAL_DEVICE_IDS"
 EXPLICIT_VARS = (COORDINATOR_VAR, NUM_PROCESSES_VAR, PROCESS_ID_VAR)
+TIMEOUT_VAR = "LRA_DISTRIBUTED_TIMEOUT"  # seconds to wait for every process to join (default 300)
+DEFAULT_TIMEOUT = 300
+WAIT_NOTE_SECONDS = 30
+EXIT_NO_PEERS = 2  # run_errors.EXIT_INVALID: a launch that cannot start; nothing was changed
 
 _initialized = False
 
@@ -110,6 +125,43 @@ def _cpu_collectives_default() -> None:
         jax.config.update(name, "gloo")
 
 
+def join_timeout(env: Mapping[str, str] | None = None) -> int:
+    """Seconds to wait for every process to join (``LRA_DISTRIBUTED_TIMEOUT``, default 300)."""
+    env = os.environ if env is None else env
+    if not env.get(TIMEOUT_VAR, "").strip():
+        return DEFAULT_TIMEOUT
+    return _int_var(env, TIMEOUT_VAR, 1)
+
+
+def waiting_message(args: Mapping[str, Any]) -> str:
+    """What this process waits for, in words (process 0 waits for the others, the others for it)."""
+    address = args.get("coordinator_address", "the address the launcher gives")
+    n, pid = args.get("num_processes"), args.get("process_id")
+    if pid == 0 and n:
+        more = n - 1
+        return f"process 0 of {n}: waiting for {more} more process{'es' if more != 1 else ''} at {address}"
+    if pid is not None and n:
+        return f"process {pid} of {n}: waiting for process 0 (the coordinator) at {address} and the others"
+    return f"waiting for the other processes of this launch at {address}"
+
+
+def _watch(done: threading.Event, message: str, timeout: int) -> None:
+    """Repeat ``message`` every WAIT_NOTE_SECONDS until ``done``; after ``timeout`` seconds, one
+    error line and exit (jax would abort from C++ a little later)."""
+    waited = 0
+    while waited < timeout:
+        step = min(WAIT_NOTE_SECONDS, timeout - waited)
+        if done.wait(step):
+            return
+        waited += step
+        if waited < timeout:
+            print(f"{message} ({waited} s of {timeout} s)", file=sys.stderr, flush=True)
+    print(f"error: {message}: not every process joined within {timeout} s. Start all {NUM_PROCESSES_VAR} "
+          f"processes with the same {COORDINATOR_VAR} (process 0's host:port, reachable from every host) "
+          f"and distinct {PROCESS_ID_VAR}s; {TIMEOUT_VAR}=SECONDS waits longer", file=sys.stderr, flush=True)
+    os._exit(EXIT_NO_PEERS)
+
+
 def initialize() -> None:
     """Call jax.distributed.initialize() once when several processes take part; a no-op otherwise."""
     global _initialized
@@ -117,9 +169,58 @@ def initialize() -> None:
         return
     args = initialize_args()
     if args is not None:
+        timeout = join_timeout()
         _cpu_collectives_default()
-        jax.distributed.initialize(**args)
+        message = waiting_message(args)
+        print(message, file=sys.stderr, flush=True)
+        done = threading.Event()
+        watcher = threading.Thread(target=_watch, args=(done, message, timeout), daemon=True)
+        watcher.start()
+        try:  # jax's own limit later than ours: our error line comes first
+            jax.distributed.initialize(**args, initialization_timeout=timeout + 60)
+        finally:
+            done.set()
     _initialized = True
+
+
+def check_same_config(payload: Mapping[str, Any]) -> None:
+    """Every process of a multi-host launch was given the same command (``payload``: the config
+    and flags that must agree); a ValueError naming the processes and fields that differ, raised
+    on every process, otherwise. One process: nothing to compare."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    text = json.dumps(payload, sort_keys=True, default=str).encode()
+    digest = np.frombuffer(hashlib.sha256(text).digest(), np.uint8)
+    digests = np.asarray(multihost_utils.process_allgather(digest))
+    if all((d == digests[0]).all() for d in digests):
+        return
+    length = int(np.max(np.asarray(multihost_utils.process_allgather(np.int32(len(text))))))
+    padded = np.zeros(length, np.uint8)
+    padded[: len(text)] = np.frombuffer(text, np.uint8)
+    texts = np.asarray(multihost_utils.process_allgather(padded))
+    decoded = [json.loads(bytes(t).rstrip(b"\0").decode()) for t in texts]
+    flat = [_flat(d) for d in decoded]
+    lines = []
+    for pid in range(1, len(flat)):
+        diffs = sorted(k for k in flat[0].keys() | flat[pid].keys() if flat[0].get(k) != flat[pid].get(k))
+        if diffs:
+            shown = "; ".join(f"{k}: {flat[0].get(k)!r} in process 0, {flat[pid].get(k)!r} in process {pid}"
+                              for k in diffs[:4])
+            lines.append(shown + ("; ..." if len(diffs) > 4 else ""))
+    raise ValueError(f"the {len(flat)} processes of this launch were given different commands ({' | '.join(lines)}); "
+                     f"nothing was changed. Start every process with the same --config, --config.* overrides, "
+                     f"--workdir and flags")
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict) or not d:
+        return {prefix.rstrip("."): d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}."))
+    return out
 
 
 def data_mesh() -> Mesh:

@@ -149,6 +149,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
     runs: list[SeedRun] = []
     try:
         distributed.initialize()
+        distributed.check_same_config({  # data_dir may differ (each host's own disk)
+            "config": {k: v for k, v in config_to_dict(config).items() if k != "data_dir"},
+            "workdir": None if workdir is None else str(Path(workdir).absolute()),
+            "start_over": start_over, "profile": profile})
         primary = jax.process_index() == 0
         seeds = run_seeds(config)
         workdirs = seed_workdirs(config, workdir)

@@ -95,15 +95,13 @@ def check_saved_config(workdir: Path, config: ml_collections.ConfigDict, checkpo
         return  # config.json, checked above, stands for it
     if saved["config_digest"] == config_digest(config):
         return
-    diffs = config_differences(saved["config"], config)
-    if config_digest(saved["config"]) != saved["config_digest"]:
-        diffs = diffs or [("config_digest", saved["config_digest"], config_digest(config))]
-    if diffs:
-        raise WorkdirMismatchError(
-            f"checkpoint {path} was saved by a run of a different config "
-            f"({describe_differences(diffs, 'the checkpoint')}), so it cannot be resumed by this one. Nothing "
-            f"was changed: rerun with the checkpoint's config to resume it; or {fix}."
-        )
+    diffs = (config_differences(saved["config"], config)
+             or [("config digest", saved["config_digest"], config_digest(config))])
+    raise WorkdirMismatchError(
+        f"checkpoint {path} was saved by a run of a different config "
+        f"({describe_differences(diffs, 'the checkpoint')}), so it cannot be resumed by this one. Nothing "
+        f"was changed: rerun with the checkpoint's config to resume it; or {fix}."
+    )
 
 
 def _say(message: str) -> None:
