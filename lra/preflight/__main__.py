@@ -1,0 +1,292 @@
+"""``python -m lra.preflight --config configs/X.py[:OPTIONS] --target TARGET`` and ``... sweep GRID``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lra.preflight import cache, estimate, targets
+from lra.preflight.compile_step import ERROR, RESULT
+from lra.training.run_errors import EXIT_INVALID
+
+EPILOG = """examples:
+  python -m lra.preflight --config configs/listops_convluna.py --target v5e:2x2
+  python -m lra.preflight --config configs/listops_transformer.py:cpu --target cpu --measure-steps 5
+  python -m lra.preflight sweep convluna_table1 --preset paper --target v5e:2x2 --out results/preflight
+targets: """ + ", ".join(targets.known())
+
+GIB = 1024**3
+
+
+class PreflightError(Exception):
+    """Bad input: one error line, exit 2."""
+
+
+def _split_config(spec: str) -> tuple[str, str | None]:
+    path, sep, options = spec.partition(".py:")
+    path = path + ".py" if sep else spec
+    if not Path(path).is_file():
+        raise PreflightError(f"--config {spec}: no such file {path!r} (give configs/<task>_<attention>.py[:OPTIONS])")
+    return path, (options or None) if sep else None
+
+
+def child_environment(target: targets.Target) -> dict[str, str]:
+    """The child's environment: the target's platform and flags only there, never in this process."""
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"  # TPU/GPU programs compile against a topology description, no device
+    if target.kind == "tpu":
+        env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"  # a second libtpu process (e.g. training beside us)
+        env.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    if target.kind == "gpu":
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_gpu_enable_triton_gemm=false").strip()
+    return env
+
+
+def check_compiler(target: targets.Target, python: str) -> None:
+    """A target whose compiler is not installed in ``python`` is refused naming the extra."""
+    module = {"tpu": "libtpu", "gpu": "jax_cuda12_plugin"}.get(target.kind)
+    if module is None:
+        return
+    probe = subprocess.run([python, "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        extra = "preflight-tpu" if target.kind == "tpu" else "preflight-gpu"
+        raise PreflightError(
+            f"target {target.name!r} needs {module}, not installed for {python}: pip install -e \".[{extra}]\" "
+            f"(best in its own venv, then pass --python VENV/bin/python)")
+
+
+def compile_in_child(payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False) -> dict[str, Any]:
+    """Run compile_step in a child process, with a progress line; Ctrl-C stops the child and re-raises."""
+    if not quiet:
+        print(f"compiling for {target.name}, {target.devices} device(s) ({target.description}) ...", flush=True)
+    proc = subprocess.Popen([python, "-m", "lra.preflight.compile_step", json.dumps(payload)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_environment(target))
+    done = threading.Event()
+    start = time.monotonic()
+
+    def ticker() -> None:
+        while not done.wait(30):
+            if not quiet:
+                print(f"  still compiling for {target.name} ({time.monotonic() - start:.0f} s)", flush=True)
+
+    threading.Thread(target=ticker, daemon=True).start()
+    try:
+        out, err = proc.communicate()
+    except KeyboardInterrupt:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        done.set()
+    for line in reversed(out.splitlines()):
+        for prefix in (RESULT, ERROR):
+            if line.startswith(prefix):
+                return json.loads(line[len(prefix):])
+    return {"status": "error", "stage": "child process", "resource_exhausted": "RESOURCE_EXHAUSTED" in err,
+            "error": f"exit {proc.returncode}: " + (err.strip().splitlines() or ["no output"])[-1][:300]}
+
+
+def preflight(config_spec: str, target_name: str, *, batch: int | None = None, seeds: int = 1,
+              measure_steps: int = 0, python: str = sys.executable, cache_dir: Path | None = None,
+              use_cache: bool = True, overrides: dict[str, Any] | None = None, quiet: bool = False) -> dict[str, Any]:
+    """Compile (or read from the cache) one config for one target; the result with its estimate and verdict."""
+    target = targets.parse(target_name)
+    path, options = _split_config(config_spec)
+    from lra.preflight.compile_step import load_config
+
+    overrides = dict(overrides or {})
+    if batch is not None:
+        if batch < 1:
+            raise PreflightError(f"--batch {batch}: the global batch must be >= 1")
+        overrides["batch_size"] = batch
+    try:
+        config = load_config(path, options, overrides)
+    except Exception as e:  # the config's own error, e.g. an unknown option
+        raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
+    check_compiler(target, python)
+    payload = {"config": path, "options": options, "overrides": overrides, "seeds": seeds,
+               "measure_steps": measure_steps if target.kind == "cpu" else 0,
+               "target": {"kind": target.kind, "devices": target.devices, "topology": target.topology,
+                          "topology_name": target.chip.topology_name if target.chip else "",
+                          "chip_config_name": target.chip.chip_config_name if target.chip else ""}}
+    directory = cache_dir or cache.default_dir()
+    k = cache.key(json.loads(config.to_json_best_effort()), target.name, seeds, payload["measure_steps"])
+    result = cache.load(directory, k) if use_cache else None
+    cached = result is not None
+    if result is None:
+        result = compile_in_child(payload, target, python, quiet)
+        if target.kind == "cpu" and result.get("status") == "ok":
+            result["cpu"] = _cpu_specs(python)
+        if result.get("status") == "ok" or result.get("resource_exhausted"):
+            cache.store(directory, k, result)
+    result = dict(result, cached=cached, target=target.name, config=config_spec)
+    cpu = result.get("cpu") or {}
+    capacity = estimate.memory_capacity(target, cpu.get("memory_bytes"))
+    result["verdict"], result["verdict_detail"] = estimate.verdict(result, target, capacity)
+    if result.get("status") == "ok":
+        result["step_time"] = estimate.step_times(result, target, cpu.get("matmul_flops"), cpu.get("bandwidth"))
+    return result
+
+
+def _cpu_specs(python: str) -> dict[str, Any]:
+    """This CPU's matmul rate and copy bandwidth, measured in a child (the CPU target's 'peak')."""
+    code = ("import json,time,os,numpy as np,jax,jax.numpy as jnp\n"
+            "from lra.step_bench import matmul_rate\n"
+            "a=np.ones(32*1024*1024);b=np.empty_like(a);np.copyto(b,a)\n"
+            "t=time.perf_counter()\n"
+            "for _ in range(5): np.copyto(b,a)\n"
+            "dt=(time.perf_counter()-t)/5\n"
+            "mem=os.sysconf('SC_PAGE_SIZE')*os.sysconf('SC_PHYS_PAGES')\n"
+            "print(json.dumps({'matmul_flops':matmul_rate('float32',1024),'bandwidth':2*a.nbytes/dt,'memory_bytes':mem}))")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {}
+
+
+def _bytes(n: float) -> str:
+    return f"{n / GIB:.2f} GiB" if n >= GIB / 10 else f"{n / 1024**2:.1f} MiB"
+
+
+def report_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"{r['config']} on {r['target']}{' (cached)' if r.get('cached') else ''}"]
+    if r.get("status") != "ok":
+        lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
+        return lines
+    m, c = r["memory"] or {}, r["cost"]
+    per_device = r["global_batch"] // r["devices"]
+    lines += [f"  {r['variant']} ({r['task']}), {r['num_params']:,} parameters, length {r['length']}, {r['dtype']}, "
+              f"global batch {r['global_batch']} ({per_device} per device x {r['devices']} devices), {r['seeds']} seed(s)",
+              f"  memory per device (XLA): arguments {_bytes(m.get('argument', 0))}, temporaries "
+              f"{_bytes(m.get('temp', 0))}, outputs {_bytes(m.get('output', 0))}, total {_bytes(m.get('total', 0))}",
+              f"  per step and device: {c['flops'] / 1e9:,.3g} GFLOP, {c['bytes_accessed'] / 1e9:,.2f} GB accessed "
+              f"(compiled in {r['compile_seconds']:.0f} s)"]
+    st = r.get("step_time")
+    if st:
+        run_hours = st["estimate"] * r["num_train_steps"] / 3600
+        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {st['peak_flops'] / 1e12:,.1f} "
+                     f"TFLOP/s, {st['bandwidth'] / 1e9:,.0f} GB/s), estimate {st['estimate'] * 1e3:,.1f} ms at "
+                     f"{st['mfu']:.0%} MFU (assumed; real steps are slower than the bound)")
+        lines.append(f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
+                     f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)")
+    if r.get("measured"):
+        ms = r["measured"]["step_seconds_median"]
+        lines.append(f"  measured on this CPU: {ms * 1e3:,.1f} ms per step (median of {r['measured']['steps']})"
+                     + (f"; estimate / measured = {st['estimate'] / ms:.2f}" if st else ""))
+    lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
+    return lines
+
+
+def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variants=None, group_seeds: bool = False,
+                python: str = sys.executable, use_cache: bool = True) -> str:
+    """Every run of a sweep grid on one target, as a markdown table (each distinct config compiled once)."""
+    from lra.sweep import GRIDS, expand
+
+    runs = expand(grid, preset, tasks=tasks, variants=variants, group_seeds=group_seeds)
+    seeds = len(GRIDS[grid].seeds) if group_seeds else 1
+    rows, seen, total_hours, unknown = [], set(), 0.0, 0
+    for run in runs:
+        spec = f"{run.config_path}:{run.config_arg}"
+        key = (run.task, run.variant.label)
+        if key in seen:
+            continue
+        seen.add(key)
+        print(f"[{len(seen)}] {run.task} {run.variant.label}", flush=True)
+        r = preflight(spec, target_name, seeds=seeds, python=python, use_cache=use_cache)
+        n_runs = sum(1 for x in runs if (x.task, x.variant.label) == key)
+        st = r.get("step_time")
+        hours = st["estimate"] * r["num_train_steps"] / 3600 if st else None
+        if hours is None:
+            unknown += 1
+        else:
+            total_hours += hours * n_runs
+        mem = (r.get("memory") or {}).get("total")
+        mem_text = "" if mem is None else f"{mem / GIB:.2f}"
+        flops_text = f"{r['cost']['flops'] / 1e9:,.0f}" if r.get("status") == "ok" else ""
+        hours_text = "" if hours is None else f"{hours:,.2f}"
+        detail = r["verdict_detail"][:90].replace("|", "/")
+        rows.append(f"| {run.task} | {run.variant.label} | {r['verdict']} | {mem_text} | {flops_text} | "
+                    f"{hours_text} | {n_runs} | {detail} |")
+    target = targets.parse(target_name)
+    head = [f"# Preflight: {grid}, preset {preset}, on {target.name} ({target.description})", "",
+            f"Command: `python -m lra.preflight sweep {grid} --preset {preset} --target {target_name}"
+            f"{' --group-seeds on' if group_seeds else ''}`. Each distinct config was compiled once for the target "
+            f"(abstract inputs, nothing trained); {'seeds vmapped: ' + str(seeds) + ' per program' if group_seeds else 'one seed per program'}. "
+            f"Hours are roofline estimates at {estimate.ASSUMED_MFU:.0%} assumed MFU: real runs are slower "
+            "(evaluation, input pipeline and overheads not included).", "",
+            "| task | variant | verdict | GiB per device | GFLOP per step | est. hours per run | runs | detail |",
+            "|---|---|---|---:|---:|---:|---:|---|"]
+    foot = ["", f"Grid total: {len(runs)} program(s), about {total_hours:,.1f} device-hours x {target.devices} devices "
+                f"(estimate){f'; {unknown} config(s) without an estimate' if unknown else ''}."]
+    return "\n".join(head + rows + foot) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["sweep"]:
+            p = argparse.ArgumentParser(prog="python -m lra.preflight sweep", epilog=EPILOG,
+                                        formatter_class=argparse.RawDescriptionHelpFormatter)
+            p.add_argument("grid")
+            p.add_argument("--preset", default="paper")
+            p.add_argument("--target", required=True)
+            p.add_argument("--tasks", nargs="+")
+            p.add_argument("--variants", nargs="+")
+            p.add_argument("--group-seeds", choices=("on", "off"), default="off")
+            p.add_argument("--python", default=sys.executable)
+            p.add_argument("--no-cache", action="store_true")
+            p.add_argument("--out", type=Path, help="write <out>/<grid>_<preset>_<target>.md")
+            a = p.parse_args(argv[1:])
+            targets.parse(a.target)
+            table = sweep_table(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
+                                group_seeds=a.group_seeds == "on", python=a.python, use_cache=not a.no_cache)
+            print(table)
+            if a.out:
+                a.out.mkdir(parents=True, exist_ok=True)
+                path = a.out / f"{a.grid}_{a.preset}_{a.target.replace(':', '-')}.md"
+                path.write_text(table)
+                print(f"wrote {path}")
+            return 0
+        p = argparse.ArgumentParser(prog="python -m lra.preflight", epilog=EPILOG,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                                    description="Does a config fit a target, and what does a step and a run cost?")
+        p.add_argument("--config", required=True, help="configs/<task>_<attention>.py[:OPTIONS]")
+        p.add_argument("--target", required=True, help="cpu, a TPU topology (v5e:2x2) or a GPU (h100, h100x8)")
+        p.add_argument("--batch", type=int, help="global batch (default: the config's)")
+        p.add_argument("--seeds", type=int, default=1, help="seeds vmapped in one program (default 1)")
+        p.add_argument("--measure-steps", type=int, default=3, help="cpu target: real steps timed (0: none)")
+        p.add_argument("--python", default=sys.executable, help="the interpreter that compiles (e.g. a libtpu venv)")
+        p.add_argument("--no-cache", action="store_true")
+        p.add_argument("--json", type=Path, help="also write the result as JSON")
+        a = p.parse_args(argv)
+        if a.seeds < 1:
+            raise PreflightError(f"--seeds {a.seeds}: need >= 1")
+        r = preflight(a.config, a.target, batch=a.batch, seeds=a.seeds, measure_steps=a.measure_steps,
+                      python=a.python, use_cache=not a.no_cache)
+    except (PreflightError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("interrupted: the compilation was stopped, nothing was cached", file=sys.stderr)
+        return 130
+    print("\n".join(report_lines(r)))
+    if a.json:
+        from lra.training.run_files import write_json_atomic
+
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(a.json, r)
+    return 0 if r.get("status") == "ok" or r.get("resource_exhausted") else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
