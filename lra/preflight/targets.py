@@ -83,10 +83,11 @@ def parse(name: str) -> Target:
         if devices < 1:
             raise ValueError(f"target {name!r}: a topology needs at least one chip")
         return Target(name, "tpu", devices, TPU_CHIPS[m.group(1)], m.group(2))
-    m = re.fullmatch(r"([a-z0-9]+(?:-\d+gb)?)(?:x(\d+))?", name)
-    if m and m.group(1) in GPU_CHIPS:
-        count = int(m.group(2) or 1)
-        if count < 1:
-            raise ValueError(f"target {name!r}: need at least one GPU")
-        return Target(name, "gpu", count, GPU_CHIPS[m.group(1)])
+    for chip_name, chip in GPU_CHIPS.items():
+        m = re.fullmatch(re.escape(chip_name) + r"(?:x(\d+))?", name)
+        if m:
+            count = int(m.group(1) or 1)
+            if count < 1:
+                raise ValueError(f"target {name!r}: need at least one GPU")
+            return Target(name, "gpu", count, chip)
     raise ValueError(f"unknown target {name!r}; known: {', '.join(known())}")

@@ -1,0 +1,92 @@
+"""lra.preflight: targets, verdicts, the CPU target end to end (smoke scale), the cache, bad input;
+the TPU target when libtpu is importable (set LRA_PREFLIGHT_PYTHON to a venv that has it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lra.preflight import estimate, targets
+from lra.preflight.__main__ import main, preflight
+
+PYTHON = os.environ.get("LRA_PREFLIGHT_PYTHON", sys.executable)
+
+
+def _has(module: str, python: str = PYTHON) -> bool:
+    code = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
+
+
+def test_targets_parse_and_unknown_lists_known():
+    assert targets.parse("v5e:2x2").devices == 4
+    assert targets.parse("v4:2x2x1").chip.chip_config_name == "megacore"
+    assert targets.parse("h100x8").devices == 8 and targets.parse("h100x8").kind == "gpu"
+    assert targets.parse("a100-40gb").chip.memory_bytes == 40 * 10**9
+    with pytest.raises(ValueError, match="unknown target 'tpu9'.*v5e:2x2.*h100"):
+        targets.parse("tpu9")
+
+
+def test_unknown_target_and_missing_config_are_one_error_line(capsys):
+    assert main(["--config", "configs/listops_convluna.py:smoke", "--target", "v99:2x2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: unknown target 'v99:2x2'") and "v5e:2x2" in err[0]
+    assert main(["--config", "configs/listops_convlunaa.py", "--target", "cpu"]) == 2
+    assert "no such file 'configs/listops_convlunaa.py'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(_has("jax_cuda12_plugin"), reason="the CUDA plugin is installed here")
+def test_missing_compiler_names_the_extra(capsys):
+    assert main(["--config", "configs/listops_convluna.py:smoke", "--target", "h100"]) == 2
+    assert 'pip install -e ".[preflight-gpu]"' in capsys.readouterr().err
+
+
+def test_verdict_does_not_fit_suggests_a_batch_and_bf16():
+    target = targets.parse("v5e:2x2")
+    gib = 1024**3
+    result = dict(status="ok", dtype="float32", global_batch=32, devices=4,
+                  memory=dict(argument=1 * gib, output=1 * gib, temp=30 * gib, generated_code=0, alias=1 * gib,
+                              total=31 * gib))
+    verdict, detail = estimate.verdict(result, target, target.chip.memory_bytes)
+    assert verdict == "does not fit"
+    assert "per-device batch of <= 3" in detail and "bfloat16" in detail and ">= 9 devices" in detail
+    result["memory"]["total"] = 8 * gib
+    assert estimate.verdict(result, target, target.chip.memory_bytes)[0] == "fits"
+    assert estimate.verdict(dict(status="error", stage="compilation", error="RESOURCE_EXHAUSTED: hbm",
+                                 resource_exhausted=True), target, None)[0] == "does not fit"
+
+
+def test_cpu_target_end_to_end_and_cache(tmp_path):
+    start = time.perf_counter()
+    r = preflight("configs/listops_convluna.py:smoke", "cpu", measure_steps=2, cache_dir=tmp_path, quiet=True)
+    first = time.perf_counter() - start
+    assert r["status"] == "ok" and not r["cached"], r
+    assert r["verdict"] == "fits"
+    assert r["num_params"] > 1000 and r["memory"]["total"] > 0 and r["cost"]["flops"] > 0
+    assert r["measured"]["step_seconds_median"] > 0 and r["step_time"]["lower_bound"] > 0
+    start = time.perf_counter()
+    again = preflight("configs/listops_convluna.py:smoke", "cpu", measure_steps=2, cache_dir=tmp_path, quiet=True)
+    assert again["cached"] and time.perf_counter() - start < first / 2
+    assert again["memory"] == r["memory"]
+    other = preflight("configs/listops_convluna.py:smoke", "cpu", batch=16, measure_steps=0, cache_dir=tmp_path,
+                      quiet=True)
+    assert not other["cached"] and other["global_batch"] == 16 and other["memory"]["temp"] > r["memory"]["temp"]
+
+
+def test_a_config_that_fails_says_where(tmp_path):
+    # 3 devices' worth of batch on one CPU device is fine; a batch not divisible by the mesh is refused
+    r = preflight("configs/listops_convluna.py:smoke", "cpu", overrides={"model.num_heads": 3}, measure_steps=0,
+                  cache_dir=tmp_path, quiet=True)
+    assert r["status"] == "error" and r["verdict"] == "cannot tell"
+    assert r["verdict_detail"].startswith(("config failed", "model failed", "lowering failed"))
+
+
+@pytest.mark.skipif(not _has("libtpu"), reason="libtpu is not importable (pip install -e '.[preflight-tpu]' in a venv "
+                                               "and set LRA_PREFLIGHT_PYTHON to its python)")
+def test_tpu_target_compiles_a_smoke_config(tmp_path):
+    r = preflight("configs/listops_convluna.py:smoke", "v5e:2x2", python=PYTHON, cache_dir=tmp_path, quiet=True)
+    assert r["status"] == "ok", r
+    assert r["devices"] == 4 and r["verdict"] == "fits" and r["cost"]["flops"] > 0
