@@ -53,9 +53,18 @@ IN_USE = 3  # lra.train's exit code when another process holds the workdir (run_
 class Variant:
     """One table row: ``configs/<task>_<config>.py`` with ``options`` after the colon."""
 
-    label: str  # the row name; must equal the config's ``variant``
+    label: str  # the row name; must equal the config's ``variant`` (followed by `` [settings]`` if any)
     config: str  # "transformer", "luna", "convluna", ...
     options: str = ""  # e.g. "mem=16,only_scaling"
+    # Config fields this row alone sets (passed as --config.K=V; the sweep's own --set ones win on a
+    # clash), e.g. (("model.mask_padding", "True"),): one ``reference`` choice reverted. Unlike --set
+    # overrides they are not part of the sweep's scale (tables split such rows by config instead).
+    settings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def config_variant(self) -> str:
+        """The ``variant`` the config builds: the label without its `` [settings]`` suffix."""
+        return self.label.rsplit(" [", 1)[0] if self.settings else self.label
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +87,23 @@ _CONVLUNA_LISTOPS_ROWS = (
     ("OnlyScaling", "convluna", "only_scaling,", 16), ("OnlyFiltering", "convluna", "only_filtering,", 16),
     ("Luna", "luna", "", 1), ("ConvLuna", "convluna", "", 1),
     ("Luna", "luna", "", 256), ("ConvLuna", "convluna", "", 256),
+)
+
+# Which of the published code's choices make ConvLuna-16 (reference) differ from ConvLuna-16 on
+# ListOps? Each row is ``:reference`` with one of its choices put back to this suite's default (the
+# value the ListOps ``cpu`` preset has without ``reference``; tests/test_reproduce.py checks it), so
+# a row that loses ConvLuna's accuracy names a choice the gain needs. Fields ``reference`` sets to
+# the default's own value, or that ConvLuna never reads (``cls_position``: it pools the memory), are
+# left out.
+CONVLUNA_REFERENCE_REVERTS: tuple[tuple[str, str], ...] = (
+    ("model.mask_padding", "True"),  # padding masks on
+    ("data.buckets", "(64,128,256)"),  # length buckets instead of full-length padding
+    ("model.zero_padding_embedding", "False"),  # padding embeds to a learned row
+    ("model.param_init", "xavier"),  # this suite's initialisation instead of PyTorch's
+    ("model.attention_kwargs.scale_unpacking", "True"),  # unpacking logits scaled by d^-1/2
+    ("model.pre_pool_norm", "False"),  # no LayerNorm before pooling
+    ("model.embedding_dropout", "True"),  # dropout on the input embedding
+    ("weight_decay", "0.01"),  # the paper's ListOps weight decay instead of the code's 0.002
 )
 
 GRIDS: dict[str, Grid] = {
@@ -103,11 +129,15 @@ GRIDS: dict[str, Grid] = {
               for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[:2])
         + (Variant("Transformer", "transformer"),)
         + tuple(Variant(f"{family}-{m} (reference)", config, f"mem={m},{flag}reference")
-                for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[2:]),
+                for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[2:])
+        + (Variant("Luna-16", "luna", "mem=16"), Variant("ConvLuna-16", "convluna", "mem=16"))
+        + tuple(Variant(f"ConvLuna-16 (reference) [{field}={value}]", "convluna", "mem=16,reference",
+                        ((field, value),)) for field, value in CONVLUNA_REFERENCE_REVERTS),
         tasks=("listops",),
         description="ConvLuna paper at laptop scale (python -m lra.reproduce convluna): Table 1's ListOps "
                     "ranking, Table 3's ablations and Figure 2's memory sizes with the published code's "
-                    "choices (reference), against the Transformer",
+                    "choices (reference), against the Transformer; Luna-16 and ConvLuna-16 with our "
+                    "defaults; ConvLuna-16 (reference) with one of the code's choices reverted per row",
     ),
     "lra_families": Grid(
         (Variant("Transformer", "transformer"), Variant("Luna-16", "luna"), Variant("ConvLuna-16", "convluna"),
@@ -165,8 +195,9 @@ class Run:
     def command(self, python: str = sys.executable) -> list[str]:
         """The ``python -m lra.train`` command line of this run."""
         seeds = f"--config.seeds={','.join(map(str, self.seeds))}" if self.grouped else f"--config.seed={self.seed}"
+        fields = {**dict(self.variant.settings), **dict(self.overrides)}  # the sweep's --set wins on a clash
         return [python, "-m", "lra.train", f"--config={self.config_path}:{self.config_arg}",
-                f"--workdir={self.workdir}", seeds, *(f"--config.{k}={v}" for k, v in self.overrides)]
+                f"--workdir={self.workdir}", seeds, *(f"--config.{k}={v}" for k, v in fields.items())]
 
     def record(self, seed: int | None = None) -> dict:
         """What ``sweep_run.json`` (of seed ``seed``) and the sweep manifest say about this run."""
@@ -174,6 +205,7 @@ class Run:
                   "config": str(self.config_path.relative_to(REPO)), "options": self.config_arg,
                   "seed": self.seed if seed is None else seed, "preset": self.preset,
                   "overrides": dict(self.overrides), "workdir": str(self.workdir),
+                  **({"settings": dict(self.variant.settings)} if self.variant.settings else {}),
                   "command": shlex.join(self.command("python"))}
         if self.grouped:
             record["seeds_in_program"] = list(self.seeds)
@@ -263,10 +295,10 @@ def expected_steps(run: Run) -> int:
     file, options or label is wrong.
     """
     config = _load_config_module(run.config_path).get_config(run.config_arg)
-    if config.variant != run.variant.label:
+    if config.variant != run.variant.config_variant:
         raise ValueError(f"{run.config_path}:{run.config_arg} builds variant {config.variant!r}, "
-                         f"but the grid calls it {run.variant.label!r}")
-    steps = dict(run.overrides).get("num_train_steps")
+                         f"but the grid calls it {run.variant.config_variant!r}")
+    steps = {**dict(run.variant.settings), **dict(run.overrides)}.get("num_train_steps")
     return int(steps) if steps is not None else int(config.num_train_steps)
 
 

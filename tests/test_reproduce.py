@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, registry, report
+from lra import sweep
+from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, evidence, registry, report
 from lra.reproduce.__main__ import main
 from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED
 
@@ -161,6 +162,80 @@ def test_reports_and_dry_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(registry, "REPO", tmp_path)
     assert main(["convluna", "--claim", "table1-vs-transformer", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert 'sweep.py convluna_listops --preset cpu --group-seeds on --variants "Transformer" --run' in out
+    assert ('sweep.py convluna_listops --preset cpu --group-seeds on --variants "ConvLuna-16 (reference)" '
+            '"Transformer" --run') in out
     assert main(["convluna", "--claim", "table1-listops", "--dry-run"]) == 0
     assert "nothing missing" in capsys.readouterr().out
+
+
+def _attribution_records(root: Path, conv, luna, revert) -> None:
+    _seeds(root, "ConvLuna-16 (reference)", conv)
+    _seeds(root, "Luna-16 (reference)", luna)
+    for field, value in sweep.CONVLUNA_REFERENCE_REVERTS:
+        _seeds(root, convluna.revert_label(field, value), revert(field))
+
+
+def test_reference_attribution_rule(tmp_path):
+    claim = convluna.PAPER.claim("reference-attribution")
+    conv, luna = [0.40, 0.41, 0.39, 0.42, 0.40], [0.35, 0.352, 0.348, 0.351, 0.35]
+    assert claim.outcome(tmp_path).verdict == INCOMPLETE
+    # every reverted row keeps ConvLuna's accuracy: no single choice is needed
+    _attribution_records(tmp_path, conv, luna, lambda field: [a - 0.001 for a in conv])
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == REPRODUCED and "Holm" in outcome.statistic
+    # masks on loses the whole gain: the gain needs the code's missing padding masks
+    _attribution_records(tmp_path, conv, luna,
+                         lambda field: luna if field == "model.mask_padding" else [a + 0.001 for a in conv])
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == NOT_REPRODUCED and "model.mask_padding=True" in outcome.detail
+    # masks on loses 3 points but stays above Luna: partly
+    _attribution_records(tmp_path, conv, luna,
+                         lambda field: [a - 0.03 + 0.001 * k for k, a in enumerate(conv)]
+                         if field == "model.mask_padding" else conv)
+    assert claim.outcome(tmp_path).verdict == PARTLY
+    # no gap under reference at all: nothing to attribute
+    _attribution_records(tmp_path, luna, luna, lambda field: luna)
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == NOT_REPRODUCED and "no gain to attribute" in outcome.detail
+
+
+def test_reference_reverts_put_back_our_defaults():
+    """Each reverted row sets a field that `reference` changes, to the value the config has without it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_listops_convluna", sweep.CONFIGS / "listops_convluna.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ours, ref = module.get_config("cpu,mem=16"), module.get_config("cpu,mem=16,reference")
+
+    def value(config, dotted):
+        for part in dotted.split("."):
+            config = config[part]
+        return config
+
+    for field, text in sweep.CONVLUNA_REFERENCE_REVERTS:
+        if field == "model.attention_kwargs.scale_unpacking":  # absent from our config: the module's default
+            from lra.attention.luna import ConvLunaAttention
+            default = ConvLunaAttention.__dataclass_fields__["scale_unpacking"].default
+        else:
+            default = value(ours, field)
+        import ast
+
+        parsed = text if isinstance(default, str) else ast.literal_eval(text)  # as the config flag parses it
+        assert parsed == default, field
+        assert value(ref, field) != default, field
+
+
+def test_variant_settings_reach_the_command_and_record():
+    runs = sweep.expand("convluna_listops", "cpu", group_seeds=True,
+                        variants=[convluna.revert_label("model.mask_padding", "True")])
+    (run,) = runs
+    assert "--config.model.mask_padding=True" in run.command("python")
+    assert run.record()["settings"] == {"model.mask_padding": "True"} and run.record()["overrides"] == {}
+    assert sweep.expected_steps(run) == 1500  # the config builds "ConvLuna-16 (reference)": the label check passes
+    assert run.workdir.name == "listops_convluna-16-reference-model-mask-padding-true"
+
+
+def test_holm():
+    assert evidence.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert evidence.holm([0.5, 0.9]) == [1.0, 1.0]

@@ -75,3 +75,14 @@ def friedman_p(samples: Sequence[Sequence[float]]) -> float:
     if all(list(s) == list(samples[0]) for s in samples):  # identical samples: nothing to reject (scipy: NaN)
         return 1.0
     return float(stats.friedmanchisquare(*samples).pvalue)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input's order (step-down, kept monotone, capped at 1)."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted = [1.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
