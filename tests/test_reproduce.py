@@ -239,3 +239,12 @@ def test_variant_settings_reach_the_command_and_record():
 def test_holm():
     assert evidence.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert evidence.holm([0.5, 0.9]) == [1.0, 1.0]
+
+
+def test_convluna_report_draws_the_rows_that_have_runs(tmp_path):
+    _seeds(tmp_path, "Luna-16", [0.35, 0.36, 0.34, 0.35, 0.37])
+    _seeds(tmp_path, "ConvLuna-16 (reference)", [0.40, 0.41, 0.39, 0.42, 0.40])
+    assert set(convluna.rows_with_runs(tmp_path)) == {"Luna-16", "ConvLuna-16 (reference)"}
+    report.write(registry.papers(), tmp_path, ["convluna"])
+    assert (tmp_path / "results/reproductions/convluna/listops_rows.png").stat().st_size > 0
+    assert "![listops_rows.png](listops_rows.png)" in (tmp_path / "results/reproductions/convluna/report.md").read_text()

@@ -46,6 +46,18 @@ EXPORT = "python scripts/export_runs.py runs/sweeps/convluna_listops_cpu results
 SCALE = "ListOps `cpu` preset (lengths 32-256, 2 blocks, width 64, 1,500 steps), 5 seeds"
 
 
+def rows_with_runs(root: Path) -> dict[str, dict[int, float]]:
+    """Every convluna_listops row with at least one finished seed: label -> {seed: test accuracy %}."""
+    from lra.sweep import GRIDS
+
+    rows = {}
+    for variant in GRIDS["convluna_listops"].variants:
+        found, _ = evidence.seed_accuracies(root, run_dir(variant.label), SEEDS)
+        if found:
+            rows[variant.label] = found
+    return rows
+
+
 def _records(*labels: str) -> tuple[str, ...]:
     return tuple(f"{run_dir(label)}/seed{k}/result.json" for label in labels for k in SEEDS)
 

@@ -58,3 +58,23 @@ def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def seed_dots(rows: Mapping[str, Mapping[int, float]], path: Path, title: str) -> None:
+    """Test accuracy per seed (dots) and the mean (bar) for each row that has runs, one row per line."""
+    plt = _pyplot()
+    labels = list(rows)
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(labels) + 1.2))
+    for i, label in enumerate(labels):
+        values = list(rows[label].values())
+        ax.scatter(values, [i] * len(values), s=14, color="C0", zorder=3)
+        ax.plot([sum(values) / len(values)] * 2, [i - 0.3, i + 0.3], color="C3", lw=2)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("test accuracy (%): dots are seeds, red bars their mean")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

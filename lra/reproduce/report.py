@@ -79,6 +79,13 @@ def paper_figures(paper: Paper, root: Path) -> list[str]:
         if grid:
             figures.heatmaps(grid, clustered.LENGTHS, clustered.CLUSTERS, out / "fig5_masked_copy.png")
             names.append("fig5_masked_copy.png")
+    if paper.key == "convluna":
+        from lra.reproduce import convluna, figures
+
+        rows = convluna.rows_with_runs(root)
+        if rows:
+            figures.seed_dots(rows, out / "listops_rows.png", f"ConvLuna paper's ListOps rows at laptop scale: {convluna.SCALE}")
+            names.append("listops_rows.png")
     if paper.key == "agglomerative":
         from lra.reproduce import agglomerative, evidence, figures
 
