@@ -87,7 +87,7 @@ def _masked_copy(root: Path, acc) -> None:
         runs = [dict(attention="softmax", attention_kwargs={}, masked_accuracy=acc("full", L, 0))]
         runs += [dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(f, L, c))
                  for f in ("clustered", "improved_clustered") for c in clustered.CLUSTERS]
-        _write(root, clustered.masked_copy_record(L), {"runs": runs})
+        _write(root, clustered.masked_copy_record(L), {"runs": runs, "settings": {"steps": clustered.STEPS[L]}})
 
 
 def test_fig5_rule(tmp_path):
@@ -98,6 +98,10 @@ def test_fig5_rule(tmp_path):
     _masked_copy(tmp_path, lambda f, L, c: 0.2)
     outcome = clustered.PAPER.claim("fig5-masked-copy").outcome(tmp_path)
     assert outcome.verdict == NOT_REPRODUCED and "too strong" in outcome.detail
+    # a record trained for other steps than the experiment's is not counted
+    _write(tmp_path, clustered.masked_copy_record(127), {"runs": [], "settings": {"steps": 800}})
+    outcome = clustered.PAPER.claim("fig5-masked-copy").outcome(tmp_path)
+    assert outcome.verdict == INCOMPLETE and any("at 2400 steps (it holds 800)" in m for m in outcome.missing)
 
 
 def test_swap_eval_rule_needs_a_difference_beyond_noise(tmp_path):

@@ -144,7 +144,8 @@ def _fig1(root: Path) -> Outcome:
                  else f"crossover at N={cross}")
         parts.append(f"{'causal' if suffix else 'unmasked'}: {where}, slope full {sf:.2f} / "
                      f"agglomerative {sa:.2f}, at N={n} full {1e3 * full[n]:.0f} ms vs {1e3 * agg[n]:.0f} ms")
-    stat = f"5 replicas per point, one core; log-log slope over the 3 longest lengths"
+    replicas = min(len(r.get("replicas", [])) for r in record["rows"])
+    stat = f"{replicas} replicas per point, one core; log-log slope over the 3 longest lengths"
     verdict = REPRODUCED if all(ok_cross) and all(ok_growth) else (
         PARTLY if any(ok_cross) or any(ok_growth) else NOT_REPRODUCED)
     return Outcome(verdict, "; ".join(parts), stat)
