@@ -19,9 +19,9 @@ def _write(root: Path, rel: str, obj) -> None:
     path.write_text(json.dumps(obj))
 
 
-def _seeds(root: Path, label: str, accs) -> None:
+def _seeds(root: Path, label: str, accs, steps: int = 1500) -> None:
     for k, acc in zip(convluna.SEEDS, accs):
-        _write(root, f"{convluna.run_dir(label)}/seed{k}/result.json", {"test_accuracy": acc})
+        _write(root, f"{convluna.run_dir(label)}/seed{k}/result.json", {"test_accuracy": acc, "num_train_steps": steps})
 
 
 def test_registry_has_five_papers_and_at_least_twelve_claims():
@@ -55,6 +55,14 @@ def test_missing_records_make_a_claim_incomplete_naming_them(tmp_path):
     outcome = claim.outcome(tmp_path)
     assert outcome.verdict == INCOMPLETE
     assert outcome.missing == (f"{convluna.run_dir('ConvLuna-16 (reference)')}/seed4/result.json",)
+
+
+def test_runs_of_other_steps_do_not_count(tmp_path):
+    _seeds(tmp_path, "Luna-16 (reference)", [0.35] * 5)
+    _seeds(tmp_path, "ConvLuna-16 (reference)", [0.40] * 5, steps=3000)
+    outcome = convluna.PAPER.claim("table1-listops").outcome(tmp_path)
+    assert outcome.verdict == INCOMPLETE and len(outcome.missing) == 5
+    assert "at 1500 steps (it holds 3000)" in outcome.missing[0]
 
 
 @pytest.mark.parametrize("conv, expected", [

@@ -20,7 +20,11 @@ from lra.reproduce.registry import (
 )
 
 SEEDS = (0, 1, 2, 3, 4)
-RUNS = "results/runs/convluna_listops_cpu"
+# Training steps: None is the cpu preset's 1,500. Longer training is one line here (set it before the
+# runs, never after seeing them): the sweep then gets --set num_train_steps=N and its own folders.
+TRAIN_STEPS: int | None = None
+_TAIL = f"_num-train-steps-{TRAIN_STEPS}" if TRAIN_STEPS else ""  # lra.sweep.default_root's suffix
+RUNS = f"results/runs/convluna_listops_cpu{_TAIL}"
 MEMDEG = "results/memory_degradation_listops_cpu/memory_stats.json"
 MIN_GAIN = 2.0  # points: the gap Table 1 reports is 7.2 (44.14 vs 36.98); 2 is a conservative bar
 ALPHA = 0.05
@@ -39,11 +43,18 @@ def run_dir(label: str) -> str:
 def sweep_command(*labels: str) -> str:
     """The sweep of every row a claim reads (the sweep skips finished runs, so shared rows run once)."""
     rows = " ".join(f'"{label}"' for label in labels)
-    return f"python scripts/sweep.py convluna_listops --preset cpu --group-seeds on --variants {rows} --run"
+    steps = f" --set num_train_steps={TRAIN_STEPS}" if TRAIN_STEPS else ""
+    return f"python scripts/sweep.py convluna_listops --preset cpu{steps} --group-seeds on --variants {rows} --run"
 
 
-EXPORT = "python scripts/export_runs.py runs/sweeps/convluna_listops_cpu results/runs/convluna_listops_cpu"
-SCALE = "ListOps `cpu` preset (lengths 32-256, 2 blocks, width 64, 1,500 steps), 5 seeds"
+EXPORT = f"python scripts/export_runs.py runs/sweeps/convluna_listops_cpu{_TAIL} {RUNS}"
+SCALE = (f"ListOps `cpu` preset (lengths 32-256, 2 blocks, width 64, {TRAIN_STEPS or 1500:,} steps), 5 seeds "
+         "trained in one vmapped program per row")
+
+
+def accuracies(root: Path, label: str) -> tuple[dict[int, float], list[str]]:
+    """A row's test accuracy (%) per seed at this experiment's steps, and its missing records."""
+    return evidence.seed_accuracies(root, run_dir(label), SEEDS, steps=TRAIN_STEPS or 1500)
 
 
 def rows_with_runs(root: Path) -> dict[str, dict[int, float]]:
@@ -52,7 +63,7 @@ def rows_with_runs(root: Path) -> dict[str, dict[int, float]]:
 
     rows = {}
     for variant in GRIDS["convluna_listops"].variants:
-        found, _ = evidence.seed_accuracies(root, run_dir(variant.label), SEEDS)
+        found, _ = accuracies(root, variant.label)
         if found:
             rows[variant.label] = found
     return rows
@@ -65,8 +76,8 @@ def _records(*labels: str) -> tuple[str, ...]:
 def _beats(winner: str, loser: str, min_gain: float = MIN_GAIN):
     """Rule: ``winner`` beats ``loser`` by >= min_gain points, paired over 5 seeds, one-sided p < 0.05."""
     def judge(root: Path) -> Outcome:
-        a, miss_a = evidence.seed_accuracies(root, run_dir(winner), SEEDS)
-        b, miss_b = evidence.seed_accuracies(root, run_dir(loser), SEEDS)
+        a, miss_a = accuracies(root, winner)
+        b, miss_b = accuracies(root, loser)
         if miss_a or miss_b:
             return Outcome(INCOMPLETE, missing=tuple(miss_a + miss_b))
         gain, p, n = evidence.paired_greater(a, b)
@@ -89,7 +100,7 @@ def _ablation(root: Path) -> Outcome:
               "OnlyFiltering-16 (reference)", "OnlyScaling-16 (reference)")
     acc, missing = {}, []
     for label in labels:
-        acc[label], miss = evidence.seed_accuracies(root, run_dir(label), SEEDS)
+        acc[label], miss = accuracies(root, label)
         missing += miss
     if missing:
         return Outcome(INCOMPLETE, missing=tuple(missing))
@@ -127,7 +138,7 @@ def _attribution(root: Path) -> Outcome:
     labels = ("ConvLuna-16 (reference)", "Luna-16 (reference)") + tuple(revert_label(f, v) for f, v in reverts)
     acc, missing = {}, []
     for label in labels:
-        acc[label], miss = evidence.seed_accuracies(root, run_dir(label), SEEDS)
+        acc[label], miss = accuracies(root, label)
         missing += miss
     if missing:
         return Outcome(INCOMPLETE, missing=tuple(missing))
@@ -164,7 +175,7 @@ def _memory_size(root: Path) -> Outcome:
     for family in ("Luna", "ConvLuna"):
         samples = []
         for m in (1, 16, 256):
-            acc, miss = evidence.seed_accuracies(root, run_dir(f"{family}-{m} (reference)"), SEEDS)
+            acc, miss = accuracies(root, f"{family}-{m} (reference)")
             missing += miss
             samples.append([acc.get(k) for k in SEEDS])
         if not missing:

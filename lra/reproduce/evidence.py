@@ -21,15 +21,21 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def seed_accuracies(root: Path, run_dir: str, seeds: Sequence[int]) -> tuple[dict[int, float], list[str]]:
-    """Test accuracy (percent) per seed from ``<run_dir>/seed<k>/result.json``, and what is missing."""
+def seed_accuracies(root: Path, run_dir: str, seeds: Sequence[int],
+                    steps: int | None = None) -> tuple[dict[int, float], list[str]]:
+    """Test accuracy (percent) per seed from ``<run_dir>/seed<k>/result.json``, and what is missing.
+
+    With ``steps``, a result of another number of training steps counts as missing (named so).
+    """
     found: dict[int, float] = {}
     missing: list[str] = []
     for k in seeds:
         rel = f"{run_dir}/seed{k}/result.json"
         result = read_json(root / rel)
         acc = None if result is None else result.get("test_accuracy")
-        if isinstance(acc, (int, float)) and 0.0 <= acc <= 1.0:
+        if steps is not None and result is not None and result.get("num_train_steps", steps) != steps:
+            missing.append(f"{rel} at {steps} steps (it holds {result.get('num_train_steps')})")
+        elif isinstance(acc, (int, float)) and 0.0 <= acc <= 1.0:
             found[k] = 100.0 * float(acc)
         else:
             missing.append(rel)
