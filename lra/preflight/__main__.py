@@ -64,6 +64,22 @@ def check_compiler(target: targets.Target, python: str) -> None:
             f"(best in its own venv, then pass --python VENV/bin/python)")
 
 
+def gpu_target_config(target: targets.Target) -> str:
+    """XLA's target description of the GPU (experimental deviceless path, jax issues #23971, #28376).
+
+    The text protos live in XLA's source tree, ``xla/tools/hlo_opt/gpu_specs/``, not in any wheel:
+    point ``LRA_PREFLIGHT_GPU_SPECS`` at that folder (a checkout of openxla/xla at the commit of the
+    installed jaxlib)."""
+    folder = os.environ.get("LRA_PREFLIGHT_GPU_SPECS", "")
+    path = Path(folder) / target.chip.gpu_spec
+    if not folder or not path.is_file():
+        raise PreflightError(
+            f"target {target.name!r} (experimental) needs XLA's GPU description {target.chip.gpu_spec}: set "
+            f"LRA_PREFLIGHT_GPU_SPECS to a folder holding it (openxla/xla: xla/tools/hlo_opt/gpu_specs/)"
+            + (f"; {path} not found" if folder else ""))
+    return path.read_text()
+
+
 def compile_in_child(payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False) -> dict[str, Any]:
     """Run compile_step in a child process, with a progress line; Ctrl-C stops the child and re-raises."""
     if not quiet:
@@ -118,6 +134,8 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
                "target": {"kind": target.kind, "devices": target.devices, "topology": target.topology,
                           "topology_name": target.chip.topology_name if target.chip else "",
                           "chip_config_name": target.chip.chip_config_name if target.chip else ""}}
+    if target.kind == "gpu":
+        payload["target"]["target_config"] = gpu_target_config(target)
     directory = cache_dir or cache.default_dir()
     k = cache.key(json.loads(config.to_json_best_effort()), target.name, seeds, payload["measure_steps"])
     result = cache.load(directory, k) if use_cache else None
