@@ -90,3 +90,23 @@ def test_tpu_target_compiles_a_smoke_config(tmp_path):
     r = preflight("configs/listops_convluna.py:smoke", "v5e:2x2", python=PYTHON, cache_dir=tmp_path, quiet=True)
     assert r["status"] == "ok", r
     assert r["devices"] == 4 and r["verdict"] == "fits" and r["cost"]["flops"] > 0
+
+
+def test_set_overrides_parse_and_the_data_length_follows_the_model():
+    from lra.preflight.__main__ import PreflightError, parse_sets
+
+    assert parse_sets(["model.max_len=512", "batch_size=4", "model.dtype=bfloat16"]) == {
+        "model.max_len": 512, "data.max_len": 512, "batch_size": 4, "model.dtype": "bfloat16"}
+    with pytest.raises(PreflightError, match="KEY=VALUE"):
+        parse_sets(["model.max_len"])
+
+
+def test_gpu_target_without_xla_spec_says_where_to_get_it(monkeypatch, tmp_path):
+    from lra.preflight.__main__ import PreflightError, gpu_target_config
+
+    monkeypatch.delenv("LRA_PREFLIGHT_GPU_SPECS", raising=False)
+    with pytest.raises(PreflightError, match="h100_sxm.txtpb.*LRA_PREFLIGHT_GPU_SPECS"):
+        gpu_target_config(targets.parse("h100x8"))
+    (tmp_path / "a100_sxm_40.txtpb").write_text("gpu_device_info {}")
+    monkeypatch.setenv("LRA_PREFLIGHT_GPU_SPECS", str(tmp_path))
+    assert gpu_target_config(targets.parse("a100-40gb")) == "gpu_device_info {}"

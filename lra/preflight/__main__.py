@@ -249,6 +249,22 @@ def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variant
     return "\n".join(head + rows + foot) + "\n"
 
 
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``--set model.max_len=512`` (repeatable): dotted config keys; values read as JSON when they parse."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PreflightError(f"--set {item}: give KEY=VALUE, e.g. --set model.max_len=512")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    if "model.max_len" in out:  # the data pipeline's length follows the model's, as in the benchmark
+        out.setdefault("data.max_len", out["model.max_len"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -282,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--target", required=True, help="cpu, a TPU topology (v5e:2x2) or a GPU (h100, h100x8)")
         p.add_argument("--batch", type=int, help="global batch (default: the config's)")
         p.add_argument("--seeds", type=int, default=1, help="seeds vmapped in one program (default 1)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a config field (dotted, repeatable), e.g. --set model.max_len=512")
         p.add_argument("--measure-steps", type=int, default=3, help="cpu target: real steps timed (0: none)")
         p.add_argument("--python", default=sys.executable, help="the interpreter that compiles (e.g. a libtpu venv)")
         p.add_argument("--no-cache", action="store_true")
@@ -290,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.seeds < 1:
             raise PreflightError(f"--seeds {a.seeds}: need >= 1")
         r = preflight(a.config, a.target, batch=a.batch, seeds=a.seeds, measure_steps=a.measure_steps,
-                      python=a.python, use_cache=not a.no_cache)
+                      python=a.python, use_cache=not a.no_cache, overrides=parse_sets(a.set))
     except (PreflightError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INVALID
