@@ -152,6 +152,10 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
     result["verdict"], result["verdict_detail"] = estimate.verdict(result, target, capacity)
     if result.get("status") == "ok":
         result["step_time"] = estimate.step_times(result, target, cpu.get("matmul_flops"), cpu.get("bandwidth"))
+        if target.kind == "cpu":
+            from lra.preflight.bench_check import comparison
+
+            result["bench_check"] = comparison(result)
     return result
 
 
@@ -201,6 +205,10 @@ def report_lines(r: dict[str, Any]) -> list[str]:
         ms = r["measured"]["step_seconds_median"]
         lines.append(f"  measured on this CPU: {ms * 1e3:,.1f} ms per step (median of {r['measured']['steps']})"
                      + (f"; estimate / measured = {st['estimate'] / ms:.2f}" if st else ""))
+    if r.get("bench_check"):
+        from lra.preflight.bench_check import lines as bench_lines
+
+        lines += bench_lines(r["bench_check"])
     lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
     return lines
 
