@@ -246,7 +246,8 @@ def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variant
     target = targets.parse(target_name)
     head = [f"# Preflight: {grid}, preset {preset}, on {target.name} ({target.description})", "",
             f"Command: `python -m lra.preflight sweep {grid} --preset {preset} --target {target_name}"
-            f"{' --group-seeds on' if group_seeds else ''}`. Each distinct config was compiled once for the target "
+            f"{' --tasks ' + ' '.join(tasks) if tasks else ''}{' --variants ' + ' '.join(variants) if variants else ''}"
+            f"{' --group-seeds on' if group_seeds else ''}`{' (a subset of the grid)' if tasks or variants else ''}. Each distinct config was compiled once for the target "
             f"(abstract inputs, nothing trained); {'seeds vmapped: ' + str(seeds) + ' per program' if group_seeds else 'one seed per program'}. "
             f"Hours are roofline estimates at {estimate.ASSUMED_MFU:.0%} assumed MFU: real runs are slower "
             "(evaluation, input pipeline and overheads not included).", "",
@@ -295,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
             print(table)
             if a.out:
                 a.out.mkdir(parents=True, exist_ok=True)
-                path = a.out / f"{a.grid}_{a.preset}_{a.target.replace(':', '-')}.md"
+                subset = "".join(f"_{x}" for x in (a.tasks or []) + (a.variants or []))
+                path = a.out / f"{a.grid}_{a.preset}_{a.target.replace(':', '-')}{subset}.md"
                 path.write_text(table)
                 print(f"wrote {path}")
             return 0
