@@ -253,8 +253,10 @@ def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variant
             "(evaluation, input pipeline and overheads not included).", "",
             "| task | variant | verdict | GiB per device | GFLOP per step | est. hours per run | runs | detail |",
             "|---|---|---|---:|---:|---:|---:|---|"]
-    foot = ["", f"Grid total: {len(runs)} program(s), about {total_hours:,.1f} device-hours x {target.devices} devices "
-                f"(estimate){f'; {unknown} config(s) without an estimate' if unknown else ''}."]
+    foot = ["", f"Grid total: {len(runs)} program(s) (runs{', seeds vmapped' if group_seeds else ''}), about "
+                f"{total_hours:,.2f} hours on {target.description}, i.e. {total_hours * target.devices:,.1f} "
+                f"device-hours (estimate at {estimate.ASSUMED_MFU:.0%} MFU, run one after another)"
+                f"{f'; {unknown} config(s) without an estimate' if unknown else ''}."]
     return "\n".join(head + rows + foot) + "\n"
 
 
