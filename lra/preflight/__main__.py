@@ -196,8 +196,8 @@ def report_lines(r: dict[str, Any]) -> list[str]:
     st = r.get("step_time")
     if st:
         run_hours = st["estimate"] * r["num_train_steps"] / 3600
-        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {st['peak_flops'] / 1e12:,.1f} "
-                     f"TFLOP/s, {st['bandwidth'] / 1e9:,.0f} GB/s), estimate {st['estimate'] * 1e3:,.1f} ms at "
+        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {st['peak_flops'] / 1e9:,.4g} "
+                     f"GFLOP/s, {st['bandwidth'] / 1e9:,.0f} GB/s), estimate {st['estimate'] * 1e3:,.1f} ms at "
                      f"{st['mfu']:.0%} MFU (assumed; real steps are slower than the bound)")
         lines.append(f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
                      f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)")
