@@ -90,3 +90,40 @@ def test_tpu_target_compiles_a_smoke_config(tmp_path):
     r = preflight("configs/listops_convluna.py:smoke", "v5e:2x2", python=PYTHON, cache_dir=tmp_path, quiet=True)
     assert r["status"] == "ok", r
     assert r["devices"] == 4 and r["verdict"] == "fits" and r["cost"]["flops"] > 0
+
+
+def test_set_overrides_parse_and_the_data_length_follows_the_model():
+    from lra.preflight.__main__ import PreflightError, parse_sets
+
+    assert parse_sets(["model.max_len=512", "batch_size=4", "model.dtype=bfloat16"]) == {
+        "model.max_len": 512, "data.max_len": 512, "batch_size": 4, "model.dtype": "bfloat16"}
+    with pytest.raises(PreflightError, match="KEY=VALUE"):
+        parse_sets(["model.max_len"])
+
+
+def test_gpu_target_without_xla_spec_says_where_to_get_it(monkeypatch, tmp_path):
+    from lra.preflight.__main__ import PreflightError, gpu_target_config
+
+    monkeypatch.delenv("LRA_PREFLIGHT_GPU_SPECS", raising=False)
+    with pytest.raises(PreflightError, match="h100_sxm.txtpb.*LRA_PREFLIGHT_GPU_SPECS"):
+        gpu_target_config(targets.parse("h100x8"))
+    (tmp_path / "a100_sxm_40.txtpb").write_text("gpu_device_info {}")
+    monkeypatch.setenv("LRA_PREFLIGHT_GPU_SPECS", str(tmp_path))
+    assert gpu_target_config(targets.parse("a100-40gb")) == "gpu_device_info {}"
+
+
+def test_bench_check_matches_the_committed_cpu_benchmark_case(tmp_path):
+    import json
+
+    from lra.preflight import bench_check
+
+    case = dict(status="ok", num_params=1000, length=512, batch_size=4, seeds=1, dtype="float32",
+                steps_per_second=5.0, flops_per_step=1e10, memory={"total_bytes": 3 * 10**8})
+    (tmp_path / "training_steps_cpu.json").write_text(json.dumps({"cases": [case, dict(case, length=1024)]}))
+    result = dict(status="ok", num_params=1000, length=512, global_batch=4, seeds=1, dtype="float32",
+                  step_time={"estimate": 0.1, "lower_bound": 0.05}, measured={"step_seconds_median": 0.3})
+    cmp = bench_check.comparison(result, tmp_path)
+    assert cmp["bench_step_seconds"] == [0.2] and cmp["estimate_over_bench"] == pytest.approx(0.5)
+    assert cmp["measured_over_bench"] == pytest.approx(1.5)
+    assert "estimate / benchmark = 0.50" in "\n".join(bench_check.lines(cmp))
+    assert bench_check.comparison(dict(result, length=2000), tmp_path) is None

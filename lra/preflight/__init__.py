@@ -11,5 +11,6 @@ Reading order:
 2. ``compile_step``: the child process: environment first, then JAX, then lower and compile.
 3. ``estimate``: roofline and verdict from a compilation's numbers and a target's specs.
 4. ``cache``: compilations keyed by (config digest, target, jax and libtpu versions).
-5. ``__main__``: the command line, one config or a whole sweep grid (``sweep GRID``).
+5. ``bench_check``: the CPU target against the committed CPU step benchmark (results/bench).
+6. ``__main__``: the command line, one config or a whole sweep grid (``sweep GRID``).
 """

@@ -64,6 +64,22 @@ def check_compiler(target: targets.Target, python: str) -> None:
             f"(best in its own venv, then pass --python VENV/bin/python)")
 
 
+def gpu_target_config(target: targets.Target) -> str:
+    """XLA's target description of the GPU (experimental deviceless path, jax issues #23971, #28376).
+
+    The text protos live in XLA's source tree, ``xla/tools/hlo_opt/gpu_specs/``, not in any wheel:
+    point ``LRA_PREFLIGHT_GPU_SPECS`` at that folder (a checkout of openxla/xla at the commit of the
+    installed jaxlib)."""
+    folder = os.environ.get("LRA_PREFLIGHT_GPU_SPECS", "")
+    path = Path(folder) / target.chip.gpu_spec
+    if not folder or not path.is_file():
+        raise PreflightError(
+            f"target {target.name!r} (experimental) needs XLA's GPU description {target.chip.gpu_spec}: set "
+            f"LRA_PREFLIGHT_GPU_SPECS to a folder holding it (openxla/xla: xla/tools/hlo_opt/gpu_specs/)"
+            + (f"; {path} not found" if folder else ""))
+    return path.read_text()
+
+
 def compile_in_child(payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False) -> dict[str, Any]:
     """Run compile_step in a child process, with a progress line; Ctrl-C stops the child and re-raises."""
     if not quiet:
@@ -118,6 +134,8 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
                "target": {"kind": target.kind, "devices": target.devices, "topology": target.topology,
                           "topology_name": target.chip.topology_name if target.chip else "",
                           "chip_config_name": target.chip.chip_config_name if target.chip else ""}}
+    if target.kind == "gpu":
+        payload["target"]["target_config"] = gpu_target_config(target)
     directory = cache_dir or cache.default_dir()
     k = cache.key(json.loads(config.to_json_best_effort()), target.name, seeds, payload["measure_steps"])
     result = cache.load(directory, k) if use_cache else None
@@ -134,6 +152,10 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
     result["verdict"], result["verdict_detail"] = estimate.verdict(result, target, capacity)
     if result.get("status") == "ok":
         result["step_time"] = estimate.step_times(result, target, cpu.get("matmul_flops"), cpu.get("bandwidth"))
+        if target.kind == "cpu":
+            from lra.preflight.bench_check import comparison
+
+            result["bench_check"] = comparison(result)
     return result
 
 
@@ -174,8 +196,8 @@ def report_lines(r: dict[str, Any]) -> list[str]:
     st = r.get("step_time")
     if st:
         run_hours = st["estimate"] * r["num_train_steps"] / 3600
-        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {st['peak_flops'] / 1e12:,.1f} "
-                     f"TFLOP/s, {st['bandwidth'] / 1e9:,.0f} GB/s), estimate {st['estimate'] * 1e3:,.1f} ms at "
+        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {st['peak_flops'] / 1e9:,.4g} "
+                     f"GFLOP/s, {st['bandwidth'] / 1e9:,.0f} GB/s), estimate {st['estimate'] * 1e3:,.1f} ms at "
                      f"{st['mfu']:.0%} MFU (assumed; real steps are slower than the bound)")
         lines.append(f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
                      f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)")
@@ -183,6 +205,10 @@ def report_lines(r: dict[str, Any]) -> list[str]:
         ms = r["measured"]["step_seconds_median"]
         lines.append(f"  measured on this CPU: {ms * 1e3:,.1f} ms per step (median of {r['measured']['steps']})"
                      + (f"; estimate / measured = {st['estimate'] / ms:.2f}" if st else ""))
+    if r.get("bench_check"):
+        from lra.preflight.bench_check import lines as bench_lines
+
+        lines += bench_lines(r["bench_check"])
     lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
     return lines
 
@@ -220,15 +246,34 @@ def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variant
     target = targets.parse(target_name)
     head = [f"# Preflight: {grid}, preset {preset}, on {target.name} ({target.description})", "",
             f"Command: `python -m lra.preflight sweep {grid} --preset {preset} --target {target_name}"
-            f"{' --group-seeds on' if group_seeds else ''}`. Each distinct config was compiled once for the target "
+            f"{' --tasks ' + ' '.join(tasks) if tasks else ''}{' --variants ' + ' '.join(variants) if variants else ''}"
+            f"{' --group-seeds on' if group_seeds else ''}`{' (a subset of the grid)' if tasks or variants else ''}. Each distinct config was compiled once for the target "
             f"(abstract inputs, nothing trained); {'seeds vmapped: ' + str(seeds) + ' per program' if group_seeds else 'one seed per program'}. "
             f"Hours are roofline estimates at {estimate.ASSUMED_MFU:.0%} assumed MFU: real runs are slower "
             "(evaluation, input pipeline and overheads not included).", "",
             "| task | variant | verdict | GiB per device | GFLOP per step | est. hours per run | runs | detail |",
             "|---|---|---|---:|---:|---:|---:|---|"]
-    foot = ["", f"Grid total: {len(runs)} program(s), about {total_hours:,.1f} device-hours x {target.devices} devices "
-                f"(estimate){f'; {unknown} config(s) without an estimate' if unknown else ''}."]
+    foot = ["", f"Grid total: {len(runs)} program(s) (runs{', seeds vmapped' if group_seeds else ''}), about "
+                f"{total_hours:,.2f} hours on {target.description}, i.e. {total_hours * target.devices:,.1f} "
+                f"device-hours (estimate at {estimate.ASSUMED_MFU:.0%} MFU, run one after another)"
+                f"{f'; {unknown} config(s) without an estimate' if unknown else ''}."]
     return "\n".join(head + rows + foot) + "\n"
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``--set model.max_len=512`` (repeatable): dotted config keys; values read as JSON when they parse."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PreflightError(f"--set {item}: give KEY=VALUE, e.g. --set model.max_len=512")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    if "model.max_len" in out:  # the data pipeline's length follows the model's, as in the benchmark
+        out.setdefault("data.max_len", out["model.max_len"])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             print(table)
             if a.out:
                 a.out.mkdir(parents=True, exist_ok=True)
-                path = a.out / f"{a.grid}_{a.preset}_{a.target.replace(':', '-')}.md"
+                subset = "".join(f"_{x}" for x in (a.tasks or []) + (a.variants or []))
+                path = a.out / f"{a.grid}_{a.preset}_{a.target.replace(':', '-')}{subset}.md"
                 path.write_text(table)
                 print(f"wrote {path}")
             return 0
@@ -264,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--target", required=True, help="cpu, a TPU topology (v5e:2x2) or a GPU (h100, h100x8)")
         p.add_argument("--batch", type=int, help="global batch (default: the config's)")
         p.add_argument("--seeds", type=int, default=1, help="seeds vmapped in one program (default 1)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a config field (dotted, repeatable), e.g. --set model.max_len=512")
         p.add_argument("--measure-steps", type=int, default=3, help="cpu target: real steps timed (0: none)")
         p.add_argument("--python", default=sys.executable, help="the interpreter that compiles (e.g. a libtpu venv)")
         p.add_argument("--no-cache", action="store_true")
@@ -272,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.seeds < 1:
             raise PreflightError(f"--seeds {a.seeds}: need >= 1")
         r = preflight(a.config, a.target, batch=a.batch, seeds=a.seeds, measure_steps=a.measure_steps,
-                      python=a.python, use_cache=not a.no_cache)
+                      python=a.python, use_cache=not a.no_cache, overrides=parse_sets(a.set))
     except (PreflightError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INVALID

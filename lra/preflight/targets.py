@@ -33,6 +33,7 @@ class Chip:
     platform: str  # "tpu" or "cuda"
     topology_name: str = ""  # get_topology_desc's name for TPUs
     chip_config_name: str = "default"
+    gpu_spec: str = ""  # XLA's target-config file for GPUs (xla/tools/hlo_opt/gpu_specs/<gpu_spec>)
 
 
 TPU_CHIPS = {
@@ -42,9 +43,9 @@ TPU_CHIPS = {
     "v6e": Chip("TPU v6e", 32 * GIB, 918e12, 918e12 / 3, 1.64e12, "tpu", "v6e"),
 }
 GPU_CHIPS = {
-    "h100": Chip("H100 SXM 80GB", 80 * 10**9, 989e12, 495e12, 3.35e12, "cuda"),
-    "a100-40gb": Chip("A100 SXM 40GB", 40 * 10**9, 312e12, 156e12, 1.555e12, "cuda"),
-    "a100-80gb": Chip("A100 SXM 80GB", 80 * 10**9, 312e12, 156e12, 2.039e12, "cuda"),
+    "h100": Chip("H100 SXM 80GB", 80 * 10**9, 989e12, 495e12, 3.35e12, "cuda", gpu_spec="h100_sxm.txtpb"),
+    "a100-40gb": Chip("A100 SXM 40GB", 40 * 10**9, 312e12, 156e12, 1.555e12, "cuda", gpu_spec="a100_sxm_40.txtpb"),
+    "a100-80gb": Chip("A100 SXM 80GB", 80 * 10**9, 312e12, 156e12, 2.039e12, "cuda", gpu_spec="a100_sxm_80.txtpb"),
 }
 TPU_EXAMPLES = ("v4:2x2x1", "v5e:2x2", "v5e:2x4", "v5p:2x2x1", "v6e:2x2")
 
