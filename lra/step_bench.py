@@ -45,7 +45,6 @@ FAMILIES = ("softmax", "luna", "convluna", "clustered", "improved_clustered", "a
 LABELS = {"softmax": "Transformer", "luna": "Luna-16", "convluna": "ConvLuna-16", "clustered": "Clustered-100",
           "improved_clustered": "i-Clustered-100", "agglomerative": "Agglomerative", "dispersed": "Dispersed",
           "linear": "Linear", "gated_linear": "Gated Linear"}
-VOCAB, CLASSES = 20, 10  # ListOps' token and class counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +100,7 @@ def matmul_rate(dtype: str, size: int) -> float:
 def compile_case(case: Case) -> dict[str, Any]:
     """Compile the case's init and train step from shapes alone (no device memory is allocated,
     so other cases can compile while one is timed); what ``time_case`` needs."""
+    from lra.data import task_shapes
     from lra.model import build_model
     from lra.training import distributed
     from lra.training.schedules import make_optimizer
@@ -110,7 +110,8 @@ def compile_case(case: Case) -> dict[str, Any]:
     config = case_config(case)
     validate_config(config, num_devices=jax.device_count())
     mesh = distributed.data_mesh()
-    model = build_model(config.model, VOCAB, CLASSES, False)
+    vocab, classes, dual = task_shapes(config.task)
+    model = build_model(config.model, vocab, classes, dual)
     tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
     seeds = list(range(case.seeds))
     train, _ = make_steps(model, tx, config, mesh, seeds)
@@ -127,7 +128,7 @@ def compile_case(case: Case) -> dict[str, Any]:
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return {"config": config, "mesh": mesh, "init": init_compiled, "train": train_compiled,
             "compile_seconds": compile_seconds, "flops": float(cost.get("flops", 0.0)) if cost else 0.0,
-            "memory": _compiled_bytes(train_compiled)}
+            "memory": _compiled_bytes(train_compiled), "vocab": vocab, "classes": classes}
 
 
 def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
@@ -137,8 +138,8 @@ def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
     config, train = compiled["config"], compiled["train"]
     state = compiled["init"]()
     rng = np.random.default_rng(0)
-    tokens = rng.integers(1, VOCAB, (case.seeds, config.batch_size, case.length)).astype(np.int32)
-    batch = {"inputs": tokens, "labels": rng.integers(0, CLASSES, tokens.shape[:2]).astype(np.int32),
+    tokens = rng.integers(1, compiled["vocab"], (case.seeds, config.batch_size, case.length)).astype(np.int32)
+    batch = {"inputs": tokens, "labels": rng.integers(0, compiled["classes"], tokens.shape[:2]).astype(np.int32),
              "weights": np.ones(tokens.shape[:2], np.float32)}
     batch = distributed.shard_batch(batch, distributed.seed_batch_sharded(compiled["mesh"]))
     state, metrics = train(state, batch)  # warm-up

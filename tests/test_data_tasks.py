@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lra.data import bytes_tokenizer, image, matching, prepare, text, tfrecord
+from lra.data import bytes_tokenizer, image, matching, prepare, task_shapes, text, tfrecord
 from lra.data.types import DataError
 from lra.defaults import task_config
 
@@ -220,6 +220,7 @@ def test_text_from_aclimdb(tmp_path, capsys):
     write_aclimdb(tmp_path)
     data = text.load(make_config("text", tmp_path, max_len=20))
     assert (data.vocab_size, data.num_classes, data.max_len, data.dual) == (257, 2, 20, False)
+    assert task_shapes("text") == (data.vocab_size, data.num_classes, data.dual)  # preflight's shapes
     tokens, lengths, labels = expected_imdb("test", 20)
     np.testing.assert_array_equal(data.test.inputs, tokens)
     np.testing.assert_array_equal(data.test.lengths, lengths)
@@ -300,6 +301,7 @@ def test_matching_loads_pairs(tmp_path):
     write_aan(tmp_path)
     data = matching.load(make_config("matching", tmp_path, max_len=32))
     assert (data.vocab_size, data.num_classes, data.max_len, data.dual) == (257, 2, 32, True)
+    assert task_shapes("matching") == (data.vocab_size, data.num_classes, data.dual)
     assert (len(data.train), len(data.validation), len(data.test)) == (6, 3, 4)
     assert data.train.inputs.shape == (6, 2, 32) and data.train.lengths.shape == (6, 2)
     assert data.validation.labels.tolist() == [0, 1, 0]
@@ -363,6 +365,7 @@ def test_image_from_pickles(tmp_path):
     write_cifar_pickles(tmp_path)
     data = image.load(make_config("image", tmp_path))
     assert (data.vocab_size, data.num_classes, data.max_len, data.dual) == (257, 10, 1024, False)
+    assert task_shapes("image") == (data.vocab_size, data.num_classes, data.dual)
     assert (len(data.train), len(data.validation), len(data.test)) == (18, 2, 6)  # last 10% of train
     train_rows = np.concatenate([CIFAR_BATCHES[f"data_batch_{i}"][0] for i in range(1, 6)])
     train_labels = np.concatenate([CIFAR_BATCHES[f"data_batch_{i}"][1] for i in range(1, 6)])

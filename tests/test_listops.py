@@ -14,7 +14,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from lra.data import DataError, TaskData, cache, get_loader
+from lra.data import DataError, TaskData, cache, get_loader, task_shapes
 from lra.data import listops
 from lra.defaults import task_config
 
@@ -379,6 +379,7 @@ def test_load_returns_padded_task_data(tmp_path):
     data = get_loader("listops")(config)
     assert isinstance(data, TaskData)
     assert (data.vocab_size, data.num_classes, data.max_len, data.dual) == (16, 10, 60, False)
+    assert task_shapes("listops") == (data.vocab_size, data.num_classes, data.dual)  # preflight, step bench
     folder = listops.generated_dir(tmp_path, 10, 60, COUNTS, 0)
     for (name, split), file, count in zip(data.splits().items(), listops.SPLIT_FILES.values(), COUNTS):
         examples = read_tsv(folder / file)

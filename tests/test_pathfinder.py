@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lra.data import download, pathfinder, pathfinder_gen, prepare
+from lra.data import download, pathfinder, pathfinder_gen, prepare, task_shapes
 from lra.data.types import DataError
 from lra.defaults import task_config
 
@@ -157,6 +157,7 @@ def test_reader_parses_the_release_layout(tmp_path, monkeypatch):
     # 20 rows: 16 / 2 / 2 by LRA's 80/10/10; the empty image (row 3) leaves train with 15
     assert (len(data.train), len(data.validation), len(data.test)) == (15, 2, 2)
     assert data.vocab_size == 257 and data.num_classes == 2 and data.max_len == 1024 and not data.dual
+    assert task_shapes("pathfinder") == task_shapes("pathx") == (data.vocab_size, data.num_classes, data.dual)
     values = [int(row[0]) - 1 for row in np.asarray(data.train.inputs)]
     assert values == [k for k in range(16) if k != 3]  # batch 0, then 1, then 10
     assert [int(row[0]) - 1 for row in np.asarray(data.test.inputs)] == [18, 19]

@@ -177,7 +177,7 @@ def test_incomplete_cells_show_n_and_are_not_averaged(grid, tmp_path):
 
 
 def test_bold_never_sits_under_a_higher_plain_cell(tmp_path):
-    """results/listops_cpu: the Transformer has 2 seeds, every other row 1, ConvLuna-16 is highest."""
+    """The retired first every-family table's case: the Transformer has 2 seeds, every other row 1, ConvLuna-16 highest."""
     root = tmp_path / "runs"
     write_run(root, "listops", "Transformer", 0, 0.358)
     write_run(root, "listops", "Transformer", 1, 0.352)

@@ -32,6 +32,22 @@ def get_loader(task: str) -> Callable[[ml_collections.ConfigDict], TaskData]:
     return getattr(importlib.import_module(module), func)
 
 
+def task_shapes(task: str) -> tuple[int, int, bool]:
+    """(vocab size, classes, dual) of a task from its loader's constants, without reading data: what
+    preflight and the step benchmark build the model with (a test checks it against the loaders)."""
+    from lra.data import bytes_tokenizer, image, listops, matching, pathfinder, text
+
+    table = {"listops": (len(listops.VOCAB), listops.NUM_CLASSES, False),
+             "text": (bytes_tokenizer.VOCAB_SIZE, text.NUM_CLASSES, False),
+             "matching": (bytes_tokenizer.VOCAB_SIZE, matching.NUM_CLASSES, True),
+             "image": (image.VOCAB_SIZE, image.NUM_CLASSES, False),
+             "pathfinder": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False),
+             "pathx": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False)}
+    if task not in table:
+        raise ValueError(f"config.task={task!r}: no shapes known; known: {', '.join(table)}")
+    return table[task]
+
+
 def load_task(config: ml_collections.ConfigDict) -> TaskData:
     """Load ``config.task`` as the config's data section describes; every split must be non-empty
     (an empty validation split would select on nothing, an empty test split report 0%)."""

@@ -32,21 +32,6 @@ def load_config(path: str, options: str | None, overrides: dict[str, Any]) -> An
     return config
 
 
-def task_shapes(task: str) -> tuple[int, int, bool]:
-    """(vocab size, classes, dual) of a task from its loader's constants: no data is read."""
-    from lra.data import bytes_tokenizer, image, listops, matching, pathfinder, text
-
-    table = {"listops": (len(listops.VOCAB), listops.NUM_CLASSES, False),
-             "text": (bytes_tokenizer.VOCAB_SIZE, text.NUM_CLASSES, False),
-             "matching": (bytes_tokenizer.VOCAB_SIZE, matching.NUM_CLASSES, True),
-             "image": (image.VOCAB_SIZE, image.NUM_CLASSES, False),
-             "pathfinder": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False),
-             "pathx": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False)}
-    if task not in table:
-        raise ValueError(f"config.task={task!r}: no shapes known; known: {', '.join(table)}")
-    return table[task]
-
-
 def devices_for(target: dict[str, Any]) -> list[Any]:
     import jax
 
@@ -94,6 +79,7 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
         from jax.sharding import Mesh
 
+        from lra.data import task_shapes
         from lra.model import build_model
         from lra.training import distributed
         from lra.training.schedules import make_optimizer
