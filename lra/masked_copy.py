@@ -21,8 +21,11 @@ x 6 heads x 32, MLP 768, R-Adam at 2e-4, batch 32, 5000 steps, 15-100 clusters, 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import time
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import jax
@@ -186,11 +189,30 @@ def train_variant(
     }
 
 
-def run_experiment(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train every variant of ``settings`` and collect the results."""
+def run_experiment(
+    settings: Settings, log: Callable[[str], None] = print,
+    done: Mapping[str, dict[str, Any]] | None = None,
+    on_run: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Train every variant of ``settings`` and collect the results.
+
+    ``done`` maps a variant spec to the run an earlier, interrupted call of the same settings
+    finished: each variant trains from the seed alone, so reusing it is exact. ``on_run(spec, run)``
+    is called as each new variant finishes (the command line appends it to its partial file).
+    """
+    done = dict(done or {})
     log(f"masked copy: L={settings.seq_len} (N={2 * (settings.seq_len + 1)}), "
         f"{settings.steps} steps x batch {settings.batch_size}")
-    runs = [train_variant(settings, spec, log) for spec in settings.variants]
+    runs = []
+    for spec in settings.variants:
+        if spec in done:
+            log(f"  {spec}: finished by an earlier call, reused")
+            runs.append(done[spec])
+            continue
+        run = train_variant(settings, spec, log)
+        if on_run is not None:
+            on_run(spec, run)
+        runs.append(run)
     for r in runs:
         log(f"{r['variant']:>16}: masked-token accuracy {r['masked_accuracy']:.3f}, "
             f"all-token accuracy {r['token_accuracy']:.3f}")
@@ -218,3 +240,68 @@ def markdown_report(result: dict[str, Any], command: str) -> str:
         lines.append(f"| {r['variant']} | {r['masked_accuracy']:.3f} | {r['token_accuracy']:.3f} | "
                      f"{r['eval_loss']:.3f} | {r['train_seconds']} |")
     return "\n".join(lines) + "\n"
+
+
+PARTIAL = "partial.jsonl"  # one finished variant a line, until results.json is written
+
+
+def _partial_settings(settings: Settings) -> dict[str, Any]:
+    """What a partial file's runs must share with this call to be reused (not the variant list)."""
+    return {k: v for k, v in dataclasses.asdict(settings).items() if k != "variants"}
+
+
+def read_partial(path: Path, settings: Settings) -> dict[str, dict[str, Any]]:
+    """Finished variants of an interrupted call: spec -> run. A torn last line (a kill mid-append)
+    is dropped; a damaged line elsewhere, or runs of other settings, are refused by name."""
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    want, done = _partial_settings(settings), {}
+    for i, line in enumerate(lines):
+        try:
+            entry = json.loads(line)
+            spec, run, held = entry["spec"], entry["run"], entry["settings"]
+        except (ValueError, KeyError, TypeError):
+            if i == len(lines) - 1:
+                break  # cut by a kill while appending: that variant simply trains again
+            raise ValueError(f"{path}, line {i + 1}, is damaged: delete the file (its variants train again) "
+                             f"or pass --restart") from None
+        if held != want:
+            diffs = ", ".join(f"{k}: {held.get(k)!r} there, {v!r} now" for k, v in want.items() if held.get(k) != v)
+            raise ValueError(f"{path} holds runs of other settings ({diffs}): pass the same settings to "
+                             f"resume, --restart to discard them, or another --out")
+        done[spec] = run
+    return done
+
+
+def run_resumable(settings: Settings, out: Path, command: str, restart: bool = False,
+                  log: Callable[[str], None] = print) -> dict[str, Any]:
+    """:func:`run_experiment` into ``out``: each finished variant is appended (fsync'd) to
+    ``out/partial.jsonl``, so a killed call resumes where it stopped when run again, exactly (each
+    variant trains from the seed alone); ``results.json`` and ``results.md`` are written atomically
+    at the end and the partial file removed. One process per folder (``out/.lock``)."""
+    from lra.training.run_files import write_text_atomic
+    from lra.training.workdir_lock import WorkdirLock
+
+    out.mkdir(parents=True, exist_ok=True)
+    with WorkdirLock(out):
+        partial = out / PARTIAL
+        if restart:
+            partial.unlink(missing_ok=True)
+        done = read_partial(partial, settings)
+        if done:
+            log(f"resuming from {partial}: {len(done)} variant(s) finished ({', '.join(done)})")
+
+        def append(spec: str, run: dict[str, Any]) -> None:
+            line = json.dumps({"spec": spec, "settings": _partial_settings(settings), "run": run})
+            with open(partial, "a") as f:
+                f.write(line + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+        result = run_experiment(settings, log, done=done, on_run=append)
+        result["command"] = command
+        write_text_atomic(out / "results.json", json.dumps(result, indent=2) + "\n")
+        write_text_atomic(out / "results.md", markdown_report(result, command))
+        partial.unlink(missing_ok=True)
+    return result

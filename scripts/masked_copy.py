@@ -6,18 +6,21 @@ clustered-16, i-clustered-4) take a few minutes on a 2-core CPU:
 
     python scripts/masked_copy.py
     python scripts/masked_copy.py --seq-len 63 --variants clustered:8 improved_clustered:8
+
+A call that is killed keeps its finished variants in ``<out>/partial.jsonl``; the same command
+resumes from them (``--restart`` discards them).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import pathlib
 import shlex
 import sys
 
 from lra import masked_copy
+from lra.training.run_errors import WorkdirLockedError
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -36,19 +39,18 @@ def main(argv: list[str] | None = None) -> None:
                                 help="default: %(default)s")
     parser.add_argument("--out", default="results/masked_copy",
                         help="output folder (default: %(default)s)")
+    parser.add_argument("--restart", action="store_true",
+                        help="discard the finished variants of an interrupted call in --out")
     args = vars(parser.parse_args(argv))
-    out = pathlib.Path(args.pop("out"))
+    out, restart = pathlib.Path(args.pop("out")), args.pop("restart")
     args["variants"] = tuple(args["variants"])
     settings = masked_copy.Settings(**args)
-
-    result = masked_copy.run_experiment(settings, log=lambda line: print(line, flush=True))
     command = shlex.join(["python", "scripts/masked_copy.py", *(sys.argv[1:] if argv is None else argv)])
-    result["command"] = command
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "results.md").write_text(masked_copy.markdown_report(result, command))
+    try:
+        masked_copy.run_resumable(settings, out, command, restart, log=lambda line: print(line, flush=True))
+    except (ValueError, WorkdirLockedError) as e:
+        sys.exit(f"error: {e}")
     print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
-
 
 if __name__ == "__main__":
     main()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -357,3 +359,46 @@ def test_masked_copy_task_definition():
     np.testing.assert_array_equal(np.where(masked, targets, inputs), targets)
     assert not np.any(masked[:, 1:32] & masked[:, 33:])  # recoverable: never both copies
     assert abs(masked.sum() / first.size / 2 - settings.mask_fraction) < 0.02
+
+
+def test_masked_copy_resumes_a_killed_call_exactly(tmp_path, monkeypatch):
+    """A call killed after its first variant keeps that variant; the same call again trains only the
+    rest and writes what an uninterrupted call writes; a torn last line is dropped, other settings
+    are refused by name."""
+    import json
+
+    from lra import masked_copy as mc
+
+    settings = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4,
+                           steps=2, eval_batches=1, log_every=1, variants=("softmax", "clustered:2"))
+    whole = mc.run_resumable(settings, tmp_path / "whole", "cmd", log=lambda line: None)
+
+    trained, real = [], mc.train_variant
+
+    def killed_on_second(s, spec, log):
+        if spec == "clustered:2":
+            raise KeyboardInterrupt  # the kill, after the first variant's line was appended
+        trained.append(spec)
+        return real(s, spec, log)
+
+    out = tmp_path / "cut"
+    monkeypatch.setattr(mc, "train_variant", killed_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        mc.run_resumable(settings, out, "cmd", log=lambda line: None)
+    assert not (out / "results.json").exists() and len((out / mc.PARTIAL).read_text().splitlines()) == 1
+    with open(out / mc.PARTIAL, "a") as f:
+        f.write('{"spec": "clustered:2", "sett')  # torn by a kill mid-append
+
+    def counting(s, spec, log):
+        trained.append(spec)
+        return real(s, spec, log)
+
+    monkeypatch.setattr(mc, "train_variant", counting)
+    with pytest.raises(ValueError, match=r"other settings \(steps: 2 there, 3 now"):
+        mc.run_resumable(dataclasses.replace(settings, steps=3), out, "cmd", log=lambda line: None)
+    resumed = mc.run_resumable(settings, out, "cmd", log=lambda line: None)
+    assert trained == ["softmax", "clustered:2"]  # softmax once, before the kill; then only the rest
+    strip = lambda r: [{k: v for k, v in run.items() if k != "train_seconds"} for run in r["runs"]]
+    assert strip(resumed) == strip(whole)
+    assert json.loads((out / "results.json").read_text())["runs"][0]["masked_accuracy"] == whole["runs"][0]["masked_accuracy"]
+    assert not (out / mc.PARTIAL).exists()
