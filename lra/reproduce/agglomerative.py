@@ -164,7 +164,7 @@ PAPER = Paper(
               f"reproduced if, masked and unmasked, agglomerative is faster from some N <= {CROSSOVER_MAX} on and the "
               f"log-log slope over the 3 longest lengths is >= {FULL_SLOPE_MIN} for full and <= {AGG_SLOPE_MAX} for "
               "agglomerative; partly if one of the two holds for one masking at least",
-              _fig1, (COMMAND,), (RECORD,), cpu_minutes=10),
+              _fig1, (COMMAND,), (RECORD,), cpu_minutes=13),
         not_testable("table1-text8", "Table 1, Figure 2",
                      "Character-level text8 models with agglomerative attention (plus convolutions) come close to "
                      "full attention's bits per character.",
