@@ -490,6 +490,80 @@ def test_bundle_bit_flips_fall_back_or_refuse_naming_the_seed(finished_bundle, d
     assert _snapshot(workdir) == before
 
 
+def test_bundle_start_over_killed_at_random_moments_loses_nothing_it_was_not_asked_to(finished_bundle, data_dir,
+                                                                                      tmp_path, monkeypatch):
+    """D1/D3 on a bundle: its --start_over (seed 0's run deleted, then seed 1's) stopped at moments
+    drawn across both seeds' deletions (seed 1's first among them, and between a rename and its
+    deletion): no seed ever holds checkpoints without config.json; while any seed keeps a part of
+    its old run, the bundle under another config is refused with the workdir untouched, naming that
+    seed; --start_over again ends as the uninterrupted bundle, bit for bit."""
+    from lra.training import run_files
+
+    ref_dir, reference = finished_bundle
+    # Moments: each output present is deleted in two calls (a leftover .removing-<name>, then the
+    # renamed output), seed 0's outputs first (checkpoints ... config.json), then seed 1's.
+    per_seed = [2 * sum((ref_dir / f"seed{s}" / n).exists() for n in run_files.RUN_OUTPUTS) for s in BUNDLE]
+    first1, total = per_seed[0], sum(per_seed)
+    assert per_seed[0] == per_seed[1] >= 8, per_seed
+    rng = np.random.default_rng(26)
+    in_seed0 = rng.choice(first1, size=3, replace=False)
+    in_seed1 = first1 + 1 + rng.choice(per_seed[1] - 1, size=3, replace=False)
+    moments = sorted({first1, *map(int, in_seed0), *map(int, in_seed1)})
+    rerun_at = int(in_seed1[0])  # --start_over again from here: seed 0 gone, seed 1 half deleted
+
+    def files(root: Path) -> dict[Path, bytes]:
+        return {p.relative_to(root): b for p, b in _snapshot(root).items()}
+
+    def old_parts(seed_dir: Path) -> list[str]:  # of the old run, under their own names
+        return [n for n in run_files.RUN_OUTPUTS if (seed_dir / n).exists() and n != "tensorboard"]
+
+    real_delete = run_files._delete
+    for at in moments:
+        workdir = tmp_path / f"kill{at}"
+        shutil.copytree(ref_dir, workdir)
+        calls = {"n": 0}
+
+        def dying(path: Path, calls=calls, at=at) -> None:
+            if calls["n"] == at:
+                raise KeyboardInterrupt("killed")
+            calls["n"] += 1
+            real_delete(path)
+
+        monkeypatch.setattr(run_files, "_delete", dying)
+        with pytest.raises(KeyboardInterrupt):
+            train_and_evaluate(_bundle(data_dir), workdir, start_over=True)
+        monkeypatch.setattr(run_files, "_delete", real_delete)
+        seed_dirs = [workdir / f"seed{s}" for s in BUNDLE]
+        for d in seed_dirs:  # never checkpoints (even those being deleted) without the config that guards them
+            if (d / "checkpoints").exists() or (d / f"{run_files.REMOVING}checkpoints").exists():
+                assert (d / "config.json").exists(), (at, sorted(p.name for p in d.iterdir()))
+        if at < first1:  # stopped in seed 0's deletions: seed 1 not yet touched
+            assert files(seed_dirs[1]) == files(ref_dir / "seed1"), at
+        else:  # in seed 1's: seed 0's run wholly gone, seed 1's untouched at its first moment
+            assert not [p.name for p in seed_dirs[0].iterdir() if p.name != ".lock"], at
+            if at == first1:
+                assert files(seed_dirs[1]) == files(ref_dir / "seed1")
+            else:
+                assert files(seed_dirs[1]) != files(ref_dir / "seed1"), at
+        holding = [d for d in seed_dirs if old_parts(d)]
+        if holding:  # a part of an old run is there: another config is refused untouched, naming the seed
+            before = _snapshot(workdir)
+            with pytest.raises(ValueError, match="different config|cannot be resumed|no config") as e:
+                train_and_evaluate(_bundle(data_dir, learning_rate=0.05), workdir)
+            assert str(holding[0]) in str(e.value), (at, str(e.value))
+            assert _snapshot(workdir) == before, at
+        else:  # all --start_over was asked to delete is gone: another config starts afresh
+            other = train_and_evaluate(_bundle(data_dir, learning_rate=0.05), workdir)
+            assert [r["num_train_steps"] for r in other] == [6, 6]
+            for d in seed_dirs:
+                assert json.loads((d / "config.json").read_text())["learning_rate"] == 0.05
+        if at == rerun_at:  # --start_over again ends as the uninterrupted bundle
+            results = train_and_evaluate(_bundle(data_dir), workdir, start_over=True)
+            assert [{k: r[k] for k in SAME} for r in results] == [{k: r[k] for k in SAME} for r in reference]
+            _assert_bundle_equal(workdir, ref_dir)
+    assert first1 in moments and min(moments) < first1 < rerun_at < total, (moments, total)
+
+
 @pytest.mark.slow
 def test_bundle_kill_campaign_full(data_dir, tmp_path):
     ref = tmp_path / "whole"
