@@ -132,7 +132,11 @@ GRIDS: dict[str, Grid] = {
                 for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[2:])
         + (Variant("Luna-16", "luna", "mem=16"), Variant("ConvLuna-16", "convluna", "mem=16"))
         + tuple(Variant(f"ConvLuna-16 (reference) [{field}={value}]", "convluna", "mem=16,reference",
-                        ((field, value),)) for field, value in CONVLUNA_REFERENCE_REVERTS),
+                        ((field, value),)) for field, value in CONVLUNA_REFERENCE_REVERTS)
+        # Luna under the same revert of the initialisation: the pair that the earlier 3-seed lead
+        # (before issue 25's model.param_init) ran with (lra.reproduce.convluna's init-lead claim).
+        + (Variant("Luna-16 (reference) [model.param_init=xavier]", "luna", "mem=16,reference",
+                   (("model.param_init", "xavier"),)),),
         tasks=("listops",),
         description="ConvLuna paper at laptop scale (python -m lra.reproduce convluna): Table 1's ListOps "
                     "ranking, Table 3's ablations and Figure 2's memory sizes with the published code's "

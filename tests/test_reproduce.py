@@ -211,6 +211,32 @@ def test_reference_attribution_rule(tmp_path):
     assert outcome.verdict == NOT_REPRODUCED and "no gain to attribute" in outcome.detail
 
 
+def test_reference_attribution_needs_the_reverted_rows_only_when_the_pair_shows_a_gain(tmp_path):
+    """The rule's first step reads the pair alone: no gain, no row is needed (not reproduced); a gain
+    with the reverted rows missing is incomplete and names them."""
+    claim = convluna.PAPER.claim("reference-attribution")
+    conv, luna = [0.40, 0.41, 0.39, 0.42, 0.40], [0.35, 0.352, 0.348, 0.351, 0.35]
+    _seeds(tmp_path, "ConvLuna-16 (reference)", luna)
+    _seeds(tmp_path, "Luna-16 (reference)", luna)
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == NOT_REPRODUCED and "not needed" in outcome.detail
+    _seeds(tmp_path, "ConvLuna-16 (reference)", conv)
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == INCOMPLETE and len(outcome.missing) == 5 * len(sweep.CONVLUNA_REFERENCE_REVERTS)
+    assert any(convluna.run_dir(convluna.revert_label("model.param_init", "xavier")) in m for m in outcome.missing)
+
+
+def test_init_lead_reads_the_xavier_pair(tmp_path):
+    claim = convluna.PAPER.claim("init-lead")
+    assert claim.outcome(tmp_path).verdict == INCOMPLETE
+    conv, luna = [0.40, 0.41, 0.39, 0.42, 0.40], [0.35, 0.352, 0.348, 0.351, 0.35]
+    _seeds(tmp_path, convluna.revert_label("model.param_init", "xavier"), conv)
+    _seeds(tmp_path, "Luna-16 (reference) [model.param_init=xavier]", luna)
+    assert claim.outcome(tmp_path).verdict == REPRODUCED
+    labels = {v.label for v in sweep.GRIDS["convluna_listops"].variants}
+    assert "Luna-16 (reference) [model.param_init=xavier]" in labels  # the sweep can run the row
+
+
 def test_reference_reverts_put_back_our_defaults():
     """Each reverted row sets a field that `reference` changes, to the value the config has without it."""
     import importlib.util

@@ -140,6 +140,18 @@ def _attribution(root: Path) -> Outcome:
     for label in labels:
         acc[label], miss = accuracies(root, label)
         missing += miss
+    base_missing = [m for label in labels[:2] for m in accuracies(root, label)[1]]
+    if not base_missing:  # the rule's first step needs only the pair: without a gain, no row is needed
+        gap, p_gap, n = evidence.paired_greater(acc[labels[0]], acc[labels[1]])
+        if not (gap > 0 and p_gap < ALPHA):
+            return Outcome(
+                NOT_REPRODUCED,
+                f"ConvLuna-16 (reference) {evidence.fmt_mean_std(list(acc[labels[0]].values()))}, Luna-16 (reference) "
+                f"{evidence.fmt_mean_std(list(acc[labels[1]].values()))}",
+                f"gap over Luna-16 (reference) {gap:+.2f} points, p = {p_gap:.3g} over {n} seeds",
+                detail="ConvLuna-16 (reference) is not significantly above Luna-16 (reference): there is no gain "
+                       "to attribute, so by the rule the reverted rows are not needed (see init-lead for the "
+                       "initialisation)")
     if missing:
         return Outcome(INCOMPLETE, missing=tuple(missing))
     conv, luna = acc[labels[0]], acc[labels[1]]
@@ -260,8 +272,24 @@ PAPER = Paper(
               _attribution,
               (sweep_command("Luna-16 (reference)", "ConvLuna-16 (reference)",
                              *(revert_label(f, v) for f, v in _reverts())), EXPORT),
-              _records("ConvLuna-16 (reference)", "Luna-16 (reference)",
-                       *(revert_label(f, v) for f, v in _reverts())), cpu_minutes=140),
+              # the pair alone: the rule reads the reverted rows only when the pair shows a gain (the judge
+              # then lists those that are missing)
+              _records("ConvLuna-16 (reference)", "Luna-16 (reference)"), cpu_minutes=140),
+        Claim("init-lead", "Table 1 (ListOps): the earlier lead",
+              "With the published code's choices but this suite's initialisation (xavier-uniform weights, zero "
+              "biases: the setting of the 3-seed lead that motivated `reference`, which ran before "
+              "`model.param_init` existed), ConvLuna-16 beats Luna-16 on ListOps.",
+              "none: the published code initialises as PyTorch does (the paper's 44.14 vs 36.98 ran with it)",
+              f"{SCALE}; rows ConvLuna-16 and Luna-16 `:cpu,mem=16,reference` with "
+              "`--config.model.param_init=xavier` (results/reference/init_listops_cpu had ConvLuna-16 at "
+              "38.6 / 40.7 / 35.7% with xavier against 37.1 / 38.1 / 34.2% with PyTorch's init on seeds 0-2)",
+              f"as table1-listops: reproduced if ConvLuna-16 beats Luna-16 by >= {MIN_GAIN} points, paired one-sided "
+              f"t p < {ALPHA} over seeds 0-4; partly if the gain is positive and significant but smaller",
+              _beats(revert_label("model.param_init", "xavier"), "Luna-16 (reference) [model.param_init=xavier]"),
+              (sweep_command("Luna-16 (reference) [model.param_init=xavier]", revert_label("model.param_init", "xavier")),
+               EXPORT),
+              _records("Luna-16 (reference) [model.param_init=xavier]", revert_label("model.param_init", "xavier")),
+              cpu_minutes=70),
         Claim("table1-vs-transformer", "Table 1 (ListOps)",
               "ConvLuna-16 is more accurate on ListOps than the Transformer.",
               "ConvLuna-16 44.14 +- 0.69 vs Transformer 36.37 (from the LRA paper)",
