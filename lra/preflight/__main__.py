@@ -162,7 +162,7 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
 def _cpu_specs(python: str) -> dict[str, Any]:
     """This CPU's matmul rate and copy bandwidth, measured in a child (the CPU target's 'peak')."""
     code = ("import json,time,os,numpy as np,jax,jax.numpy as jnp\n"
-            "from lra.step_bench import matmul_rate\n"
+            "from lra.bench.steps import matmul_rate\n"
             "a=np.ones(32*1024*1024);b=np.empty_like(a);np.copyto(b,a)\n"
             "t=time.perf_counter()\n"
             "for _ in range(5): np.copyto(b,a)\n"

@@ -205,9 +205,12 @@ def run_worker(command: list[str], kind: str, n: int, s: dict[str, Any],
     """One subprocess; its last stdout line is the JSON result."""
     env = dict(os.environ)
     if kind == "lra":  # the worker imports lra from this checkout
-        root = str(Path(__file__).resolve().parents[1])
+        root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    argv = command + [str(Path(__file__).resolve()), "--worker", kind, "--n", str(n), "--payload", json.dumps(s)]
+        entry = ["-m", "lra.bench.peers"]
+    else:  # the peers' python need not have lra: this file runs as a script (it imports only the standard
+        entry = [str(Path(__file__).resolve())]  # library at module level; lra only inside lra_worker and report)
+    argv = command + entry + ["--worker", kind, "--n", str(n), "--payload", json.dumps(s)]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -400,4 +403,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+        del sys.path[0]  # run as a file (the peers' worker): lra/bench/'s modules must not shadow their imports
     main()

@@ -82,7 +82,7 @@ def candidates(n: int, chunk_sizes: list[int]) -> dict[str, Core]:
     return cands
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--dim", type=int, default=128, help="qkv width (all heads)")
@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", type=Path, default=Path("results/bench/dispersed_impl"))
     ap.add_argument("--report-only", action="store_true", help="rewrite OUT.md from OUT.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.report_only:
         write_report(args.out)
         return
