@@ -16,6 +16,8 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+from pathlib import Path
 from typing import Any, Mapping
 
 import ml_collections
@@ -185,6 +187,16 @@ LEGACY_FIELDS: dict[str, Any] = {
     "model.cls_position": True,
     "model.param_init": "xavier",
 }
+
+
+def load_config_file(path: str | Path) -> Any:
+    """The module of a config file (``configs/<task>_<attention>.py``); its ``get_config(options)``
+    builds the config, as ``--config path.py:options`` does for lra.train."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"_lra_config_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def upgrade_run_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -69,9 +69,9 @@ def config_file(family: str) -> Path:
 def case_config(case: Case) -> Any:
     """The family's own ListOps config file at paper scale (what ``lra.train`` would train: its
     filter, norms, pooling, dropout), at the case's length, dtype and seed count."""
-    from lra.sweep import _load_config_module
+    from lra.defaults import load_config_file
 
-    c = _load_config_module(config_file(case.family)).get_config("paper")
+    c = load_config_file(config_file(case.family)).get_config("paper")
     c.data.max_len = c.model.max_len = case.length
     c.model.dtype = case.dtype
     c.seeds = tuple(range(case.seeds))
@@ -485,15 +485,12 @@ def bucket_padding_cost(config: Any, seeds: Sequence[int], steps: int) -> dict[s
 def seeds_vs_sequential(config_paths: Sequence[Path], seeds: Sequence[int], steps: int, root: Path, data_dir: str,
                         log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """For each config: ``seeds`` trained one after another, then in one vmapped program."""
+    from lra.defaults import load_config_file
     from lra.training.seeds import seed_config  # noqa: F401  (the bundle's config rule, documented there)
-    import importlib.util
 
     rows = []
     for path in config_paths:
-        spec = importlib.util.spec_from_file_location("_bench_config", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        config = module.get_config("cpu")
+        config = load_config_file(path).get_config("cpu")
         if data_dir:
             config.data_dir = data_dir
         sequential = []

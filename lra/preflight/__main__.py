@@ -216,7 +216,7 @@ def report_lines(r: dict[str, Any]) -> list[str]:
 def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variants=None, group_seeds: bool = False,
                 python: str = sys.executable, use_cache: bool = True) -> str:
     """Every run of a sweep grid on one target, as a markdown table (each distinct config compiled once)."""
-    from lra.sweep import GRIDS, expand
+    from lra.experiments.sweep import GRIDS, expand
 
     runs = expand(grid, preset, tasks=tasks, variants=variants, group_seeds=group_seeds)
     seeds = len(GRIDS[grid].seeds) if group_seeds else 1
