@@ -5,11 +5,11 @@ ConvLuna paper's Figure 1 and Section 2) at each run's best checkpoint.
     python -m lra.diagnose memory --workdir RUN [RUN ...] --out results/diagnostics
 
 For each run (a workdir written by lra.train of a memory family: luna, convluna), on a fixed
-batch (the first ``eval_batch_size`` validation examples, :func:`lra.memory_stats.probe_inputs`):
+batch (the first ``eval_batch_size`` validation examples, :func:`lra.training.memory_stats.probe_inputs`):
 
 * ``memory_<run>.png``: heatmaps (memory cell x feature) of the learned initial memory and of
   each block's output memory for the first example of the batch;
-* the statistics of :mod:`lra.memory_stats` (distinct vectors, effective rank, mean pairwise
+* the statistics of :mod:`lra.training.memory_stats` (distinct vectors, effective rank, mean pairwise
   cosine of the initial memory and of each block's memory, batch means; each block's packing
   entropy / log(real keys));
 
@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import ml_collections
 import numpy as np
 
-from lra.memory_stats import DISTINCT_COSINE, STATS
+from lra.training.memory_stats import DISTINCT_COSINE, STATS
 
 TASK_NAMES = {"listops": "ListOps", "text": "Text", "matching": "Matching", "image": "Image"}
 STAT_WORDS = {
@@ -71,7 +71,7 @@ def check_run(workdir: Path) -> ml_collections.ConfigDict:
     if not path.is_file():
         raise DiagnoseError(f"run {workdir}: no config.json there; --workdir takes run directories written "
                             f"by lra.train")
-    from lra.evaluate import load_run_config  # as lra.evaluate reads a run (older runs' configs upgraded)
+    from lra.training.run_files import load_run_config  # as lra.evaluate reads a run (older runs' configs upgraded)
 
     config = load_run_config(workdir)
     families = memory_families()
@@ -98,12 +98,12 @@ def memory_records(workdir: Path) -> list[dict[str, Any]]:
 def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> dict[str, Any]:
     """Restore the best checkpoint and measure the memory on the fixed validation batch.
 
-    Returns the flat statistics (the keys of :func:`lra.memory_stats.collect`), the per-example
+    Returns the flat statistics (the keys of :func:`lra.training.memory_stats.collect`), the per-example
     statistics of the first example, the memories to draw, the checkpoint step and the batch."""
     import jax
     import jax.numpy as jnp
 
-    from lra import memory_stats
+    from lra.training import memory_stats
     from lra.training.checkpoints import Checkpoints
     from lra.data import load_task
     from lra.data.types import PAD_ID
@@ -221,7 +221,7 @@ def markdown_table(runs: list[dict[str, Any]], command: str) -> str:
         f"Regenerate with `{command}`. Each run at its best checkpoint (by validation accuracy; step "
         f"{', '.join(map(str, steps))}, also in the *step* column), on a fixed batch: the first "
         f"{' / '.join(map(str, examples))} validation examples in file order "
-        f"(`lra.memory_stats.probe_inputs(data.validation, config.eval_batch_size)`).",
+        f"(`lra.training.memory_stats.probe_inputs(data.validation, config.eval_batch_size)`).",
         "",
         f"*distinct*: memory cells grouped at cosine >= {DISTINCT_COSINE}; *rank*: effective rank (exp of the "
         "entropy of the normalised singular values); *cos*: mean pairwise cosine of the cells; *entropy*: packing "
@@ -344,7 +344,7 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
 
     document = {
         "command": command,
-        "description": "lra.memory_stats of each run's best checkpoint on the first `batch.examples` validation "
+        "description": "lra.training.memory_stats of each run's best checkpoint on the first `batch.examples` validation "
                        "examples: initial/<stat> of the learned initial memory, block<k>/<stat> batch means of "
                        "block k's output memory (k from 0), block<k>/packing_entropy; first_example: the same "
                        "statistics of the first example (the heatmaps)",
@@ -379,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory degradation of Luna / ConvLuna runs (the ConvLuna paper's Figure 1)",
         description="Memory degradation of memory-family runs (luna, convluna) at their best checkpoints, on "
                     "the first eval_batch_size validation examples: heatmaps of the learned initial memory "
-                    "and each block's memory (memory_<run>.png), the statistics of lra.memory_stats "
+                    "and each block's memory (memory_<run>.png), the statistics of lra.training.memory_stats "
                     "(memory_stats.md, memory_stats.json), memory_degradation.png, and memory_curves.png "
                     "when the runs logged memory statistics during training.",
     )

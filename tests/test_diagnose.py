@@ -96,10 +96,10 @@ def _mean_cosine(m: np.ndarray) -> float:
 
 def test_numbers_equal_an_independent_recomputation(diagnosed):
     """Restore the checkpoint, run the model on the first 8 validation examples and recompute
-    the statistics here with numpy, without lra.memory_stats."""
+    the statistics here with numpy, without lra.training.memory_stats."""
     from lra.training.checkpoints import Checkpoints
     from lra.data import load_task
-    from lra.evaluate import load_run_config
+    from lra.training.run_files import load_run_config
     from lra.model import build_model
 
     root, result, _, doc = diagnosed

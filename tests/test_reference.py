@@ -282,7 +282,7 @@ def test_old_run_configs_rebuild_the_model_they_trained(tmp_path):
     import json
 
     from lra.defaults import LEGACY_FIELDS, upgrade_run_config
-    from lra.evaluate import load_run_config
+    from lra.training.run_files import load_run_config
 
     record = load(CONFIGS / "listops_convluna.py", "smoke").to_dict()
     for dotted in LEGACY_FIELDS:
