@@ -17,7 +17,7 @@ import pytest
 
 from test_checkpoints import flip_bit
 
-from lra import diagnose
+from lra.reports import diagnostics as diagnose
 from lra.training.run_errors import EXIT_CORRUPT
 from lra.training.run_files import config_to_dict, write_json_atomic
 from lra.train import train_and_evaluate

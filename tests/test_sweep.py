@@ -13,7 +13,7 @@ import pytest
 
 from conftest import result_record, script_main
 from lra.experiments import sweep
-from lra import tables
+from lra.reports import tables
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE1 = ["Transformer", "Luna-1", "Luna-16", "Luna-256", "ConvLuna-1", "ConvLuna-16", "ConvLuna-256"]

@@ -169,7 +169,7 @@ def _panel_note(first: dict[str, Any], key: str, cells: int) -> str:
 
 
 def heatmap_figure(run: dict[str, Any], probed: dict[str, Any], path: Path) -> Path:
-    from lra import plots
+    from lra.reports import plots
 
     cells = run["memory_size"]
     blocks = len(probed["block_memories"])
@@ -186,7 +186,7 @@ def heatmap_figure(run: dict[str, Any], probed: dict[str, Any], path: Path) -> P
 
 
 def curves_figure(runs: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]], path: Path) -> Path | None:
-    from lra import plots
+    from lra.reports import plots
 
     curves: dict[str, dict[str, dict[str, dict[int, float]]]] = {}
     for run in runs:
@@ -253,7 +253,7 @@ def markdown_table(runs: list[dict[str, Any]], command: str) -> str:
 
 
 def degradation_figure(runs: list[dict[str, Any]], memories: dict[str, np.ndarray], path: Path) -> Path:
-    from lra import plots
+    from lra.reports import plots
 
     order = sorted(range(len(runs)), key=lambda i: (runs[i]["variant"].endswith("(reference)"), i))
     mixed = len({(x["task"], x["preset"]) for x in runs}) > 1  # tell same-named variants apart
