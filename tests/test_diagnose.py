@@ -17,7 +17,8 @@ import pytest
 
 from test_checkpoints import flip_bit
 
-from lra.reports import diagnostics as diagnose
+from lra import diagnose
+from lra.reports import diagnostics
 from lra.training.run_errors import EXIT_CORRUPT
 from lra.training.run_files import config_to_dict, write_json_atomic
 from lra.train import train_and_evaluate
@@ -210,8 +211,8 @@ def test_torn_last_metrics_line_is_dropped(diagnosed, tmp_path, capsys):
     """The line a kill cuts short is dropped with a warning, as lra.train does (MetricsLog.read)."""
     run = tmp_path / "run"
     shutil.copytree(diagnosed[0] / "run", run, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
-    complete = diagnose.memory_records(run)
+    complete = diagnostics.memory_records(run)
     with (run / "metrics.jsonl").open("a") as f:
         f.write('{"step": 9, "split": "memo')
-    assert diagnose.memory_records(run) == complete and complete
+    assert diagnostics.memory_records(run) == complete and complete
     assert "cut short" in capsys.readouterr().err
