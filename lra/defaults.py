@@ -16,6 +16,8 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+from pathlib import Path
 from typing import Any, Mapping
 
 import ml_collections
@@ -44,7 +46,7 @@ _TABLE2: dict[str, dict[str, Any]] = {
     # Not in Table 2: LRA's Transformer settings (lra_benchmarks/image/configs/pathfinder32/
     # {base_pathfinder32_config,transformer_base}.py and pathfinder128/...): 200 epochs of 160k
     # images, warmup one epoch, peak learning rate 0.001, no weight decay. Our schedule
-    # (lra/schedules.py) decays as 1/sqrt(step) where LRA's decays by a cosine: the same warmup and
+    # (lra/training/schedules.py) decays as 1/sqrt(step) where LRA's decays by a cosine: the same warmup and
     # peak, base_lr = 0.001 * sqrt(warmup). The rest of their config: _pathfinder_task below.
     "pathfinder": dict(max_len=1024, batch_size=512, num_train_steps=62_400, learning_rate=0.001 * 312**0.5,
                        weight_decay=0.0, warmup_steps=312, num_layers=1, dropout_rate=0.2),
@@ -140,7 +142,7 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.checkpoint_every = 1000
     c.log_every = 100
     c.max_eval_batches = 0  # 0: the whole split
-    # Memory families: memory statistics (lra.memory_stats) on one validation batch at each
+    # Memory families: memory statistics (lra.training.memory_stats) on one validation batch at each
     # evaluation, logged to metrics.jsonl as split "memory". On in the cpu preset of memory families.
     c.log_memory_stats = False
     if task in PATHFINDER_TASKS:
@@ -185,6 +187,16 @@ LEGACY_FIELDS: dict[str, Any] = {
     "model.cls_position": True,
     "model.param_init": "xavier",
 }
+
+
+def load_config_file(path: str | Path) -> Any:
+    """The module of a config file (``configs/<task>_<attention>.py``); its ``get_config(options)``
+    builds the config, as ``--config path.py:options`` does for lra.train."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"_lra_config_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def upgrade_run_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -22,28 +22,12 @@ import ml_collections
 from lra.training import distributed
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.training.run_errors import EXIT_INVALID, describe, exit_code
-from lra.training.run_files import RunFileError
+from lra.training.run_files import RunFileError, load_run_config
 from lra.data import load_task
-from lra.defaults import OPTION_ALIASES, parse_value, upgrade_run_config
+from lra.defaults import OPTION_ALIASES, parse_value
 from lra.model import build_model
 from lra.training.steps import evaluate_split, make_steps
 from lra.training.validation import validate_config
-
-
-def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
-    """The run's config.json (fields added since it ran take the values it trained with).
-
-    FileNotFoundError when there is none; RunFileError (exit 5) naming the file when it is damaged."""
-    path = workdir / "config.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: --workdir must be a run directory written by lra.train")
-    try:
-        return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
-    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as e:
-        where = f"line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else repr(e)
-        raise RunFileError(f"{path} is not a valid run config ({where}); it is the only record of the model this "
-                           f"run trained. To fix: restore it (an exported record under results/runs holds a copy) "
-                           f"or delete the run") from None
 
 
 def error_line(error: BaseException) -> tuple[int, str]:

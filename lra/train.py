@@ -152,7 +152,7 @@ def _define_flags() -> None:
                       "--config.seeds it deletes every seed's run (each lock is taken first); to start one seed "
                       "over, use the seed's own command, which a refusal prints.")
     flags.DEFINE_string("profile", None, "START:COUNT: a jax.profiler trace of steps START+1..START+COUNT in "
-                        "<workdir>/profile (summary: python -m lra.profile_summary <that folder>)")
+                        "<workdir>/profile (summary: python -m lra.bench.profile_summary <that folder>)")
     flags.mark_flags_as_required(["config"])
 
 

@@ -1,4 +1,4 @@
-"""Training-step benchmark (lra/step_bench.py): two commands.
+"""Training-step benchmark (lra/bench/steps.py): two commands.
 
 steps: every family's paper-scale ListOps train step at several lengths, dtypes and seed counts:
 steps/s, peak memory, XLA FLOPs and MFU. The full grid on a GPU, in one command:
@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lra import step_bench
+from lra.bench import steps as step_bench
 
 
 def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:

@@ -87,7 +87,7 @@ case "$STEP" in
         run=$STATE/profile/${config}_$dtype
         timeout -s TERM "$(left)" $PY -m lra.train --config "configs/$config.py:$PRESET" --workdir "$run" --start_over \
           --config.model.dtype=$dtype "${TRAIN_SET[@]}" --profile=$PROFILE | tail -3
-        $PY -m lra.profile_summary "$run/profile" > /dev/null
+        $PY -m lra.bench.profile_summary "$run/profile" > /dev/null
         mkdir -p "$R/${config}_$dtype"
         cp "$run"/profile/profile_summary.* "$run"/result.json "$run"/metrics.jsonl "$R/${config}_$dtype"/ 2>/dev/null
       done

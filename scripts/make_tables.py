@@ -9,7 +9,7 @@ results.md / results.tex / runs.csv (test accuracy %, mean ± sample std over se
 friedman.md / .tex / .csv / .png (Friedman test over memory sizes 1/16/256, Holm-corrected),
 curves_<task>.png (validation accuracy vs step, mean and min-max band over seeds, test accuracy in
 the legend, chance and, with --majority, the majority-class line); plus tables.md (all of it on
-one page) and summary.json (every number computed). See lra/tables.py for the rules (bold, n=).
+one page) and summary.json (every number computed). See lra/reports/tables.py for the rules (bold, n=).
 
 Needs the tables extra (matplotlib, scipy, statsmodels): pip install -e ".[tables]".
 """
@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 try:
-    from lra import tables
+    from lra.reports import tables
 except ModuleNotFoundError as e:  # a core install (training only) lacks the tables extra
     sys.exit(f"{e}: make_tables needs the tables extra, pip install -e \".[tables]\"")
 

@@ -19,7 +19,7 @@ import pathlib
 import shlex
 import sys
 
-from lra import masked_copy
+from lra.experiments import masked_copy
 from lra.training.run_errors import WorkdirLockedError
 
 

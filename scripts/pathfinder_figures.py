@@ -7,7 +7,7 @@
 ``examples``: images from lra/data/pathfinder_gen.py (the generator that writes the data), two per
 label for each Pathfinder-32 difficulty, plus Path-X (128 x 128) and the 16 x 16 cpu profile; the
 marker centres are circled in a copy beside each image, so a reader can trace the answer.
-``curve``: validation accuracy against step (lra.plots.learning_curves), chance at 50%, the test
+``curve``: validation accuracy against step (lra.reports.plots.learning_curves), chance at 50%, the test
 accuracy at the best-validation checkpoint in the legend. Needs the tables extra (matplotlib).
 """
 
@@ -74,7 +74,7 @@ def examples(out: Path, seed: int) -> Path:
 
 def curve(run: Path, out: Path, title: str | None) -> Path:
     """Validation accuracy of one run against step, with its test accuracy and the chance line."""
-    from lra import plots
+    from lra.reports import plots
 
     result = json.loads((run / "result.json").read_text())
     steps = {}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lra import bench
+from lra.bench import attention as bench
 
 
 def test_tiny_run_writes_reports(tmp_path):

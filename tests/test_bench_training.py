@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import script_main
-from lra import step_bench
+from lra.bench import steps as step_bench
 
 
 def test_steps_benchmark_writes_table_json_and_plot(tmp_path):

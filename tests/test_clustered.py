@@ -347,7 +347,7 @@ def test_configs_load(task, family):
 
 
 def test_masked_copy_task_definition():
-    from lra import masked_copy as mc
+    from lra.experiments import masked_copy as mc
 
     settings = mc.Settings(seq_len=31, batch_size=256)
     inputs, targets, masked = mc.make_batch(settings, np.random.default_rng(0))
@@ -367,7 +367,7 @@ def test_masked_copy_resumes_a_killed_call_exactly(tmp_path, monkeypatch):
     are refused by name."""
     import json
 
-    from lra import masked_copy as mc
+    from lra.experiments import masked_copy as mc
 
     settings = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4,
                            steps=2, eval_batches=1, log_every=1, variants=("softmax", "clustered:2"))

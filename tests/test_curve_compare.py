@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import script_main
-from lra import curve_compare
+from lra.reports import curve_compare
 
 
 

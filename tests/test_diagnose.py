@@ -18,6 +18,7 @@ import pytest
 from test_checkpoints import flip_bit
 
 from lra import diagnose
+from lra.reports import diagnostics
 from lra.training.run_errors import EXIT_CORRUPT
 from lra.training.run_files import config_to_dict, write_json_atomic
 from lra.train import train_and_evaluate
@@ -96,10 +97,10 @@ def _mean_cosine(m: np.ndarray) -> float:
 
 def test_numbers_equal_an_independent_recomputation(diagnosed):
     """Restore the checkpoint, run the model on the first 8 validation examples and recompute
-    the statistics here with numpy, without lra.memory_stats."""
+    the statistics here with numpy, without lra.training.memory_stats."""
     from lra.training.checkpoints import Checkpoints
     from lra.data import load_task
-    from lra.evaluate import load_run_config
+    from lra.training.run_files import load_run_config
     from lra.model import build_model
 
     root, result, _, doc = diagnosed
@@ -210,8 +211,8 @@ def test_torn_last_metrics_line_is_dropped(diagnosed, tmp_path, capsys):
     """The line a kill cuts short is dropped with a warning, as lra.train does (MetricsLog.read)."""
     run = tmp_path / "run"
     shutil.copytree(diagnosed[0] / "run", run, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
-    complete = diagnose.memory_records(run)
+    complete = diagnostics.memory_records(run)
     with (run / "metrics.jsonl").open("a") as f:
         f.write('{"step": 9, "split": "memo')
-    assert diagnose.memory_records(run) == complete and complete
+    assert diagnostics.memory_records(run) == complete and complete
     assert "cut short" in capsys.readouterr().err

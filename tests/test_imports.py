@@ -21,8 +21,8 @@ def test_training_path_imports_no_tables_extra(module):
 
 
 def test_tables_import_does_not_draw():
-    """lra.tables imports matplotlib only when it draws (make_tables --no-plots does not)."""
-    code = "import lra.tables, sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
+    """lra.reports.tables imports matplotlib only when it draws (make_tables --no-plots does not)."""
+    code = "import lra.reports.tables, sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from lra import profile_summary
+from lra.bench import profile_summary
 from lra.train import train_and_evaluate
 from lra.training.profiling import ProfileWindow
 

@@ -268,10 +268,11 @@ def test_every_default_model_ignores_padding(path):
 
 @pytest.mark.parametrize("grid", ["convluna_table1", "convluna_table3", "memory_degradation"])
 def test_sweep_grids_use_the_papers_matching_head(grid):
-    from lra import sweep
+    from lra.defaults import load_config_file
+    from lra.experiments import sweep
 
     for run in sweep.expand(grid, "paper", tasks=["matching"], seeds=[0]):
-        config = sweep._load_config_module(run.config_path).get_config(run.config_arg)
+        config = load_config_file(run.config_path).get_config(run.config_arg)
         expected = "concat_mul_sub" if config.model.attention == "softmax" else "concat"
         assert config.model.dual_combine == expected, run.variant.label
 
@@ -281,7 +282,7 @@ def test_old_run_configs_rebuild_the_model_they_trained(tmp_path):
     import json
 
     from lra.defaults import LEGACY_FIELDS, upgrade_run_config
-    from lra.evaluate import load_run_config
+    from lra.training.run_files import load_run_config
 
     record = load(CONFIGS / "listops_convluna.py", "smoke").to_dict()
     for dotted in LEGACY_FIELDS:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lra import sweep
+from lra.experiments import sweep
 from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, evidence, registry, report
 from lra.reproduce.__main__ import main
 from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED

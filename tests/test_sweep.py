@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record, script_main
-from lra import sweep, tables
+from lra.experiments import sweep
+from lra.reports import tables
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE1 = ["Transformer", "Luna-1", "Luna-16", "Luna-256", "ConvLuna-1", "ConvLuna-16", "ConvLuna-256"]

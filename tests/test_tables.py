@@ -13,7 +13,7 @@ from scipy.stats import friedmanchisquare
 from statsmodels.stats.multitest import multipletests
 
 from conftest import result_record, script_main
-from lra import tables
+from lra.reports import tables
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = ["Transformer", "Luna-1", "Luna-16", "Luna-256", "ConvLuna-1", "ConvLuna-16", "ConvLuna-256"]
@@ -264,7 +264,7 @@ def test_curve_titles_are_words(tmp_path):
 
 def test_curves_figure_shows_test_accuracy_baselines_and_markers(tmp_path, monkeypatch):
     """The figure make_tables draws, inspected before it is closed: panels, legend, lines, markers."""
-    from lra import plots
+    from lra.reports import plots
 
     root = tmp_path / "runs"
     for i, v in enumerate(VARIANTS):
@@ -295,7 +295,7 @@ def test_curves_figure_shows_test_accuracy_baselines_and_markers(tmp_path, monke
 
 
 def test_curve_panels_keep_every_variant_once():
-    from lra import plots
+    from lra.reports import plots
 
     assert plots.curve_panels(VARIANTS[:5]) == [("", VARIANTS[:5])]
     assert plots.curve_panels(VARIANTS) == [("Luna", VARIANTS[1:4]), ("ConvLuna", VARIANTS[4:])]

@@ -2,6 +2,17 @@
 
 Every registered module has the call signature
 ``y_BxNxD, memory = attn(x_BxNxD, mask_BxN, memory=None, deterministic=True)``.
+
+Read in this order:
+
+- ``base``: the ``Attention`` base class (common fields), the q/k/v/out projections, masks and the
+  masked dot-product attention the families build on.
+- ``softmax``: the Transformer baseline.
+- ``luna``: Luna and ConvLuna (attention through a shared memory; the filter).
+- ``clustered``: clustered and improved clustered attention (LSH + Hamming K-means).
+- ``agglomerative``, ``dispersed``, ``linear`` (cheap and gated linear): the other families.
+
+The families import nothing of lra outside this package (tests/test_layering.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,19 @@
 """Task registry: name -> loader ``load(config) -> TaskData`` (docs/design.md, Data).
 
 Loaders are imported lazily so that a task's heavy dependencies are only needed when it runs.
+
+Read in this order:
+
+- ``types``: the contract (``Split``, ``TaskData``, ``PAD_ID``, ``DataError``); ``paths``: the data dir.
+- ``batching``: batches as pure functions of (seed, step), bucketed by length.
+- ``cache``: tokenised splits on disk, memory-mapped by every later load.
+- One loader per task: ``listops``, ``text``, ``matching``, ``image``, ``pathfinder`` (Pathfinder and
+  Path-X; ``pathfinder_gen`` generates them), with ``bytes_tokenizer``, ``tfds_reader`` and
+  ``tfrecord`` (tensorflow-datasets folders without TensorFlow).
+- ``prepare`` and ``download``: the command lines ``python -m lra.data prepare|download`` (``__main__``).
+
+The loaders import nothing of lra outside this package; ``prepare`` (a command line, in the top
+layer) also reads the task defaults of ``lra.defaults`` (tests/test_layering.py).
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
 def _cpu_specs(python: str) -> dict[str, Any]:
     """This CPU's matmul rate and copy bandwidth, measured in a child (the CPU target's 'peak')."""
     code = ("import json,time,os,numpy as np,jax,jax.numpy as jnp\n"
-            "from lra.step_bench import matmul_rate\n"
+            "from lra.bench.steps import matmul_rate\n"
             "a=np.ones(32*1024*1024);b=np.empty_like(a);np.copyto(b,a)\n"
             "t=time.perf_counter()\n"
             "for _ in range(5): np.copyto(b,a)\n"
@@ -216,7 +216,7 @@ def report_lines(r: dict[str, Any]) -> list[str]:
 def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variants=None, group_seeds: bool = False,
                 python: str = sys.executable, use_cache: bool = True) -> str:
     """Every run of a sweep grid on one target, as a markdown table (each distinct config compiled once)."""
-    from lra.sweep import GRIDS, expand
+    from lra.experiments.sweep import GRIDS, expand
 
     runs = expand(grid, preset, tasks=tasks, variants=variants, group_seeds=group_seeds)
     seeds = len(GRIDS[grid].seeds) if group_seeds else 1

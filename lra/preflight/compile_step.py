@@ -12,7 +12,6 @@ import json
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 RESULT, ERROR = "PREFLIGHT_RESULT ", "PREFLIGHT_ERROR "
@@ -20,9 +19,9 @@ RESULT, ERROR = "PREFLIGHT_RESULT ", "PREFLIGHT_ERROR "
 
 def load_config(path: str, options: str | None, overrides: dict[str, Any]) -> Any:
     """The config as ``lra.train --config path:options`` builds it, with ``overrides`` (dotted keys) set."""
-    from lra.sweep import _load_config_module
+    from lra.defaults import load_config_file
 
-    config = _load_config_module(Path(path)).get_config(options or None)
+    config = load_config_file(path).get_config(options or None)
     for key, value in overrides.items():
         node = config
         *parents, leaf = key.split(".")

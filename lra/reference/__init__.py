@@ -13,6 +13,18 @@ code's behaviours are bugs we reproduce only under ``reference``: it runs withou
 (``--mask_inputs False`` by default, and ``ConvLunaClassifier`` forces ``mask=None``), and its
 ConvLuna unpacking attention receives its temperature in the ``affine`` argument slot, so its
 logits are never scaled (the paper says d^-1/2).
+
+Read in this order:
+
+- this module: :data:`DIVERGENCES` and ``apply_reference``, what ``:reference`` changes in a config
+  (imported by ``lra.defaults``, so it sits in the config layer and imports nothing of lra);
+- ``published_code``: their PyTorch model beside ours, weights copied, logits and gradients
+  compared (scripts/check_published_code.py);
+- ``init_effect``: whether their PyTorch initialisation changes training
+  (``python -m lra.reference.init_effect``).
+
+The last two are experiments: they build models and read runs, in the layer of ``lra.experiments``
+(tests/test_layering.py).
 """
 
 from __future__ import annotations

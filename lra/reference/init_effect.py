@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from lra.curve_compare import compare_pair, train_losses
+from lra.reports.curve_compare import compare_pair, train_losses
 from lra.training.run_files import MetricsLog
 
 INITS = ("xavier", "pytorch")

@@ -255,9 +255,9 @@ def compare(case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0,
     import torch
 
     from lra.model import build_model
-    from lra.sweep import _load_config_module
+    from lra.defaults import load_config_file
 
-    config = _load_config_module(REPO_ROOT / "configs" / f"{case.config}.py").get_config("reference")
+    config = load_config_file(REPO_ROOT / "configs" / f"{case.config}.py").get_config("reference")
     if override is not None:
         *parents, leaf = override[0].split(".")
         node = config

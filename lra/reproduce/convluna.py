@@ -23,7 +23,7 @@ SEEDS = (0, 1, 2, 3, 4)
 # Training steps: None is the cpu preset's 1,500. Longer training is one line here (set it before the
 # runs, never after seeing them): the sweep then gets --set num_train_steps=N and its own folders.
 TRAIN_STEPS: int | None = None
-_TAIL = f"_num-train-steps-{TRAIN_STEPS}" if TRAIN_STEPS else ""  # lra.sweep.default_root's suffix
+_TAIL = f"_num-train-steps-{TRAIN_STEPS}" if TRAIN_STEPS else ""  # lra.experiments.sweep.default_root's suffix
 RUNS = f"results/runs/convluna_listops_cpu{_TAIL}"
 MEMDEG = "results/memory_degradation_listops_cpu/memory_stats.json"
 MIN_GAIN = 2.0  # points: the gap Table 1 reports is 7.2 (44.14 vs 36.98); 2 is a conservative bar
@@ -31,7 +31,7 @@ ALPHA = 0.05
 
 
 def _slug(label: str) -> str:
-    from lra.sweep import slug
+    from lra.experiments.sweep import slug
 
     return slug(label)
 
@@ -59,7 +59,7 @@ def accuracies(root: Path, label: str) -> tuple[dict[int, float], list[str]]:
 
 def rows_with_runs(root: Path) -> dict[str, dict[int, float]]:
     """Every convluna_listops row with at least one finished seed: label -> {seed: test accuracy %}."""
-    from lra.sweep import GRIDS
+    from lra.experiments.sweep import GRIDS
 
     rows = {}
     for variant in GRIDS["convluna_listops"].variants:
@@ -127,7 +127,7 @@ def revert_label(field: str, value: str) -> str:
 
 
 def _reverts() -> tuple[tuple[str, str], ...]:
-    from lra.sweep import CONVLUNA_REFERENCE_REVERTS
+    from lra.experiments.sweep import CONVLUNA_REFERENCE_REVERTS
 
     return CONVLUNA_REFERENCE_REVERTS
 
@@ -263,7 +263,7 @@ PAPER = Paper(
               "decay 0.002).",
               "none directly: the paper attributes the gain to the convolutional filtering (Table 3)",
               f"{SCALE}; ConvLuna-16 `:cpu,mem=16,reference` with one choice put back to our default per row "
-              "(lra.sweep.CONVLUNA_REFERENCE_REVERTS, 8 rows), against ConvLuna-16 and Luna-16 `reference`",
+              "(lra.experiments.sweep.CONVLUNA_REFERENCE_REVERTS, 8 rows), against ConvLuna-16 and Luna-16 `reference`",
               "first ConvLuna-16 (reference) must beat Luna-16 (reference) (paired one-sided t p < 0.05), else not "
               f"reproduced (no gain to attribute); a choice is needed if reverting it loses >= {MIN_GAIN} points, "
               f"paired one-sided t over seeds 0-4 with Holm's correction over the 8 rows at {ALPHA}; reproduced if no "

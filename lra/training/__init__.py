@@ -6,8 +6,10 @@
 - ``schedules``: AdamW and Table 2's learning-rate schedule.
 - ``checkpoints`` (+ ``integrity``): checksummed ``latest``/``best`` checkpoints.
 - ``resume``: what a rerun may do with an existing workdir; ``workdir_lock``: one process per workdir.
-- ``run_files``: config.json, metrics.jsonl, result.json and the run records.
-- ``progress``: the bar, plain log lines and TensorBoard.
+- ``run_files``: config.json, metrics.jsonl, result.json and the run records; a finished run's config.
+- ``progress``: the bar, plain log lines and TensorBoard; ``profiling``: ``--profile``'s trace window.
+- ``memory_stats``: the memory families' degradation statistics, logged at each evaluation
+  (``config.log_memory_stats``) and measured again by ``lra.diagnose memory``.
 - ``distributed``: multi-host initialisation and the data-parallel mesh.
 - ``validation``: config checks before anything runs; ``memory_estimate``: refuse what cannot fit.
 - ``stop_signals``, ``run_errors``: SIGTERM/SIGINT, and one exit code per kind of failure.

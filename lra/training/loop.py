@@ -32,7 +32,7 @@ import numpy as np
 
 from lra.data import TaskData, load_task
 from lra.data.batching import TrainBatches, seed_batch
-from lra.memory_stats import log_memory_stats
+from lra.training.memory_stats import log_memory_stats
 from lra.model import build_model
 from lra.training import distributed, resume
 from lra.training.checkpoints import Checkpoints

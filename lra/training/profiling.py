@@ -3,7 +3,7 @@
 The trace (TensorBoard/xprof's ``plugins/profile/<date>/``, with a Perfetto ``perfetto_trace.json.gz``)
 covers steps START+1 .. START+COUNT. Every step of every run is annotated (``train`` step markers
 and a ``host_batch`` span around building and placing the batch; free when no trace is on), so the
-trace separates host input from the device's work. ``python -m lra.profile_summary <dir>`` turns
+trace separates host input from the device's work. ``python -m lra.bench.profile_summary <dir>`` turns
 it into a breakdown: step time, host input, device busy time, gaps between kernels, top ops.
 
 The window must not include a validation or checkpoint step (they would be timed as training),
@@ -65,7 +65,7 @@ class ProfileWindow:
             jax.block_until_ready(state)
             self.stop()
             return (f"profile of steps {self.start + 1}-{done} written to {self.folder}; summary: "
-                    f"python -m lra.profile_summary {self.folder}")
+                    f"python -m lra.bench.profile_summary {self.folder}")
         return None
 
     def stop(self) -> None:

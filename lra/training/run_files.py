@@ -108,6 +108,25 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | N
         )
 
 
+def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
+    """The run's config.json (fields added since it ran take the values it trained with), as
+    lra.evaluate and lra.diagnose read a finished run.
+
+    FileNotFoundError when there is none; RunFileError (exit 5) naming the file when it is damaged."""
+    from lra.defaults import upgrade_run_config
+
+    path = workdir / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: --workdir must be a run directory written by lra.train")
+    try:
+        return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as e:
+        where = f"line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else repr(e)
+        raise RunFileError(f"{path} is not a valid run config ({where}); it is the only record of the model this "
+                           f"run trained. To fix: restore it (an exported record under results/runs holds a copy) "
+                           f"or delete the run") from None
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write, fsync, rename: a reader sees the old file or the new one, never a torn one."""
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -1,4 +1,4 @@
-"""What limits a training step, from a ``--profile`` trace: ``python -m lra.profile_summary DIR``.
+"""What limits a training step, from a ``--profile`` trace: ``python -m lra.bench.profile_summary DIR``.
 
 Reads the newest ``perfetto_trace.json.gz`` under DIR (``python -m lra.train ... --profile=20:10``
 writes one into ``<workdir>/profile``) and splits the traced steps' wall time into:

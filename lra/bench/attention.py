@@ -240,7 +240,7 @@ def measure_length(
 def _isolated_case(family: str, n: int, s: Settings) -> dict[str, Any]:
     """One case in a fresh process, so the device's peak memory belongs to it alone."""
     payload = json.dumps({"family": family, "n": n, "settings": dataclasses.asdict(s)})
-    proc = subprocess.run([sys.executable, "-m", "lra.bench", payload], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "lra.bench.attention", payload], capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"family": family, "n": n, "status": "error",
@@ -498,5 +498,5 @@ def write_report(cases: list[dict[str, Any]], s: Settings, out: Path, command: S
     return paths
 
 
-if __name__ == "__main__":  # the child of an isolated case: python -m lra.bench '<json>'
+if __name__ == "__main__":  # the child of an isolated case: python -m lra.bench.attention '<json>'
     _child_main(sys.argv[1])

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib.util
 import json
 import os
 import re
@@ -41,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
 TASKS = ("text", "matching", "listops", "image")  # the papers' column order
 PRESETS = ("paper", "cpu", "smoke")
@@ -285,20 +284,15 @@ def _choose(kind: str, chosen: Sequence[str] | None, valid: Sequence[str]) -> li
     return [x for x in valid if x in chosen]  # the grid's order
 
 
-def _load_config_module(path: Path):
-    spec = importlib.util.spec_from_file_location(f"_lra_config_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def expected_steps(run: Run) -> int:
     """The run's ``num_train_steps`` (its override, else the config's); checks the variant label.
 
     Loading the config also fails early, before anything trains, on a grid entry whose config
     file, options or label is wrong.
     """
-    config = _load_config_module(run.config_path).get_config(run.config_arg)
+    from lra.defaults import load_config_file
+
+    config = load_config_file(run.config_path).get_config(run.config_arg)
     if config.variant != run.variant.config_variant:
         raise ValueError(f"{run.config_path}:{run.config_arg} builds variant {config.variant!r}, "
                          f"but the grid calls it {run.variant.config_variant!r}")

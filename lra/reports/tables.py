@@ -29,7 +29,7 @@ Rules that keep the numbers honest:
   (``Transformer [learning_rate=0.05]``), with a warning naming the runs; the largest group keeps
   the plain name (a tie: every group is named).
 - Rows and tables are in one markdown file, one LaTeX file (booktabs) per scale; Friedman tests
-  (lra.stats) and plots (lra.plots) per scale; ``summary.json`` holds everything computed.
+  (lra.reports.stats) and plots (lra.reports.plots) per scale; ``summary.json`` holds everything computed.
 - Learning curves draw chance (1 / number of classes, a fact of the task) and, when the caller gives
   it (``majority``, measured on the data), the majority-class accuracy, so a reader sees how far
   above guessing the curves are.
@@ -48,7 +48,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from lra import stats
+from lra.reports import stats
 from lra.training.run_files import (RESUMABLE_CHANGES, MetricsLog, RunFileError, flatten_config, result_problem,
                                     write_text_atomic)
 
@@ -625,7 +625,7 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
             _write_friedman_csv(table, files["friedman_csv"])
             index += [friedman_markdown(table)]
         if plots_enabled:
-            from lra import plots  # matplotlib: only when figures are drawn
+            from lra.reports import plots  # matplotlib: only when figures are drawn
 
             if table.friedman:
                 models, grid = _friedman_grid(table)

@@ -32,7 +32,7 @@ _MARKERS = ["o", "s", "^", "D"]
 
 
 def _family(variant: str) -> str:
-    """``"Luna-16"`` -> ``"Luna"`` (the same split as lra.tables.family, which imports this module)."""
+    """``"Luna-16"`` -> ``"Luna"`` (the same split as lra.reports.tables.family, which imports this module)."""
     m = re.fullmatch(r"(.+)-(\d+)", variant)
     return m.group(1) if m else variant
 

@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lra import device_turns
-from lra.bench import _compiled_bytes, _memory_stats, environment
+from lra.bench import device_turns
+from lra.bench.attention import _compiled_bytes, _memory_stats, environment
 
 FAMILIES = ("softmax", "luna", "convluna", "clustered", "improved_clustered", "agglomerative", "dispersed",
             "linear", "gated_linear")
@@ -58,7 +58,7 @@ class Case:
     overrides: tuple[tuple[str, Any], ...] = ()  # config fields, e.g. (("batch_size", 4),)
 
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def config_file(family: str) -> Path:
@@ -69,9 +69,9 @@ def config_file(family: str) -> Path:
 def case_config(case: Case) -> Any:
     """The family's own ListOps config file at paper scale (what ``lra.train`` would train: its
     filter, norms, pooling, dropout), at the case's length, dtype and seed count."""
-    from lra.sweep import _load_config_module
+    from lra.defaults import load_config_file
 
-    c = _load_config_module(config_file(case.family)).get_config("paper")
+    c = load_config_file(config_file(case.family)).get_config("paper")
     c.data.max_len = c.model.max_len = case.length
     c.model.dtype = case.dtype
     c.seeds = tuple(range(case.seeds))
@@ -163,7 +163,7 @@ def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure(case: Case) -> dict[str, Any]:
-    """Compile and time one case in this process. Under ``$LRA_BENCH_TURNS`` (lra.device_turns)
+    """Compile and time one case in this process. Under ``$LRA_BENCH_TURNS`` (lra.bench.device_turns)
     the compilation shares the device with other processes' and the timing has it alone; the
     windows of both are in the result."""
     with device_turns.compiling() as compile_window:
@@ -178,13 +178,13 @@ def _error(case: Case, reason: str) -> dict[str, Any]:
 
 
 def _child(payload: dict[str, Any], timeout: float | None, turns: Path | None) -> dict[str, Any]:
-    """``python -m lra.step_bench PAYLOAD`` in a fresh process; its last JSON line. The device
+    """``python -m lra.bench.steps PAYLOAD`` in a fresh process; its last JSON line. The device
     is left to allocate on demand, so that several such processes fit on one GPU at once."""
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     if turns is not None:
         env[device_turns.ENV] = str(turns)
     try:
-        proc = subprocess.run([sys.executable, "-m", "lra.step_bench", json.dumps(payload)], capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "lra.bench.steps", json.dumps(payload)], capture_output=True,
                               text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"timed out after {timeout:.0f} s (--case-timeout)") from None
@@ -263,7 +263,7 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
     """Every case's row, in the order of ``cases``.
 
     ``jobs`` > 1 (isolated only): that many case processes at once, compiling together and timed
-    one at a time (lra.device_turns). ``partial``: a JSON-lines file that gets each row as it is
+    one at a time (lra.bench.device_turns). ``partial``: a JSON-lines file that gets each row as it is
     measured; rows already there are kept and their cases skipped (errors are retried with
     ``retry_errors``), so a killed grid resumes. ``on_row(rows so far)`` after each new row."""
     import concurrent.futures
@@ -341,7 +341,7 @@ def markdown(report: dict[str, Any]) -> str:
         "Memory: XLA's compiled memory analysis"
         + (" and the device's peak (each case in its own process)." if s["isolate"] else ".")
         + (f" {s['jobs']} case processes ran at once: they compiled side by side and each was timed with "
-           "the device to itself (lra/device_turns.py), so compile seconds include that sharing."
+           "the device to itself (lra/bench/device_turns.py), so compile seconds include that sharing."
            if s.get("jobs", 1) > 1 else ""),
         *_earlier_rates_note(report),
         "",
@@ -485,15 +485,12 @@ def bucket_padding_cost(config: Any, seeds: Sequence[int], steps: int) -> dict[s
 def seeds_vs_sequential(config_paths: Sequence[Path], seeds: Sequence[int], steps: int, root: Path, data_dir: str,
                         log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """For each config: ``seeds`` trained one after another, then in one vmapped program."""
+    from lra.defaults import load_config_file
     from lra.training.seeds import seed_config  # noqa: F401  (the bundle's config rule, documented there)
-    import importlib.util
 
     rows = []
     for path in config_paths:
-        spec = importlib.util.spec_from_file_location("_bench_config", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        config = module.get_config("cpu")
+        config = load_config_file(path).get_config("cpu")
         if data_dir:
             config.data_dir = data_dir
         sequential = []

@@ -1,0 +1,10 @@
+"""Experiments: grids of training runs and small studies of their own. Read in this order:
+
+- ``sweep``: named grids (tasks x variants x seeds) expanded into ``python -m lra.train`` runs,
+  listed, run (finished ones skipped, unfinished ones resumed) or written as a SLURM array
+  (scripts/sweep.py); the grids the reproductions and preflight read.
+- ``masked_copy``: the clustered-attention paper's masked-copy task, full vs clustered vs improved
+  clustered, trained in-process (scripts/masked_copy.py; resumable per variant).
+
+Experiments sit above ``lra.training`` and below the command lines (tests/test_layering.py).
+"""

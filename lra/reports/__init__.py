@@ -1,0 +1,13 @@
+"""Reports: tables, statistics, figures and diagnostics, regenerated from the run records on disk.
+Read in this order:
+
+- ``tables``: results/ tables from the runs' result.json and metrics.jsonl (scripts/make_tables.py):
+  Table 1 / Table 3 layouts, mean +- std, which cells are bold, what is missing.
+- ``stats``: mean +- sample std over seeds; the Friedman test over memory sizes with Holm's correction.
+- ``plots``: every figure (matplotlib imported only when one is drawn).
+- ``diagnostics``: ``python -m lra.diagnose memory``: Figure 1's memory heatmaps and statistics of
+  finished Luna / ConvLuna runs (the statistics themselves: ``lra.training.memory_stats``).
+- ``curve_compare``: two sweeps' training-loss curves run by run (scripts/compare_curves.py).
+
+Reports read what ``lra.training`` wrote and sit below the command lines (tests/test_layering.py).
+"""
