@@ -7,7 +7,7 @@ Writes a cache entry of the paper-scale ListOps shapes (random in-range tokens; 
 2,000, validation and test 2,000 x 2,000, int16: ~400 MB) through ``lra.data.cache.Writer``, then
 times ``cache.load_entry`` (every check a run's data load makes) ``--repeat`` times, after one
 untimed load that brings the files into the page cache as a run's first read would. The entry
-is deleted afterwards. ``--out`` writes the timings as JSON (the README and docs/design.md, Data,
+is deleted afterwards. ``--out`` writes the timings as JSON (docs/reliability.md and docs/design.md, Data,
 quote results/bench/cache_check.json).
 """
 

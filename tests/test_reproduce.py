@@ -112,6 +112,24 @@ def test_fig5_rule(tmp_path):
     assert outcome.verdict == INCOMPLETE and any("at 2400 steps (it holds 800)" in m for m in outcome.missing)
 
 
+def test_fig5_draws_an_interrupted_length_but_judges_only_finished_records(tmp_path):
+    """A length whose call was cut has only partial.jsonl: its finished cells reach the figure's
+    grid, the claim stays incomplete, and lines of other steps are not drawn."""
+    import json
+
+    _masked_copy(tmp_path, lambda f, L, c: 1.0)
+    (tmp_path / clustered.masked_copy_record(127)).unlink()
+    partial = tmp_path / clustered.OUT / "masked_copy_L127" / "partial.jsonl"
+    lines = [{"spec": "softmax", "settings": {"steps": 2400}, "run": {"attention": "softmax", "masked_accuracy": 0.99}},
+             {"spec": "clustered:15", "settings": {"steps": 800},
+              "run": {"attention": "clustered", "attention_kwargs": {"num_clusters": 15}, "masked_accuracy": 0.2}}]
+    partial.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    grid, missing = clustered.masked_copy_grid(tmp_path)
+    assert grid[("full", 127, 0)] == 0.99 and ("clustered", 127, 15) not in grid
+    assert missing == [clustered.masked_copy_record(127)]
+    assert clustered.PAPER.claim("fig5-masked-copy").outcome(tmp_path).verdict == INCOMPLETE
+
+
 def test_swap_eval_rule_needs_a_difference_beyond_noise(tmp_path):
     def record(clustered_acc, improved_acc):
         rows = [dict(attention="softmax", attention_kwargs={}, accuracy=0.36)]

@@ -3,7 +3,7 @@
 One command replaces "find the URL, download 7.7 GB, extract into the right folder, run prepare":
 
   * ``ARCHIVES`` (below) is the table of archives: URL, published size and checksums, and the
-    folders each one provides under the data dir (the layout the README documents). Which archive
+    folders each one provides under the data dir (the layout docs/data.md documents). Which archive
     serves which task: ``TASK_ARCHIVE`` (listops and matching: the LRA release; text: IMDB;
     image: CIFAR-10, python version).
   * Download into ``<data_dir>/downloads/<file>.part``, resumed with an HTTP Range request when a

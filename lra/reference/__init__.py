@@ -6,7 +6,7 @@ through Shared Memory*, ICLR 2024 Tiny Papers, arXiv:2404.00798) reports Tables 
 ``lra/setups.py``, ``lra_run.py``). Where that code differs from the paper's text or from this
 suite's defaults, ``configs/<task>_<luna|convluna>.py:reference`` switches to the
 code's behaviour. Every switch is also its own config field, listed in :data:`DIVERGENCES`
-(which the README's divergence table mirrors; a test keeps them in step).
+(which docs/reference.md's divergence table mirrors; a test keeps them in step).
 
 Our defaults follow the paper's text and, where it is silent, the published code. Two of the
 code's behaviours are bugs we reproduce only under ``reference``: it runs without padding masks
@@ -94,7 +94,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
 
 
 def divergence_table() -> str:
-    """:data:`DIVERGENCES` as the README's markdown table (a test keeps the README's copy equal)."""
+    """:data:`DIVERGENCES` as docs/reference.md's markdown table (a test keeps that copy equal)."""
     rows = ["| detail | paper (text) | published code | `lra` default | field (`config.` …) |",
             "|---|---|---|---|---|"]
     rows += [f"| {d.detail} | {d.paper} | {d.code} | {d.default} | `{d.field}` |" for d in DIVERGENCES]

@@ -44,6 +44,30 @@ def masked_copy_command(length: int) -> str:
             f"--out {OUT}/masked_copy_L{length}")
 
 
+def _cell(run: dict, length: int) -> tuple[str, int, int]:
+    kwargs = run.get("attention_kwargs") or {}
+    family = {"softmax": "full"}.get(run.get("attention"), run.get("attention"))
+    return family, length, int(kwargs.get("num_clusters", 0))
+
+
+def _partial_runs(root: Path, length: int) -> list[dict]:
+    """The variants an interrupted call at ``length`` finished (its ``partial.jsonl``), at this
+    experiment's steps; a damaged line ends the reading (the file is only shown, never judged)."""
+    import json
+
+    path = root / OUT / f"masked_copy_L{length}" / "partial.jsonl"
+    runs = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                if entry["settings"]["steps"] == STEPS[length]:
+                    runs.append(entry["run"])
+            except (ValueError, KeyError, TypeError):
+                break
+    return runs
+
+
 def masked_copy_grid(root: Path) -> tuple[dict[tuple[str, int, int], float], list[str]]:
     """(family, L, clusters) -> masked accuracy; family "full" has clusters 0."""
     grid: dict[tuple[str, int, int], float] = {}
@@ -52,6 +76,9 @@ def masked_copy_grid(root: Path) -> tuple[dict[tuple[str, int, int], float], lis
         record = evidence.read_json(root / masked_copy_record(length))
         runs = record.get("runs") if record else None
         if not isinstance(runs, list):
+            done = _partial_runs(root, length)
+            for run in done:  # drawn in the figure; the verdict waits for results.json
+                grid[_cell(run, length)] = float(run["masked_accuracy"])
             missing.append(masked_copy_record(length))
             continue
         steps = (record.get("settings") or {}).get("steps")
@@ -59,9 +86,7 @@ def masked_copy_grid(root: Path) -> tuple[dict[tuple[str, int, int], float], lis
             missing.append(f"{masked_copy_record(length)} at {STEPS[length]} steps (it holds {steps})")
             continue
         for run in runs:
-            kwargs = run.get("attention_kwargs") or {}
-            family = {"softmax": "full"}.get(run.get("attention"), run.get("attention"))
-            grid[(family, length, int(kwargs.get("num_clusters", 0)))] = float(run["masked_accuracy"])
+            grid[_cell(run, length)] = float(run["masked_accuracy"])
         for family, c in [("full", 0)] + [(f, c) for f in ("clustered", "improved_clustered") for c in CLUSTERS]:
             if (family, length, c) not in grid:
                 missing.append(f"{masked_copy_record(length)}: {family} with {c} clusters")

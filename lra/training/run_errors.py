@@ -1,4 +1,4 @@
-"""The errors a run can stop with, and the exit code of each class (README, "Exit codes").
+"""The errors a run can stop with, and the exit code of each class (docs/reliability.md, "Exit codes").
 
 One class of error, one exit code, whichever step of the run it hits: scripts (the sweep, a
 SLURM array) decide from the code alone whether to retry, resume, or give up.
