@@ -37,7 +37,7 @@ def timing_plot(record: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path: Path) -> None:
+def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path: Path, title: str = "") -> None:
     """Masked-copy accuracy, length x clusters, one panel per clustered family (the paper's Figure 5)."""
     plt = _pyplot()
     families = ("improved_clustered", "clustered")
@@ -47,14 +47,21 @@ def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path
         im = ax.imshow(data, vmin=0, vmax=1, cmap="viridis", origin="lower")
         for i, row in enumerate(data):
             for j, value in enumerate(row):
-                ax.text(j, i, f"{100 * value:.0f}", ha="center", va="center", color="w" if value < 0.6 else "k",
-                        fontsize=8)
+                missing = value != value  # NaN: not run (yet)
+                ax.text(j, i, "not run" if missing else f"{100 * value:.0f}", ha="center", va="center",
+                        color="0.4" if missing else ("w" if value < 0.6 else "k"), fontsize=7 if missing else 8)
         ax.set_xticks(range(len(clusters)), [str(c) for c in clusters])
-        ax.set_yticks(range(len(lengths)), [str(L) for L in lengths])
+        # the reference row: full attention's accuracy at each length, beside the length
+        full = [grid.get(("full", L, 0)) for L in lengths]
+        ax.set_yticks(range(len(lengths)), [f"{L}\n(full {100 * f:.0f})" if f is not None else str(L)
+                                             for L, f in zip(lengths, full)], fontsize=8)
         ax.set_xlabel("clusters")
-        ax.set_ylabel("sequence length L")
+        if ax is axes[0]:
+            ax.set_ylabel("sequence length L (full attention's %)")
         ax.set_title(family.replace("_", " "))
     fig.colorbar(im, ax=axes, shrink=0.8, label="masked-symbol accuracy")
+    if title:
+        fig.suptitle(title, fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

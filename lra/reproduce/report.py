@@ -77,7 +77,9 @@ def paper_figures(paper: Paper, root: Path) -> list[str]:
 
         grid, missing = clustered.masked_copy_grid(root)
         if grid:
-            figures.heatmaps(grid, clustered.LENGTHS, clustered.CLUSTERS, out / "fig5_masked_copy.png")
+            figures.heatmaps(grid, clustered.LENGTHS, clustered.CLUSTERS, out / "fig5_masked_copy.png",
+                             "masked copy, one seed per cell; training steps per L: " + ", ".join(
+                                 f"{L}: {n:,}" for L, n in clustered.STEPS.items()))
             names.append("fig5_masked_copy.png")
     if paper.key == "convluna":
         from lra.reproduce import convluna, figures
