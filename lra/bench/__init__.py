@@ -10,6 +10,8 @@
 - ``peers``: lra's attention cores against fast-transformers, XLA's and PyTorch's (scripts/bench_peers.py).
 - ``dispersed_impl``: ways of computing dispersed attention, timed side by side
   (scripts/bench_dispersed_impl.py).
+- ``cache_check``: what sealing the token cache costs at load (SHA-256 of every array + range check)
+  on a paper-scale ListOps entry (scripts/bench_cache_check.py).
 
 Benchmarks sit above ``lra.training`` (they build its steps) and below the command lines; nothing in
 the layers beneath imports them (tests/test_layering.py).

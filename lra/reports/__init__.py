@@ -8,6 +8,10 @@ Read in this order:
 - ``diagnostics``: ``python -m lra.diagnose memory``: Figure 1's memory heatmaps and statistics of
   finished Luna / ConvLuna runs (the statistics themselves: ``lra.training.memory_stats``).
 - ``curve_compare``: two sweeps' training-loss curves run by run (scripts/compare_curves.py).
+- ``pathfinder_figures``: Pathfinder example images and a run's validation curve
+  (scripts/pathfinder_figures.py).
+- ``doc_numbers``: the numbers README.md and docs/*.md tie to records, and their verdict counts,
+  checked against those records (scripts/check_readme_numbers.py).
 
 Reports read what ``lra.training`` wrote and sit below the command lines (tests/test_layering.py).
 """

@@ -1,0 +1,201 @@
+"""Check that every number the README and the docs/ pages tie to a record equals that record.
+
+A number is tied to its record by an HTML comment right after it (invisible when rendered)::
+
+    ended at 35.8%<!-- rec results/runs/.../result.json test_accuracy % --> test accuracy
+
+``rec PATH KEY [%]``: PATH is a JSON file in the repository (from its root, whichever page the
+number is on), KEY a dotted path into it, ``%`` means the record holds a fraction that the page
+prints in percent. The number is the last one before the comment on its line; it must equal the
+record rounded to the page's digits.
+
+A table of verdict counts is tied to the generated table of reproductions by a comment on the
+line above it::
+
+    <!-- verdicts results/reproductions/README.md -->
+    | paper | claims | reproduced | partly | not reproduced | incomplete | not testable here |
+    |---|---|---|---|---|---|---|
+    | [convluna](results/reproductions/convluna/report.md) | 9 | 0 | 1 | 1 | 5 | 2 |
+    | all | 23 | 5 | 2 | 2 | 6 | 8 |
+
+Each row names a paper (the link text, as in the generated table's first column) or ``all``;
+each column headed by a verdict (or ``claims``) must hold the number of that paper's claims with
+that verdict (or all its claims). Other columns are free text. Every paper of the generated table
+needs a row.
+
+Pages checked: README.md and every docs/*.md.
+
+    python scripts/check_readme_numbers.py          # exit 1 and one line per mismatch
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = re.compile(r"<!--\s*rec\s+(\S+)\s+(\S+)(\s+%)?\s*-->")
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+VERDICTS_MARKER = re.compile(r"^\s*<!--\s*verdicts\s+(\S+)\s*-->\s*$")
+VERDICTS = ("reproduced", "partly", "not reproduced", "incomplete", "not testable here")
+ALL_ROWS = ("all", "total", "all papers")
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The pages whose numbers are checked: README.md and docs/*.md."""
+    return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))] if p.is_file()]
+
+
+def _where(page: Path, root: Path, lineno: int) -> str:
+    try:
+        name = page.relative_to(root).as_posix()
+    except ValueError:
+        name = page.name
+    return f"{name}:{lineno}"
+
+
+def _lookup(record: Any, key: str) -> Any:
+    for part in key.split("."):
+        record = record[int(part)] if isinstance(record, list) else record[part]
+    return record
+
+
+def check(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, list[str]]:
+    """One page: (number of tied numbers, problems); a problem names the line, the number and the record."""
+    problems, count = [], 0
+    for lineno, line in enumerate(readme.read_text().splitlines(), 1):
+        for m in MARKER.finditer(line):
+            count += 1
+            path, key, percent = m.group(1), m.group(2), bool(m.group(3))
+            shown = NUMBER.findall(line[: m.start()])
+            where = _where(readme, root, lineno)
+            if not shown:
+                problems.append(f"{where}: no number before the marker for {path} {key}")
+                continue
+            text = shown[-1].replace(",", "")
+            mantissa, _, exponent = text.partition("e")
+            digits = (len(mantissa.split(".")[1]) if "." in mantissa else 0) - int(exponent or 0)
+            try:
+                value = float(_lookup(json.loads((root / path).read_text()), key))
+            except (OSError, KeyError, IndexError, ValueError) as e:
+                problems.append(f"{where}: cannot read {key} from {path}: {e}")
+                continue
+            expected = round(value * (100 if percent else 1), digits)
+            if abs(float(text) - expected) > 0.5 * 10**-digits * (1 + 1e-9) + 1e-12 * (not exponent):
+                shown_expected = f"{expected:.{max(digits, 0)}f}" if not exponent else f"{value:.2e}"
+                problems.append(f"{where}: the page says {text}, {path} {key} gives {shown_expected}")
+    return count, problems
+
+
+def _every_page(check_page: Callable[[Path, Path], tuple[int, list[str]]], root: Path) -> tuple[int, list[str]]:
+    count, problems = 0, []
+    for page in pages(root):
+        n, p = check_page(page, root)
+        count, problems = count + n, problems + p
+    return count, problems
+
+
+def check_all(root: Path = ROOT) -> tuple[int, list[str]]:
+    """Every page of :func:`pages`: (tied numbers in all, problems)."""
+    return _every_page(check, root)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _paper(cell: str) -> str:
+    link = re.match(r"\[([^\]]+)\]", cell.strip())
+    return (link.group(1) if link else cell).strip().strip("*").strip().lower()
+
+
+def verdict_counts(table: Path) -> dict[str, Counter]:
+    """Per paper of the generated table (``python -m lra.reproduce``): verdict -> number of claims."""
+    counts: dict[str, Counter] = {}
+    header: list[str] | None = None
+    for line in table.read_text().splitlines():
+        if not line.lstrip().startswith("|"):
+            header = None  # a table ends at the first line that is not a row
+            continue
+        cells = _cells(line)
+        if header is None:
+            header = [c.lower() for c in cells]
+            continue
+        if set("".join(cells)) <= set("-: "):
+            continue
+        if "paper" in header and "verdict" in header:
+            paper, verdict = _paper(cells[header.index("paper")]), cells[header.index("verdict")].lower()
+            counts.setdefault(paper, Counter())[verdict] += 1
+    return counts
+
+
+def check_verdicts(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, list[str]]:
+    """One page's verdict tables: (numbers checked, problems)."""
+    problems, count = [], 0
+    lines = readme.read_text().splitlines()
+    for start, line in enumerate(lines):
+        m = VERDICTS_MARKER.match(line)
+        if not m:
+            continue
+        source = m.group(1)
+        where = _where(readme, root, start + 1)
+        try:
+            truth = verdict_counts(root / source)
+        except OSError as e:
+            problems.append(f"{where}: cannot read {source}: {e}")
+            continue
+        if not truth:
+            problems.append(f"{where}: {source} has no table of verdicts")
+            continue
+        rows = []
+        for lineno in range(start + 2, len(lines) + 1):
+            if not lines[lineno - 1].lstrip().startswith("|"):
+                break
+            rows.append((lineno, _cells(lines[lineno - 1])))
+        if len(rows) < 3:
+            problems.append(f"{where}: no table right below the verdicts marker")
+            continue
+        header = [c.lower() for c in rows[0][1]]
+        columns = {i: h for i, h in enumerate(header) if h in VERDICTS or h == "claims"}
+        if not columns:
+            problems.append(f"{where}: the table has no column headed by a verdict or 'claims'")
+        seen = set()
+        for lineno, cells in rows[2:]:
+            paper = _paper(cells[0])
+            if paper in ALL_ROWS:
+                expected = sum(truth.values(), Counter())
+            elif paper in truth:
+                expected = truth[paper]
+                seen.add(paper)
+            else:
+                problems.append(f"{_where(readme, root, lineno)}: {source} has no paper {paper!r}")
+                continue
+            for i, verdict in columns.items():
+                want = sum(expected.values()) if verdict == "claims" else expected[verdict]
+                got = cells[i] if i < len(cells) else ""
+                count += 1
+                if got != str(want):
+                    problems.append(f"{_where(readme, root, lineno)}: {paper} {verdict}: the page says "
+                                    f"{got or 'nothing'}, {source} gives {want}")
+        for paper in sorted(set(truth) - seen):
+            problems.append(f"{where}: no row for {paper} ({source} has {sum(truth[paper].values())} claims)")
+    return count, problems
+
+
+def check_all_verdicts(root: Path = ROOT) -> tuple[int, list[str]]:
+    """Every page's verdict tables: (numbers checked in all, problems)."""
+    return _every_page(check_verdicts, root)
+
+
+def main() -> int:
+    count, problems = check_all()
+    vcount, vproblems = check_all_verdicts()
+    for p in problems + vproblems:
+        print(p)
+    print(f"{count} numbers in README.md and docs/*.md tied to records, {len(problems)} mismatched")
+    print(f"{vcount} verdict counts checked against the generated table of reproductions, "
+          f"{len(vproblems)} mismatched")
+    return 1 if problems or vproblems else 0
