@@ -9,6 +9,7 @@ import pytest
 from lra.bench import attention as bench
 
 
+@pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
 def test_tiny_run_writes_reports(tmp_path):
     s = bench.Settings(dim=16, num_heads=2, qkv_dim=16, repeats=1)
     cases = bench.run(["softmax", "luna"], [32, 16], s, log=lambda _: None)

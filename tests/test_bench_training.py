@@ -10,6 +10,7 @@ from conftest import script_main
 from lra.bench import steps as step_bench
 
 
+@pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
 def test_steps_benchmark_writes_table_json_and_plot(tmp_path):
     main = script_main("bench_training")
     assert main(["steps", "--families", "softmax", "--lengths", "16", "--dtypes", "float32", "--seeds", "1", "2",
@@ -36,6 +37,7 @@ TINY = ["--lengths", "16", "--dtypes", "float32", "--seeds", "1", "--set", "batc
         "model.num_layers=1", "--steps", "2", "--repeats", "1", "--matmul-size", "128"]
 
 
+@pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
 def test_parallel_cases_are_timed_alone_and_a_grid_resumes(tmp_path, capsys):
     main = script_main("bench_training")
     args = ["steps", *TINY, "--out", str(tmp_path), "--name", "par"]

@@ -54,6 +54,7 @@ def test_roots_without_common_runs_are_refused(tmp_path, capsys):
     assert "no run is under both" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
 def test_bfloat16_follows_float32_on_a_smoke_run(smoke_data_dir, tmp_path):
     from test_train import smoke
 

@@ -27,6 +27,7 @@ def test_window_spec_and_placement_are_checked(tmp_path):
     ProfileWindow.parse("5:5", tmp_path).check(config)  # steps 6-10: the last may validate
 
 
+@pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
 def test_profiled_run_writes_a_trace_the_summary_reads(smoke_data_dir, tmp_path, capsys):
     from test_train import smoke
 
