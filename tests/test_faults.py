@@ -341,6 +341,19 @@ def test_checkpoints_of_another_or_an_unknown_config_are_refused(finished_smoke_
     assert _snapshot(workdir) == before
 
 
+def _dying_delete(at: int, real_delete):
+    """``run_files._delete`` that raises KeyboardInterrupt (a kill) on its call number ``at``."""
+    calls = {"n": 0}
+
+    def dying(path: Path) -> None:
+        if calls["n"] == at:
+            raise KeyboardInterrupt("killed")
+        calls["n"] += 1
+        real_delete(path)
+
+    return dying
+
+
 def test_start_over_killed_at_every_moment_loses_nothing_it_was_not_asked_to(finished_smoke_run, data_dir,
                                                                              tmp_path, monkeypatch):
     """D3: --start_over stopped after each of its deletions (and between a rename and its deletion):
@@ -352,15 +365,7 @@ def test_start_over_killed_at_every_moment_loses_nothing_it_was_not_asked_to(fin
     while True:
         workdir = tmp_path / f"kill{moments}"
         shutil.copytree(finished_smoke_run[0], workdir)
-        calls = {"n": 0}
-
-        def dying(path: Path, calls=calls, at=moments) -> None:
-            if calls["n"] == at:
-                raise KeyboardInterrupt("killed")
-            calls["n"] += 1
-            real_delete(path)
-
-        monkeypatch.setattr(run_files, "_delete", dying)
+        monkeypatch.setattr(run_files, "_delete", _dying_delete(moments, real_delete))
         try:
             result = train_and_evaluate(smoke(data_dir), workdir, start_over=True)
             finished = True
@@ -521,15 +526,7 @@ def test_bundle_start_over_killed_at_random_moments_loses_nothing_it_was_not_ask
     for at in moments:
         workdir = tmp_path / f"kill{at}"
         shutil.copytree(ref_dir, workdir)
-        calls = {"n": 0}
-
-        def dying(path: Path, calls=calls, at=at) -> None:
-            if calls["n"] == at:
-                raise KeyboardInterrupt("killed")
-            calls["n"] += 1
-            real_delete(path)
-
-        monkeypatch.setattr(run_files, "_delete", dying)
+        monkeypatch.setattr(run_files, "_delete", _dying_delete(at, real_delete))
         with pytest.raises(KeyboardInterrupt):
             train_and_evaluate(_bundle(data_dir), workdir, start_over=True)
         monkeypatch.setattr(run_files, "_delete", real_delete)
