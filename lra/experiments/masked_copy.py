@@ -250,27 +250,40 @@ def _partial_settings(settings: Settings) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(settings).items() if k != "variants"}
 
 
-def read_partial(path: Path, settings: Settings) -> dict[str, dict[str, Any]]:
-    """Finished variants of an interrupted call: spec -> run. A torn last line (a kill mid-append)
-    is dropped; a damaged line elsewhere, or runs of other settings, are refused by name."""
+def partial_entries(path: Path) -> list[dict[str, Any]]:
+    """The lines of a partial file ({"spec", "settings", "run"} each; none when there is no file).
+    A torn last line (a kill mid-append) is dropped: that variant simply trains again; a damaged
+    line elsewhere is a ValueError naming it."""
     if not path.exists():
-        return {}
+        return []
     lines = path.read_text().splitlines()
-    want, done = _partial_settings(settings), {}
+    entries = []
     for i, line in enumerate(lines):
         try:
             entry = json.loads(line)
-            spec, run, held = entry["spec"], entry["run"], entry["settings"]
-        except (ValueError, KeyError, TypeError):
+            complete = isinstance(entry, dict) and {"spec", "run", "settings"} <= entry.keys()
+        except ValueError:
+            complete = False
+        if not complete:
             if i == len(lines) - 1:
-                break  # cut by a kill while appending: that variant simply trains again
+                break
             raise ValueError(f"{path}, line {i + 1}, is damaged: delete the file (its variants train again) "
                              f"or pass --restart") from None
+        entries.append(entry)
+    return entries
+
+
+def read_partial(path: Path, settings: Settings) -> dict[str, dict[str, Any]]:
+    """Finished variants of an interrupted call of ``settings``: spec -> run (:func:`partial_entries`);
+    runs of other settings are refused by name."""
+    want, done = _partial_settings(settings), {}
+    for entry in partial_entries(path):
+        held = entry["settings"]
         if held != want:
             diffs = ", ".join(f"{k}: {held.get(k)!r} there, {v!r} now" for k, v in want.items() if held.get(k) != v)
             raise ValueError(f"{path} holds runs of other settings ({diffs}): pass the same settings to "
                              f"resume, --restart to discard them, or another --out")
-        done[spec] = run
+        done[entry["spec"]] = entry["run"]
     return done
 
 

@@ -51,21 +51,16 @@ def _cell(run: dict, length: int) -> tuple[str, int, int]:
 
 
 def _partial_runs(root: Path, length: int) -> list[dict]:
-    """The variants an interrupted call at ``length`` finished (its ``partial.jsonl``), at this
-    experiment's steps; a damaged line ends the reading (the file is only shown, never judged)."""
-    import json
+    """The variants an interrupted call at ``length`` finished (its partial file), at this
+    experiment's steps; a damaged file shows none (it is only drawn, never judged)."""
+    from lra.experiments import masked_copy
 
-    path = root / OUT / f"masked_copy_L{length}" / "partial.jsonl"
-    runs = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-                if entry["settings"]["steps"] == STEPS[length]:
-                    runs.append(entry["run"])
-            except (ValueError, KeyError, TypeError):
-                break
-    return runs
+    path = (root / masked_copy_record(length)).parent / masked_copy.PARTIAL
+    try:
+        entries = masked_copy.partial_entries(path)
+    except ValueError:
+        return []
+    return [e["run"] for e in entries if isinstance(e["settings"], dict) and e["settings"].get("steps") == STEPS[length]]
 
 
 def masked_copy_grid(root: Path) -> tuple[dict[tuple[str, int, int], float], list[str]]:

@@ -136,34 +136,28 @@ def _attribution(root: Path) -> Outcome:
     """Which published-code choice does ConvLuna-16 (reference)'s gain over Luna-16 (reference) need?"""
     reverts = _reverts()
     labels = ("ConvLuna-16 (reference)", "Luna-16 (reference)") + tuple(revert_label(f, v) for f, v in reverts)
-    acc, missing = {}, []
+    acc, missing = {}, {}
     for label in labels:
-        acc[label], miss = accuracies(root, label)
-        missing += miss
-    base_missing = [m for label in labels[:2] for m in accuracies(root, label)[1]]
-    if not base_missing:  # the rule's first step needs only the pair: without a gain, no row is needed
-        gap, p_gap, n = evidence.paired_greater(acc[labels[0]], acc[labels[1]])
-        if not (gap > 0 and p_gap < ALPHA):
-            return Outcome(
-                NOT_REPRODUCED,
-                f"ConvLuna-16 (reference) {evidence.fmt_mean_std(list(acc[labels[0]].values()))}, Luna-16 (reference) "
-                f"{evidence.fmt_mean_std(list(acc[labels[1]].values()))}",
-                f"gap over Luna-16 (reference) {gap:+.2f} points, p = {p_gap:.3g} over {n} seeds",
-                detail="ConvLuna-16 (reference) is not significantly above Luna-16 (reference): there is no gain "
-                       "to attribute, so by the rule the reverted rows are not needed (see init-lead for the "
-                       "initialisation)")
-    if missing:
-        return Outcome(INCOMPLETE, missing=tuple(missing))
+        acc[label], missing[label] = accuracies(root, label)
+    if missing[labels[0]] or missing[labels[1]]:
+        return Outcome(INCOMPLETE, missing=tuple(m for label in labels for m in missing[label]))
+    # the rule's first step reads the pair alone: without a gain, no reverted row is needed
     conv, luna = acc[labels[0]], acc[labels[1]]
     gap, p_gap, n = evidence.paired_greater(conv, luna)
-    ours = (f"ConvLuna-16 (reference) {evidence.fmt_mean_std(list(conv.values()))}, Luna-16 (reference) "
-            f"{evidence.fmt_mean_std(list(luna.values()))}; reverted: " + ", ".join(
-                f"{f.rsplit('.', 1)[-1]}={v} {evidence.fmt_mean_std(list(acc[revert_label(f, v)].values()))}"
-                for f, v in reverts))
+    pair = (f"ConvLuna-16 (reference) {evidence.fmt_mean_std(list(conv.values()))}, Luna-16 (reference) "
+            f"{evidence.fmt_mean_std(list(luna.values()))}")
     if not (gap > 0 and p_gap < ALPHA):
-        return Outcome(NOT_REPRODUCED, ours, f"gap over Luna-16 (reference) {gap:+.2f} points, p = {p_gap:.3g}",
-                       detail="ConvLuna-16 (reference) is not significantly above Luna-16 (reference): "
-                              "there is no gain to attribute")
+        return Outcome(NOT_REPRODUCED, pair, f"gap over Luna-16 (reference) {gap:+.2f} points, p = {p_gap:.3g} "
+                                             f"over {n} seeds",
+                       detail="ConvLuna-16 (reference) is not significantly above Luna-16 (reference): there is no "
+                              "gain to attribute, so by the rule the reverted rows are not needed (see init-lead "
+                              "for the initialisation)")
+    rows_missing = tuple(m for label in labels[2:] for m in missing[label])
+    if rows_missing:
+        return Outcome(INCOMPLETE, missing=rows_missing)
+    ours = pair + "; reverted: " + ", ".join(
+        f"{f.rsplit('.', 1)[-1]}={v} {evidence.fmt_mean_std(list(acc[revert_label(f, v)].values()))}"
+        for f, v in reverts)
     losses = [evidence.paired_greater(conv, acc[revert_label(f, v)]) for f, v in reverts]
     adjusted = evidence.holm([p for _, p, _ in losses])
     needed = [(f, v) for (f, v), (loss, _, _), q in zip(reverts, losses, adjusted) if loss >= MIN_GAIN and q < ALPHA]
