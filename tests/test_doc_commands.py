@@ -48,6 +48,8 @@ from pathlib import Path
 
 import pytest
 
+from lra.reports.doc_numbers import pages as doc_pages
+
 REPO = Path(__file__).resolve().parent.parent
 
 SKIP_REASONS = ("needs data", "needs gpu", "needs tpu", "needs torch", "needs network", "install", "hours",
@@ -60,11 +62,6 @@ COMMAND_TIMEOUT_S = 600
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)")
 _MARKER = re.compile(r"^\s*<!--\s*doc-test:(.*?)-->\s*$")
-
-
-def doc_pages(root: Path = REPO) -> list[Path]:
-    """README.md and docs/*.md."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
 @dataclass(frozen=True)
@@ -130,7 +127,7 @@ def read_blocks(text: str, name: str) -> tuple[list[Block], list[str]]:
 
 def all_blocks(root: Path = REPO) -> tuple[list[Block], list[str]]:
     blocks, problems = [], []
-    for page in doc_pages(root):
+    for page in doc_pages(root):  # README.md and docs/*.md, the pages the number check reads
         found, wrong = read_blocks(page.read_text(), page.relative_to(root).as_posix())
         blocks += found
         problems += wrong
