@@ -127,3 +127,51 @@ def test_bench_check_matches_the_committed_cpu_benchmark_case(tmp_path):
     assert cmp["measured_over_bench"] == pytest.approx(1.5)
     assert "estimate / benchmark = 0.50" in "\n".join(bench_check.lines(cmp))
     assert bench_check.comparison(dict(result, length=2000), tmp_path) is None
+
+
+def test_gpu_cost_falls_back_to_the_unoptimised_program_per_device():
+    # the deviceless GPU compile gives no cost analysis (compiled or lowered): FLOPs come from the
+    # unoptimised program's HLO analysis, divided by the devices; its unfused bytes never bound a step
+    import jax
+    import jax.numpy as jnp
+
+    from lra.preflight.compile_step import _cost
+
+    lowered = jax.jit(lambda a, b: a @ b).lower(jnp.ones((64, 32)), jnp.ones((32, 16)))
+
+    class NoAnalysis:
+        def cost_analysis(self):
+            return None
+
+    cost = _cost(NoAnalysis(), lowered, devices=4)
+    assert cost["flops"] == pytest.approx(2 * 64 * 32 * 16 / 4)
+    assert cost["bytes_accessed"] == 0 and cost["bytes_unfused"] > 0 and "4 device" in cost["source"]
+    compiled = _cost(lowered.compile(), lowered, devices=1)
+    assert compiled["source"] == "compiled" and compiled["flops"] == pytest.approx(2 * 64 * 32 * 16, rel=0.01)
+    target = targets.parse("h100")
+    st = estimate.step_times(dict(dtype="float32", cost=cost), target)
+    assert st["lower_bound"] == pytest.approx(cost["flops"] / target.chip.f32_flops)
+
+
+def test_cache_key_follows_the_compiling_interpreter(monkeypatch):
+    from lra.preflight import cache
+
+    assert cache.versions_of(sys.executable) == cache.versions()
+    fake = {"/venv-a/bin/python": '{"jax": "1", "libtpu": "0.1"}', "/venv-b/bin/python": '{"jax": "1", "libtpu": "0.2"}'}
+    monkeypatch.setattr(cache, "_versions_json", fake.__getitem__)
+    keys = {cache.key({"a": 1}, "v5e:2x2", 1, 0, python) for python in fake}
+    assert len(keys) == 2  # another libtpu in the compiling venv is another compilation
+
+
+def test_sweep_table_compiles_each_config_once_in_parallel_jobs(tmp_path, monkeypatch, capsys):
+    from lra.preflight.__main__ import sweep_table
+
+    monkeypatch.setenv("LRA_PREFLIGHT_CACHE", str(tmp_path))
+    assert main(["sweep", "lra_families", "--preset", "smoke", "--target", "cpu", "--jobs", "0"]) == 2
+    assert "--jobs 0: need >= 1" in capsys.readouterr().err
+    table = sweep_table("lra_families", "smoke", "cpu", variants=["Linear", "Transformer"], jobs=2)
+    rows = [line for line in table.splitlines() if line.startswith("| listops |")]
+    assert [r.split(" | ")[1] for r in rows] == ["Transformer", "Linear"]  # the grid's order, not finishing order
+    assert all(" | fits | " in r for r in rows) and len(list(tmp_path.glob("*.json"))) == 2
+    again = sweep_table("lra_families", "smoke", "cpu", variants=["Linear", "Transformer"], jobs=2)
+    assert again == table  # answered from the cache

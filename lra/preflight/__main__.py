@@ -67,23 +67,28 @@ def check_compiler(target: targets.Target, python: str) -> None:
 def gpu_target_config(target: targets.Target) -> str:
     """XLA's target description of the GPU (experimental deviceless path, jax issues #23971, #28376).
 
-    The text protos live in XLA's source tree, ``xla/tools/hlo_opt/gpu_specs/``, not in any wheel:
-    point ``LRA_PREFLIGHT_GPU_SPECS`` at that folder (a checkout of openxla/xla at the commit of the
-    installed jaxlib)."""
+    The text protos live in XLA's source tree (``xla/backends/gpu/target_config/specs/``; before 2025
+    ``xla/tools/hlo_opt/gpu_specs/``), not in any wheel: point ``LRA_PREFLIGHT_GPU_SPECS`` at a folder
+    holding them. A spec newer than the installed jaxlib may name a field its proto lacks; the
+    compiler's error names it (jaxlib 0.10.2 lacks ``collective_memory_granularity``): delete that
+    line. docs/accelerators.md says which file and commit produced the committed tables."""
     folder = os.environ.get("LRA_PREFLIGHT_GPU_SPECS", "")
     path = Path(folder) / target.chip.gpu_spec
     if not folder or not path.is_file():
         raise PreflightError(
             f"target {target.name!r} (experimental) needs XLA's GPU description {target.chip.gpu_spec}: set "
-            f"LRA_PREFLIGHT_GPU_SPECS to a folder holding it (openxla/xla: xla/tools/hlo_opt/gpu_specs/)"
+            f"LRA_PREFLIGHT_GPU_SPECS to a folder holding it (openxla/xla: "
+            f"xla/backends/gpu/target_config/specs/, formerly xla/tools/hlo_opt/gpu_specs/)"
             + (f"; {path} not found" if folder else ""))
     return path.read_text()
 
 
-def compile_in_child(payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False) -> dict[str, Any]:
+def compile_in_child(payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False,
+                     label: str = "") -> dict[str, Any]:
     """Run compile_step in a child process, with a progress line; Ctrl-C stops the child and re-raises."""
+    what = f"{label} " if label else ""
     if not quiet:
-        print(f"compiling for {target.name}, {target.devices} device(s) ({target.description}) ...", flush=True)
+        print(f"compiling {what}for {target.name}, {target.devices} device(s) ({target.description}) ...", flush=True)
     proc = subprocess.Popen([python, "-m", "lra.preflight.compile_step", json.dumps(payload)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_environment(target))
     done = threading.Event()
@@ -92,7 +97,7 @@ def compile_in_child(payload: dict[str, Any], target: targets.Target, python: st
     def ticker() -> None:
         while not done.wait(30):
             if not quiet:
-                print(f"  still compiling for {target.name} ({time.monotonic() - start:.0f} s)", flush=True)
+                print(f"  still compiling {what}for {target.name} ({time.monotonic() - start:.0f} s)", flush=True)
 
     threading.Thread(target=ticker, daemon=True).start()
     try:
@@ -113,7 +118,8 @@ def compile_in_child(payload: dict[str, Any], target: targets.Target, python: st
 
 def preflight(config_spec: str, target_name: str, *, batch: int | None = None, seeds: int = 1,
               measure_steps: int = 0, python: str = sys.executable, cache_dir: Path | None = None,
-              use_cache: bool = True, overrides: dict[str, Any] | None = None, quiet: bool = False) -> dict[str, Any]:
+              use_cache: bool = True, overrides: dict[str, Any] | None = None, quiet: bool = False,
+              label: str = "") -> dict[str, Any]:
     """Compile (or read from the cache) one config for one target; the result with its estimate and verdict."""
     target = targets.parse(target_name)
     path, options = _split_config(config_spec)
@@ -137,11 +143,11 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
     if target.kind == "gpu":
         payload["target"]["target_config"] = gpu_target_config(target)
     directory = cache_dir or cache.default_dir()
-    k = cache.key(json.loads(config.to_json_best_effort()), target.name, seeds, payload["measure_steps"])
+    k = cache.key(json.loads(config.to_json_best_effort()), target.name, seeds, payload["measure_steps"], python)
     result = cache.load(directory, k) if use_cache else None
     cached = result is not None
     if result is None:
-        result = compile_in_child(payload, target, python, quiet)
+        result = compile_in_child(payload, target, python, quiet, label)
         if target.kind == "cpu" and result.get("status") == "ok":
             result["cpu"] = _cpu_specs(python)
         if result.get("status") == "ok" or result.get("resource_exhausted"):
@@ -180,6 +186,11 @@ def _bytes(n: float) -> str:
     return f"{n / GIB:.2f} GiB" if n >= GIB / 10 else f"{n / 1024**2:.1f} MiB"
 
 
+def _rate(flops_per_s: float) -> str:
+    """A peak in TFLOP/s for accelerators, GFLOP/s for a CPU (whose rate would print as 0.0 TFLOP/s)."""
+    return f"{flops_per_s / 1e12:,.1f} TFLOP/s" if flops_per_s >= 1e12 else f"{flops_per_s / 1e9:,.4g} GFLOP/s"
+
+
 def report_lines(r: dict[str, Any]) -> list[str]:
     lines = [f"{r['config']} on {r['target']}{' (cached)' if r.get('cached') else ''}"]
     if r.get("status") != "ok":
@@ -191,14 +202,17 @@ def report_lines(r: dict[str, Any]) -> list[str]:
               f"global batch {r['global_batch']} ({per_device} per device x {r['devices']} devices), {r['seeds']} seed(s)",
               f"  memory per device (XLA): arguments {_bytes(m.get('argument', 0))}, temporaries "
               f"{_bytes(m.get('temp', 0))}, outputs {_bytes(m.get('output', 0))}, total {_bytes(m.get('total', 0))}",
-              f"  per step and device: {c['flops'] / 1e9:,.3g} GFLOP, {c['bytes_accessed'] / 1e9:,.2f} GB accessed "
-              f"(compiled in {r['compile_seconds']:.0f} s)"]
+              f"  per step and device: {c['flops'] / 1e9:,.3g} GFLOP, " + (
+                  f"{c['bytes_accessed'] / 1e9:,.2f} GB accessed" if "bytes_unfused" not in c else
+                  f"bytes not known ({c['bytes_unfused'] / 1e9:,.1f} GB in the unfused program, an overcount; "
+                  f"FLOPs from the {c.get('source')})") + f" (compiled in {r['compile_seconds']:.0f} s)"]
     st = r.get("step_time")
     if st:
         run_hours = st["estimate"] * r["num_train_steps"] / 3600
-        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {st['peak_flops'] / 1e9:,.4g} "
-                     f"GFLOP/s, {st['bandwidth'] / 1e9:,.0f} GB/s), estimate {st['estimate'] * 1e3:,.1f} ms at "
-                     f"{st['mfu']:.0%} MFU (assumed; real steps are slower than the bound)")
+        roof = "FLOPs only: bytes not known" if "bytes_unfused" in c else f"{st['bandwidth'] / 1e9:,.0f} GB/s"
+        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {_rate(st['peak_flops'])}, {roof}), "
+                     f"estimate {st['estimate'] * 1e3:,.1f} ms at {st['mfu']:.0%} MFU (assumed; real steps are "
+                     "slower than the bound)")
         lines.append(f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
                      f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)")
     if r.get("measured"):
@@ -214,22 +228,32 @@ def report_lines(r: dict[str, Any]) -> list[str]:
 
 
 def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variants=None, group_seeds: bool = False,
-                python: str = sys.executable, use_cache: bool = True) -> str:
-    """Every run of a sweep grid on one target, as a markdown table (each distinct config compiled once)."""
+                python: str = sys.executable, use_cache: bool = True, jobs: int = 1) -> str:
+    """Every run of a sweep grid on one target, as a markdown table (each distinct config compiled once;
+    ``jobs`` compilations at a time, each in its own child process: one uses about one core and 3.5 GB)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from lra.experiments.sweep import GRIDS, expand
 
     runs = expand(grid, preset, tasks=tasks, variants=variants, group_seeds=group_seeds)
     seeds = len(GRIDS[grid].seeds) if group_seeds else 1
-    rows, seen, total_hours, unknown = [], set(), 0.0, 0
+    distinct: dict[tuple[str, str], str] = {}
     for run in runs:
-        spec = f"{run.config_path}:{run.config_arg}"
-        key = (run.task, run.variant.label)
-        if key in seen:
-            continue
-        seen.add(key)
-        print(f"[{len(seen)}] {run.task} {run.variant.label}", flush=True)
-        r = preflight(spec, target_name, seeds=seeds, python=python, use_cache=use_cache)
-        n_runs = sum(1 for x in runs if (x.task, x.variant.label) == key)
+        distinct.setdefault((run.task, run.variant.label), f"{run.config_path}:{run.config_arg}")
+
+    def one(item: tuple[int, tuple[tuple[str, str], str]]) -> dict[str, Any]:
+        i, ((task, label), spec) = item
+        print(f"[{i}/{len(distinct)}] {task} {label}: started", flush=True)
+        r = preflight(spec, target_name, seeds=seeds, python=python, use_cache=use_cache,
+                      label=f"{task} {label}" if jobs > 1 else "")
+        print(f"[{i}/{len(distinct)}] {task} {label}: {r['verdict']}", flush=True)
+        return r
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(one, enumerate(distinct.items(), 1)))
+    rows, total_hours, unknown = [], 0.0, 0
+    for ((task, label), _), r in zip(distinct.items(), results):
+        n_runs = sum(1 for x in runs if (x.task, x.variant.label) == (task, label))
         st = r.get("step_time")
         hours = st["estimate"] * r["num_train_steps"] / 3600 if st else None
         if hours is None:
@@ -241,7 +265,7 @@ def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variant
         flops_text = f"{r['cost']['flops'] / 1e9:,.0f}" if r.get("status") == "ok" else ""
         hours_text = "" if hours is None else f"{hours:,.2f}"
         detail = r["verdict_detail"][:90].replace("|", "/")
-        rows.append(f"| {run.task} | {run.variant.label} | {r['verdict']} | {mem_text} | {flops_text} | "
+        rows.append(f"| {task} | {label} | {r['verdict']} | {mem_text} | {flops_text} | "
                     f"{hours_text} | {n_runs} | {detail} |")
     target = targets.parse(target_name)
     head = [f"# Preflight: {grid}, preset {preset}, on {target.name} ({target.description})", "",
@@ -290,11 +314,16 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--group-seeds", choices=("on", "off"), default="off")
             p.add_argument("--python", default=sys.executable)
             p.add_argument("--no-cache", action="store_true")
+            p.add_argument("--jobs", type=int, default=1,
+                           help="compilations at a time (each a child process: about one core and 3.5 GB)")
             p.add_argument("--out", type=Path, help="write <out>/<grid>_<preset>_<target>.md")
             a = p.parse_args(argv[1:])
             targets.parse(a.target)
+            if a.jobs < 1:
+                raise PreflightError(f"--jobs {a.jobs}: need >= 1 (compilations at a time)")
             table = sweep_table(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
-                                group_seeds=a.group_seeds == "on", python=a.python, use_cache=not a.no_cache)
+                                group_seeds=a.group_seeds == "on", python=a.python, use_cache=not a.no_cache,
+                                jobs=a.jobs)
             print(table)
             if a.out:
                 a.out.mkdir(parents=True, exist_ok=True)

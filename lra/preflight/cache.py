@@ -7,6 +7,9 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import subprocess
+import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +20,13 @@ def default_dir() -> Path:
     return Path(os.environ.get("LRA_PREFLIGHT_CACHE", Path.home() / ".cache" / "lra" / "preflight"))
 
 
+PACKAGES = ("jax", "jaxlib", "libtpu", "jax-cuda12-plugin")
+
+
 def versions() -> dict[str, str]:
+    """The compiler packages installed for this interpreter."""
     out = {}
-    for package in ("jax", "jaxlib", "libtpu", "jax-cuda12-plugin"):
+    for package in PACKAGES:
         try:
             out[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
@@ -27,9 +34,26 @@ def versions() -> dict[str, str]:
     return out
 
 
-def key(config_json: dict[str, Any], target: str, seeds: int, measure_steps: int) -> str:
+@lru_cache(maxsize=None)
+def _versions_json(python: str) -> str:
+    if os.path.abspath(python) == os.path.abspath(sys.executable):  # not resolve(): a venv python is a symlink
+        return json.dumps(versions(), sort_keys=True)
+    out = subprocess.run([python, "-c", "import json; from lra.preflight.cache import versions; "
+                                        "print(json.dumps(versions(), sort_keys=True))"],
+                         capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else "{}"
+
+
+def versions_of(python: str) -> dict[str, str]:
+    """The compiler packages of the interpreter that compiles (``--python``, e.g. a libtpu venv): the
+    parent's own install may have no libtpu, and the key must change when the compiler does."""
+    return json.loads(_versions_json(python))
+
+
+def key(config_json: dict[str, Any], target: str, seeds: int, measure_steps: int,
+        python: str = sys.executable) -> str:
     blob = json.dumps({"config": config_json, "target": target, "seeds": seeds, "measure": measure_steps,
-                       "versions": versions(), "format": 1}, sort_keys=True, default=str)
+                       "versions": versions_of(python), "format": 1}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
