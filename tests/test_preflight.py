@@ -1,5 +1,6 @@
 """lra.preflight: targets, verdicts, the CPU target end to end (smoke scale), the cache, bad input;
-the TPU target when libtpu is importable (set LRA_PREFLIGHT_PYTHON to a venv that has it)."""
+the TPU target when libtpu is importable (set LRA_PREFLIGHT_PYTHON to a venv that has it) and the
+GPU target when the CUDA plugin is (LRA_PREFLIGHT_GPU_PYTHON, with LRA_PREFLIGHT_GPU_SPECS set)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from lra.preflight import estimate, targets
 from lra.preflight.__main__ import main, preflight
 
 PYTHON = os.environ.get("LRA_PREFLIGHT_PYTHON", sys.executable)
+GPU_PYTHON = os.environ.get("LRA_PREFLIGHT_GPU_PYTHON", PYTHON)
 
 
 def _has(module: str, python: str = PYTHON) -> bool:
@@ -90,6 +92,19 @@ def test_tpu_target_compiles_a_smoke_config(tmp_path):
     r = preflight("configs/listops_convluna.py:smoke", "v5e:2x2", python=PYTHON, cache_dir=tmp_path, quiet=True)
     assert r["status"] == "ok", r
     assert r["devices"] == 4 and r["verdict"] == "fits" and r["cost"]["flops"] > 0
+
+
+@pytest.mark.skipif(not (_has("jax_cuda12_plugin", GPU_PYTHON) and os.environ.get("LRA_PREFLIGHT_GPU_SPECS")),
+                    reason="the CUDA plugin is not importable or LRA_PREFLIGHT_GPU_SPECS is unset (pip install -e "
+                           "'.[preflight-gpu]' in a venv, set LRA_PREFLIGHT_GPU_PYTHON to its python and "
+                           "LRA_PREFLIGHT_GPU_SPECS to a folder with XLA's h100_sxm.txtpb)")
+def test_gpu_target_compiles_a_smoke_config(tmp_path):
+    one = preflight("configs/listops_convluna.py:smoke", "h100", python=GPU_PYTHON, cache_dir=tmp_path, quiet=True)
+    assert one["status"] == "ok", one
+    assert one["devices"] == 1 and one["verdict"] == "fits" and one["cost"]["flops"] > 0
+    eight = preflight("configs/listops_convluna.py:smoke", "h100x8", python=GPU_PYTHON, cache_dir=tmp_path,
+                      quiet=True)
+    assert eight["devices"] == 8 and eight["cost"]["flops"] == pytest.approx(one["cost"]["flops"] / 8, rel=0.05)
 
 
 def test_set_overrides_parse_and_the_data_length_follows_the_model():
