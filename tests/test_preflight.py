@@ -12,7 +12,8 @@ import time
 import pytest
 
 from lra.preflight import estimate, targets
-from lra.preflight.__main__ import main, preflight
+from lra.preflight.__main__ import main
+from lra.preflight.check import preflight
 
 PYTHON = os.environ.get("LRA_PREFLIGHT_PYTHON", sys.executable)
 GPU_PYTHON = os.environ.get("LRA_PREFLIGHT_GPU_PYTHON", PYTHON)
@@ -108,7 +109,8 @@ def test_gpu_target_compiles_a_smoke_config(tmp_path):
 
 
 def test_set_overrides_parse_and_the_data_length_follows_the_model():
-    from lra.preflight.__main__ import PreflightError, parse_sets
+    from lra.preflight.__main__ import parse_sets
+    from lra.preflight.check import PreflightError
 
     assert parse_sets(["model.max_len=512", "batch_size=4", "model.dtype=bfloat16"]) == {
         "model.max_len": 512, "data.max_len": 512, "batch_size": 4, "model.dtype": "bfloat16"}
@@ -117,7 +119,7 @@ def test_set_overrides_parse_and_the_data_length_follows_the_model():
 
 
 def test_gpu_target_without_xla_spec_says_where_to_get_it(monkeypatch, tmp_path):
-    from lra.preflight.__main__ import PreflightError, gpu_target_config
+    from lra.preflight.check import PreflightError, gpu_target_config
 
     monkeypatch.delenv("LRA_PREFLIGHT_GPU_SPECS", raising=False)
     with pytest.raises(PreflightError, match="h100_sxm.txtpb.*LRA_PREFLIGHT_GPU_SPECS"):
@@ -179,7 +181,7 @@ def test_cache_key_follows_the_compiling_interpreter(monkeypatch):
 
 
 def test_sweep_table_compiles_each_config_once_in_parallel_jobs(tmp_path, monkeypatch, capsys):
-    from lra.preflight.__main__ import sweep_table
+    from lra.preflight.sweep_table import sweep_table
 
     monkeypatch.setenv("LRA_PREFLIGHT_CACHE", str(tmp_path))
     assert main(["sweep", "lra_families", "--preset", "smoke", "--target", "cpu", "--jobs", "0"]) == 2
@@ -190,3 +192,19 @@ def test_sweep_table_compiles_each_config_once_in_parallel_jobs(tmp_path, monkey
     assert all(" | fits | " in r for r in rows) and len(list(tmp_path.glob("*.json"))) == 2
     again = sweep_table("lra_families", "smoke", "cpu", variants=["Linear", "Transformer"], jobs=2)
     assert again == table  # answered from the cache
+
+
+def test_sweep_render_totals_and_flags_configs_that_do_not_fit():
+    from lra.preflight.sweep_table import render
+
+    row = dict(task="text", variant="Transformer", config="c", verdict="fits", detail="1 GiB of 80", runs=5,
+               memory_gib=1.0, gflop_per_step=10.0, hours_per_run=2.0, compile_seconds=1.0, num_params=1)
+    big = dict(row, variant="Big", verdict="does not fit", detail="needs 90 GiB | try bf16", hours_per_run=4.0)
+    summary = dict(grid="g", preset="paper", target="h100x8", target_description="8 x H100", devices=8,
+                   tasks=None, variants=None, group_seeds=False, seeds_per_program=1, programs=10,
+                   assumed_mfu=0.3, rows=[row, big], total_hours=30.0, device_hours=240.0, hours_not_fitting=20.0,
+                   configs_not_fitting=1, configs_without_estimate=0)
+    text = render(summary)
+    assert "| text | Big | does not fit | 1.00 | 10 | 4.00 | 5 | needs 90 GiB / try bf16 |" in text
+    assert "about 30.00 hours on 8 x H100, i.e. 240.0 device-hours" in text
+    assert "1 config(s) do not fit as configured (20.00 of these hours are theirs" in text

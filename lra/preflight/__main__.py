@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from lra.preflight import cache, estimate, targets
-from lra.preflight.compile_step import ERROR, RESULT
+from lra.preflight import targets
+from lra.preflight.check import PreflightError, preflight, report_lines
 from lra.training.run_errors import EXIT_INVALID
 
 EPILOG = """examples:
@@ -22,266 +17,6 @@ EPILOG = """examples:
   python -m lra.preflight --config configs/listops_transformer.py:cpu --target cpu --measure-steps 5
   python -m lra.preflight sweep convluna_table1 --preset paper --target v5e:2x2 --out results/preflight
 targets: """ + ", ".join(targets.known())
-
-GIB = 1024**3
-
-
-class PreflightError(Exception):
-    """Bad input: one error line, exit 2."""
-
-
-def _split_config(spec: str) -> tuple[str, str | None]:
-    path, sep, options = spec.partition(".py:")
-    path = path + ".py" if sep else spec
-    if not Path(path).is_file():
-        raise PreflightError(f"--config {spec}: no such file {path!r} (give configs/<task>_<attention>.py[:OPTIONS])")
-    return path, (options or None) if sep else None
-
-
-def child_environment(target: targets.Target) -> dict[str, str]:
-    """The child's environment: the target's platform and flags only there, never in this process."""
-    env = dict(os.environ)
-    env["JAX_PLATFORMS"] = "cpu"  # TPU/GPU programs compile against a topology description, no device
-    if target.kind == "tpu":
-        env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"  # a second libtpu process (e.g. training beside us)
-        env.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    if target.kind == "gpu":
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_gpu_enable_triton_gemm=false").strip()
-    return env
-
-
-def check_compiler(target: targets.Target, python: str) -> None:
-    """A target whose compiler is not installed in ``python`` is refused naming the extra."""
-    module = {"tpu": "libtpu", "gpu": "jax_cuda12_plugin"}.get(target.kind)
-    if module is None:
-        return
-    probe = subprocess.run([python, "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"],
-                           capture_output=True)
-    if probe.returncode != 0:
-        extra = "preflight-tpu" if target.kind == "tpu" else "preflight-gpu"
-        raise PreflightError(
-            f"target {target.name!r} needs {module}, not installed for {python}: pip install -e \".[{extra}]\" "
-            f"(best in its own venv, then pass --python VENV/bin/python)")
-
-
-def gpu_target_config(target: targets.Target) -> str:
-    """XLA's target description of the GPU (experimental deviceless path, jax issues #23971, #28376).
-
-    The text protos live in XLA's source tree (``xla/backends/gpu/target_config/specs/``; before 2025
-    ``xla/tools/hlo_opt/gpu_specs/``), not in any wheel: point ``LRA_PREFLIGHT_GPU_SPECS`` at a folder
-    holding them. A spec newer than the installed jaxlib may name a field its proto lacks; the
-    compiler's error names it (jaxlib 0.10.2 lacks ``collective_memory_granularity``): delete that
-    line. docs/accelerators.md says which file and commit produced the committed tables."""
-    folder = os.environ.get("LRA_PREFLIGHT_GPU_SPECS", "")
-    path = Path(folder) / target.chip.gpu_spec
-    if not folder or not path.is_file():
-        raise PreflightError(
-            f"target {target.name!r} (experimental) needs XLA's GPU description {target.chip.gpu_spec}: set "
-            f"LRA_PREFLIGHT_GPU_SPECS to a folder holding it (openxla/xla: "
-            f"xla/backends/gpu/target_config/specs/, formerly xla/tools/hlo_opt/gpu_specs/)"
-            + (f"; {path} not found" if folder else ""))
-    return path.read_text()
-
-
-def compile_in_child(payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False,
-                     label: str = "") -> dict[str, Any]:
-    """Run compile_step in a child process, with a progress line; Ctrl-C stops the child and re-raises."""
-    what = f"{label} " if label else ""
-    if not quiet:
-        print(f"compiling {what}for {target.name}, {target.devices} device(s) ({target.description}) ...", flush=True)
-    proc = subprocess.Popen([python, "-m", "lra.preflight.compile_step", json.dumps(payload)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_environment(target))
-    done = threading.Event()
-    start = time.monotonic()
-
-    def ticker() -> None:
-        while not done.wait(30):
-            if not quiet:
-                print(f"  still compiling {what}for {target.name} ({time.monotonic() - start:.0f} s)", flush=True)
-
-    threading.Thread(target=ticker, daemon=True).start()
-    try:
-        out, err = proc.communicate()
-    except KeyboardInterrupt:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        done.set()
-    for line in reversed(out.splitlines()):
-        for prefix in (RESULT, ERROR):
-            if line.startswith(prefix):
-                return json.loads(line[len(prefix):])
-    return {"status": "error", "stage": "child process", "resource_exhausted": "RESOURCE_EXHAUSTED" in err,
-            "error": f"exit {proc.returncode}: " + (err.strip().splitlines() or ["no output"])[-1][:300]}
-
-
-def preflight(config_spec: str, target_name: str, *, batch: int | None = None, seeds: int = 1,
-              measure_steps: int = 0, python: str = sys.executable, cache_dir: Path | None = None,
-              use_cache: bool = True, overrides: dict[str, Any] | None = None, quiet: bool = False,
-              label: str = "") -> dict[str, Any]:
-    """Compile (or read from the cache) one config for one target; the result with its estimate and verdict."""
-    target = targets.parse(target_name)
-    path, options = _split_config(config_spec)
-    from lra.preflight.compile_step import load_config
-
-    overrides = dict(overrides or {})
-    if batch is not None:
-        if batch < 1:
-            raise PreflightError(f"--batch {batch}: the global batch must be >= 1")
-        overrides["batch_size"] = batch
-    try:
-        config = load_config(path, options, overrides)
-    except Exception as e:  # the config's own error, e.g. an unknown option
-        raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
-    check_compiler(target, python)
-    payload = {"config": path, "options": options, "overrides": overrides, "seeds": seeds,
-               "measure_steps": measure_steps if target.kind == "cpu" else 0,
-               "target": {"kind": target.kind, "devices": target.devices, "topology": target.topology,
-                          "topology_name": target.chip.topology_name if target.chip else "",
-                          "chip_config_name": target.chip.chip_config_name if target.chip else ""}}
-    if target.kind == "gpu":
-        payload["target"]["target_config"] = gpu_target_config(target)
-    directory = cache_dir or cache.default_dir()
-    k = cache.key(json.loads(config.to_json_best_effort()), target.name, seeds, payload["measure_steps"], python)
-    result = cache.load(directory, k) if use_cache else None
-    cached = result is not None
-    if result is None:
-        result = compile_in_child(payload, target, python, quiet, label)
-        if target.kind == "cpu" and result.get("status") == "ok":
-            result["cpu"] = _cpu_specs(python)
-        if result.get("status") == "ok" or result.get("resource_exhausted"):
-            cache.store(directory, k, result)
-    result = dict(result, cached=cached, target=target.name, config=config_spec)
-    cpu = result.get("cpu") or {}
-    capacity = estimate.memory_capacity(target, cpu.get("memory_bytes"))
-    result["verdict"], result["verdict_detail"] = estimate.verdict(result, target, capacity)
-    if result.get("status") == "ok":
-        result["step_time"] = estimate.step_times(result, target, cpu.get("matmul_flops"), cpu.get("bandwidth"))
-        if target.kind == "cpu":
-            from lra.preflight.bench_check import comparison
-
-            result["bench_check"] = comparison(result)
-    return result
-
-
-def _cpu_specs(python: str) -> dict[str, Any]:
-    """This CPU's matmul rate and copy bandwidth, measured in a child (the CPU target's 'peak')."""
-    code = ("import json,time,os,numpy as np,jax,jax.numpy as jnp\n"
-            "from lra.bench.steps import matmul_rate\n"
-            "a=np.ones(32*1024*1024);b=np.empty_like(a);np.copyto(b,a)\n"
-            "t=time.perf_counter()\n"
-            "for _ in range(5): np.copyto(b,a)\n"
-            "dt=(time.perf_counter()-t)/5\n"
-            "mem=os.sysconf('SC_PAGE_SIZE')*os.sysconf('SC_PHYS_PAGES')\n"
-            "print(json.dumps({'matmul_flops':matmul_rate('float32',1024),'bandwidth':2*a.nbytes/dt,'memory_bytes':mem}))")
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
-    try:
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {}
-
-
-def _bytes(n: float) -> str:
-    return f"{n / GIB:.2f} GiB" if n >= GIB / 10 else f"{n / 1024**2:.1f} MiB"
-
-
-def _rate(flops_per_s: float) -> str:
-    """A peak in TFLOP/s for accelerators, GFLOP/s for a CPU (whose rate would print as 0.0 TFLOP/s)."""
-    return f"{flops_per_s / 1e12:,.1f} TFLOP/s" if flops_per_s >= 1e12 else f"{flops_per_s / 1e9:,.4g} GFLOP/s"
-
-
-def report_lines(r: dict[str, Any]) -> list[str]:
-    lines = [f"{r['config']} on {r['target']}{' (cached)' if r.get('cached') else ''}"]
-    if r.get("status") != "ok":
-        lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
-        return lines
-    m, c = r["memory"] or {}, r["cost"]
-    per_device = r["global_batch"] // r["devices"]
-    lines += [f"  {r['variant']} ({r['task']}), {r['num_params']:,} parameters, length {r['length']}, {r['dtype']}, "
-              f"global batch {r['global_batch']} ({per_device} per device x {r['devices']} devices), {r['seeds']} seed(s)",
-              f"  memory per device (XLA): arguments {_bytes(m.get('argument', 0))}, temporaries "
-              f"{_bytes(m.get('temp', 0))}, outputs {_bytes(m.get('output', 0))}, total {_bytes(m.get('total', 0))}",
-              f"  per step and device: {c['flops'] / 1e9:,.3g} GFLOP, " + (
-                  f"{c['bytes_accessed'] / 1e9:,.2f} GB accessed" if "bytes_unfused" not in c else
-                  f"bytes not known ({c['bytes_unfused'] / 1e9:,.1f} GB in the unfused program, an overcount; "
-                  f"FLOPs from the {c.get('source')})") + f" (compiled in {r['compile_seconds']:.0f} s)"]
-    st = r.get("step_time")
-    if st:
-        run_hours = st["estimate"] * r["num_train_steps"] / 3600
-        roof = "FLOPs only: bytes not known" if "bytes_unfused" in c else f"{st['bandwidth'] / 1e9:,.0f} GB/s"
-        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {_rate(st['peak_flops'])}, {roof}), "
-                     f"estimate {st['estimate'] * 1e3:,.1f} ms at {st['mfu']:.0%} MFU (assumed; real steps are "
-                     "slower than the bound)")
-        lines.append(f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
-                     f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)")
-    if r.get("measured"):
-        ms = r["measured"]["step_seconds_median"]
-        lines.append(f"  measured on this CPU: {ms * 1e3:,.1f} ms per step (median of {r['measured']['steps']})"
-                     + (f"; estimate / measured = {st['estimate'] / ms:.2f}" if st else ""))
-    if r.get("bench_check"):
-        from lra.preflight.bench_check import lines as bench_lines
-
-        lines += bench_lines(r["bench_check"])
-    lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
-    return lines
-
-
-def sweep_table(grid: str, preset: str, target_name: str, *, tasks=None, variants=None, group_seeds: bool = False,
-                python: str = sys.executable, use_cache: bool = True, jobs: int = 1) -> str:
-    """Every run of a sweep grid on one target, as a markdown table (each distinct config compiled once;
-    ``jobs`` compilations at a time, each in its own child process: one uses about one core and 3.5 GB)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from lra.experiments.sweep import GRIDS, expand
-
-    runs = expand(grid, preset, tasks=tasks, variants=variants, group_seeds=group_seeds)
-    seeds = len(GRIDS[grid].seeds) if group_seeds else 1
-    distinct: dict[tuple[str, str], str] = {}
-    for run in runs:
-        distinct.setdefault((run.task, run.variant.label), f"{run.config_path}:{run.config_arg}")
-
-    def one(item: tuple[int, tuple[tuple[str, str], str]]) -> dict[str, Any]:
-        i, ((task, label), spec) = item
-        print(f"[{i}/{len(distinct)}] {task} {label}: started", flush=True)
-        r = preflight(spec, target_name, seeds=seeds, python=python, use_cache=use_cache,
-                      label=f"{task} {label}" if jobs > 1 else "")
-        print(f"[{i}/{len(distinct)}] {task} {label}: {r['verdict']}", flush=True)
-        return r
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(one, enumerate(distinct.items(), 1)))
-    rows, total_hours, unknown = [], 0.0, 0
-    for ((task, label), _), r in zip(distinct.items(), results):
-        n_runs = sum(1 for x in runs if (x.task, x.variant.label) == (task, label))
-        st = r.get("step_time")
-        hours = st["estimate"] * r["num_train_steps"] / 3600 if st else None
-        if hours is None:
-            unknown += 1
-        else:
-            total_hours += hours * n_runs
-        mem = (r.get("memory") or {}).get("total")
-        mem_text = "" if mem is None else f"{mem / GIB:.2f}"
-        flops_text = f"{r['cost']['flops'] / 1e9:,.0f}" if r.get("status") == "ok" else ""
-        hours_text = "" if hours is None else f"{hours:,.2f}"
-        detail = r["verdict_detail"][:90].replace("|", "/")
-        rows.append(f"| {task} | {label} | {r['verdict']} | {mem_text} | {flops_text} | "
-                    f"{hours_text} | {n_runs} | {detail} |")
-    target = targets.parse(target_name)
-    head = [f"# Preflight: {grid}, preset {preset}, on {target.name} ({target.description})", "",
-            f"Command: `python -m lra.preflight sweep {grid} --preset {preset} --target {target_name}"
-            f"{' --tasks ' + ' '.join(tasks) if tasks else ''}{' --variants ' + ' '.join(variants) if variants else ''}"
-            f"{' --group-seeds on' if group_seeds else ''}`{' (a subset of the grid)' if tasks or variants else ''}. Each distinct config was compiled once for the target "
-            f"(abstract inputs, nothing trained); {'seeds vmapped: ' + str(seeds) + ' per program' if group_seeds else 'one seed per program'}. "
-            f"Hours are roofline estimates at {estimate.ASSUMED_MFU:.0%} assumed MFU: real runs are slower "
-            "(evaluation, input pipeline and overheads not included).", "",
-            "| task | variant | verdict | GiB per device | GFLOP per step | est. hours per run | runs | detail |",
-            "|---|---|---|---:|---:|---:|---:|---|"]
-    foot = ["", f"Grid total: {len(runs)} program(s) (runs{', seeds vmapped' if group_seeds else ''}), about "
-                f"{total_hours:,.2f} hours on {target.description}, i.e. {total_hours * target.devices:,.1f} "
-                f"device-hours (estimate at {estimate.ASSUMED_MFU:.0%} MFU, run one after another)"
-                f"{f'; {unknown} config(s) without an estimate' if unknown else ''}."]
-    return "\n".join(head + rows + foot) + "\n"
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
@@ -321,16 +56,22 @@ def main(argv: list[str] | None = None) -> int:
             targets.parse(a.target)
             if a.jobs < 1:
                 raise PreflightError(f"--jobs {a.jobs}: need >= 1 (compilations at a time)")
-            table = sweep_table(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
-                                group_seeds=a.group_seeds == "on", python=a.python, use_cache=not a.no_cache,
-                                jobs=a.jobs)
+            from lra.preflight.sweep_table import render, sweep_summary
+
+            summary = sweep_summary(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
+                                    group_seeds=a.group_seeds == "on", python=a.python, use_cache=not a.no_cache,
+                                    jobs=a.jobs)
+            table = render(summary)
             print(table)
             if a.out:
+                from lra.training.run_files import write_json_atomic
+
                 a.out.mkdir(parents=True, exist_ok=True)
                 subset = "".join(f"_{x}" for x in (a.tasks or []) + (a.variants or []))
                 path = a.out / f"{a.grid}_{a.preset}_{a.target.replace(':', '-')}{subset}.md"
                 path.write_text(table)
-                print(f"wrote {path}")
+                write_json_atomic(path.with_suffix(".json"), summary)
+                print(f"wrote {path} and its .json")
             return 0
         p = argparse.ArgumentParser(prog="python -m lra.preflight", epilog=EPILOG,
                                     formatter_class=argparse.RawDescriptionHelpFormatter,
