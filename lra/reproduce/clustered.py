@@ -146,7 +146,7 @@ PAPER = Paper(
               "clustered attention needs more clusters as the sequence grows.",
               "L in {31, 63, 127, 255} x clusters {15, 30, 60, 100}: improved clustered and full ~100% everywhere; "
               "clustered falls off at long L and few clusters (heatmap, no table)",
-              f"`scripts/masked_copy.py` defaults (2 layers, 4 heads x 16, FFN 128, Adam 3e-3, top-k 16, one seed; the "
+              f"`scripts/masked_copy.py` defaults (2 layers, 4 heads x 16, FFN 128, R-Adam 3e-3, top-k 16, one seed; the "
               f"paper: 4 layers, 6 heads x 32, FFN 768, R-Adam 2e-4, top-k 32, 5,000 steps) at L in {LENGTHS} x "
               f"clusters {CLUSTERS}, steps per L {STEPS} (calibrated on full attention alone), full attention as "
               "the reference row",
