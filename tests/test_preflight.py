@@ -208,3 +208,17 @@ def test_sweep_render_totals_and_flags_configs_that_do_not_fit():
     assert "| text | Big | does not fit | 1.00 | 10 | 4.00 | 5 | needs 90 GiB / try bf16 |" in text
     assert "about 30.00 hours on 8 x H100, i.e. 240.0 device-hours" in text
     assert "1 config(s) do not fit as configured (20.00 of these hours are theirs" in text
+
+
+def test_committed_preflight_tables_are_their_records_rendered():
+    # every results/preflight sweep table is exactly what its JSON record renders to
+    import json
+    from pathlib import Path
+
+    from lra.preflight.sweep_table import render
+
+    root = Path(__file__).resolve().parents[1] / "results" / "preflight"
+    records = sorted(root.glob("*_paper_*.json"))
+    assert records, "no committed sweep records"
+    for record in records:
+        assert record.with_suffix(".md").read_text() == render(json.loads(record.read_text())), record.name

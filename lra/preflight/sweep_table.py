@@ -20,7 +20,7 @@ def sweep_summary(grid: str, preset: str, target_name: str, *, tasks=None, varia
                   jobs: int = 1) -> dict[str, Any]:
     """Compile each distinct (task, variant) once (``jobs`` child processes at a time: a TPU compile
     takes about one core and 3.5 GB) and gather one row per config, in the grid's order."""
-    from lra.experiments.sweep import GRIDS, expand
+    from lra.experiments.sweep import GRIDS, REPO, expand
     from lra.preflight.check import preflight
 
     runs = expand(grid, preset, tasks=tasks, variants=variants, group_seeds=group_seeds)
@@ -41,6 +41,7 @@ def sweep_summary(grid: str, preset: str, target_name: str, *, tasks=None, varia
         results = list(pool.map(one, enumerate(distinct.items(), 1)))
     rows = []
     for ((task, label), spec), r in zip(distinct.items(), results):
+        spec = spec.replace(f"{REPO}/", "")  # the record names the config as the repository does
         st = r.get("step_time")
         ok = r.get("status") == "ok"
         rows.append(dict(
@@ -49,7 +50,8 @@ def sweep_summary(grid: str, preset: str, target_name: str, *, tasks=None, varia
             memory_gib=(r.get("memory") or {}).get("total", 0) / GIB if ok and r.get("memory") else None,
             gflop_per_step=r["cost"]["flops"] / 1e9 if ok else None,
             hours_per_run=st["estimate"] * r["num_train_steps"] / 3600 if st else None,
-            compile_seconds=r.get("compile_seconds"), num_params=r.get("num_params")))
+            compile_seconds=r.get("compile_seconds"), num_params=r.get("num_params"),
+            record={**{k: v for k, v in r.items() if k != "traceback"}, "config": spec}))  # memory breakdown, versions, step time
     target = targets.parse(target_name)
     estimated = [row for row in rows if row["hours_per_run"] is not None]
     total = sum(row["hours_per_run"] * row["runs"] for row in estimated)
