@@ -154,7 +154,9 @@ PAPER = Paper(
               "judged; reproduced if improved clustered solves every judged cell and clustered's unsolved cells "
               "are >= 1 and do not decrease with L; partly if improved solves >= 75% of cells or clustered's trend holds",
               _fig5, tuple(masked_copy_command(L) for L in LENGTHS),
-              tuple(masked_copy_record(L) for L in LENGTHS), cpu_minutes=145),
+              # measured: 17 / 71 / 248 core-minutes of training at L = 31 / 63 / 127 (records' train_seconds,
+              # one model per core, under load), i.e. about 170 minutes with both cores busy
+              tuple(masked_copy_record(L) for L in LENGTHS), cpu_minutes=170),
         Claim("table1-swap-eval", "Table 1 (train with one, evaluate with another)",
               "Improved clustered approximates a model trained with full attention better than clustered does.",
               "WSJ PER, trained full: full 5.14, clustered-100 ~10-46 depending on the row, i-clustered-100 5.95",
