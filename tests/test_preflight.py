@@ -60,6 +60,13 @@ def test_verdict_does_not_fit_suggests_a_batch_and_bf16():
     assert estimate.verdict(result, target, target.chip.memory_bytes)[0] == "fits"
     assert estimate.verdict(dict(status="error", stage="compilation", error="RESOURCE_EXHAUSTED: hbm",
                                  resource_exhausted=True), target, None)[0] == "does not fit"
+    # the TPU compiler's own numbers (as libtpu 0.0.42.1 words them) give the fixes
+    error = ("JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+             "temporaries (20.37G) exceeds available HBM (15.75G).")
+    verdict, detail = estimate.verdict(dict(status="error", stage="compilation", error=error, resource_exhausted=True,
+                                            global_batch=32, devices=4, dtype="float32"), target, None)
+    assert verdict == "does not fit" and "temporaries need 20.37G of 15.75G" in detail
+    assert "per-device batch of <= 5" in detail and "bfloat16" in detail and ">= 6 devices" in detail
 
 
 def test_cpu_target_end_to_end_and_cache(tmp_path):
@@ -207,7 +214,7 @@ def test_sweep_render_totals_and_flags_configs_that_do_not_fit():
     text = render(summary)
     assert "| text | Big | does not fit | 1.00 | 10 | 4.00 | 5 | needs 90 GiB / try bf16 |" in text
     assert "about 30.00 hours on 8 x H100, i.e. 240.0 device-hours" in text
-    assert "1 config(s) do not fit as configured (20.00 of these hours are theirs" in text
+    assert "1 config(s) do not fit as configured (see each row's fix), 20.00 of these hours are theirs" in text
 
 
 def test_committed_preflight_tables_are_their_records_rendered():

@@ -145,6 +145,10 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
         if result.get("status") == "ok" or result.get("resource_exhausted"):
             cache.store(directory, k, result)
     result = dict(result, cached=cached, target=target.name, config=config_spec)
+    # a failed compile reports no shapes; the verdict's fixes need them (the config's own values)
+    result.setdefault("global_batch", int(config.batch_size))
+    result.setdefault("devices", target.devices)
+    result.setdefault("dtype", str(config.model.dtype))
     cpu = result.get("cpu") or {}
     capacity = estimate.memory_capacity(target, cpu.get("memory_bytes"))
     result["verdict"], result["verdict_detail"] = estimate.verdict(result, target, capacity)

@@ -9,6 +9,7 @@ estimate divides the FLOP time by an assumed model-FLOPs utilisation (MFU), stat
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from lra.preflight.targets import Target
@@ -40,11 +41,33 @@ def step_times(result: dict[str, Any], target: Target, cpu_rate: float | None = 
             "peak_flops": peak, "bandwidth": bandwidth}
 
 
+EXHAUSTED = re.compile(r"HLO temporaries \(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)")
+
+
+def _exhausted(result: dict[str, Any]) -> str:
+    """The TPU compiler's refusal, with the fixes its numbers allow (temporaries taken as linear in the batch)."""
+    m = EXHAUSTED.search(result.get("error", ""))
+    if not m or "global_batch" not in result:
+        return f"the compiler ran out of device memory ({result.get('error', '')[:160]})"
+    needed, available = float(m.group(1)), float(m.group(2))
+    devices = int(result.get("devices", 1))
+    per_device = max(1, int(result["global_batch"]) // devices)
+    fixes = []
+    largest = int(per_device * available * HEADROOM // needed)
+    if largest >= 1:
+        fixes.append(f"a per-device batch of <= {largest} (estimated: temporaries taken as linear in the batch)")
+    if "bfloat16" not in str(result.get("dtype", "")):
+        fixes.append("config.model.dtype=bfloat16")
+    fixes.append(f">= {math.ceil(devices * needed / (available * HEADROOM))} devices at this global batch")
+    return (f"the compiler ran out of device memory: temporaries need {needed:g}G of {available:g}G per device; try "
+            + ", or ".join(fixes))
+
+
 def verdict(result: dict[str, Any], target: Target, capacity: int | None) -> tuple[str, str]:
     """("fits" / "does not fit" / "cannot tell", one line saying by how much and what would make it fit)."""
     if result.get("status") == "error":
         if result.get("resource_exhausted"):
-            return "does not fit", f"the compiler ran out of device memory ({result['error'][:160]})"
+            return "does not fit", _exhausted(result)
         return "cannot tell", f"{result['stage']} failed: {result['error'][:200]}"
     memory = result.get("memory")
     if not memory or not capacity:

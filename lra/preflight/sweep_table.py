@@ -84,13 +84,14 @@ def render(s: dict[str, Any]) -> str:
             "|---|---|---|---:|---:|---:|---:|---|"]
     rows = [f"| {r['task']} | {r['variant']} | {r['verdict']} | {_num(r['memory_gib'], '.2f')} | "
             f"{_num(r['gflop_per_step'], ',.0f')} | {_num(r['hours_per_run'], ',.2f')} | {r['runs']} | "
-            f"{r['detail'][:90].replace('|', '/')} |" for r in s["rows"]]
+            f"{r['detail'][:240].replace('|', '/')} |" for r in s["rows"]]
     notes = []
     if s["configs_not_fitting"]:
-        notes.append(f"{s['configs_not_fitting']} config(s) do not fit as configured ({s['hours_not_fitting']:,.2f} "
-                     "of these hours are theirs, counted as if they ran: see each row's fix)")
+        notes.append(f"{s['configs_not_fitting']} config(s) do not fit as configured (see each row's fix)"
+                     + (f", {s['hours_not_fitting']:,.2f} of these hours are theirs, counted as if they ran"
+                        if s["hours_not_fitting"] else ""))
     if s["configs_without_estimate"]:
-        notes.append(f"{s['configs_without_estimate']} config(s) without an estimate")
+        notes.append(f"{s['configs_without_estimate']} config(s) without an estimate, not in the total")
     foot = ["", f"Grid total: {s['programs']} program(s) (runs{', seeds vmapped' if s['group_seeds'] else ''}), "
                 f"about {s['total_hours']:,.2f} hours on {s['target_description']}, i.e. {s['device_hours']:,.1f} "
                 f"device-hours (estimate at {mfu} MFU, run one after another)"
