@@ -332,7 +332,9 @@ PAPER = Paper(
                      "ConvLuna-16 84.25 / 80.47 / 56.93 vs Luna-16 65.53 / 75.93 / 50.36",
                      "the LRA release (IMDB, AAN, CIFAR-10; no downloads on these machines) and a GPU/TPU: "
                      "paper scale is 4K-token inputs and up to 50k steps per run, 140 runs "
-                     "(`python -m lra.preflight sweep convluna_table1 --preset paper --target v5e:2x2` estimates the cost)",
+                     "(preflight estimates the whole grid at about 36 h on a TPU v5e 2x2, 142 chip-hours, at 30% MFU: "
+                     "results/preflight/convluna_table1_paper_v5e-2x2.md; the matching Transformer needs a smaller "
+                     "per-chip batch, bf16 or more chips there)",
                      "python scripts/sweep.py convluna_table1 --preset paper --tasks text matching image --run"),
         not_testable("table1-paper-scale", "Table 1 (ListOps, paper scale)",
                      "The same ranking at the paper's scale (6 blocks, length 2,000, Table 2's hyperparameters).",
