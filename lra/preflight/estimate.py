@@ -42,25 +42,32 @@ def step_times(result: dict[str, Any], target: Target, cpu_rate: float | None = 
 
 
 EXHAUSTED = re.compile(r"HLO temporaries \(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)")
+GIB = 1024**3
+
+
+def _fixes(result: dict[str, Any], total: float, fixed: float, usable: float, scales: str) -> str:
+    """What would make ``total`` bytes per device fit in ``usable``: a smaller per-device batch (the
+    part above ``fixed`` taken as linear in the batch), bf16, or more devices at this global batch."""
+    devices = int(result["devices"])
+    per_row = max(1.0, (total - fixed) / max(1, int(result["global_batch"]) // devices))
+    largest = int((usable - fixed) // per_row)
+    fixes = []
+    if largest >= 1:
+        fixes.append(f"a per-device batch of <= {largest} (estimated: {scales} taken as linear in the batch)")
+    if "bfloat16" not in str(result["dtype"]):
+        fixes.append("config.model.dtype=bfloat16")
+    fixes.append(f">= {math.ceil(devices * total / usable)} devices at this global batch")
+    return ", or ".join(fixes)
 
 
 def _exhausted(result: dict[str, Any]) -> str:
-    """The TPU compiler's refusal, with the fixes its numbers allow (temporaries taken as linear in the batch)."""
+    """The TPU compiler's refusal, with the fixes its numbers allow."""
     m = EXHAUSTED.search(result.get("error", ""))
     if not m or "global_batch" not in result:
         return f"the compiler ran out of device memory ({result.get('error', '')[:160]})"
     needed, available = float(m.group(1)), float(m.group(2))
-    devices = int(result.get("devices", 1))
-    per_device = max(1, int(result["global_batch"]) // devices)
-    fixes = []
-    largest = int(per_device * available * HEADROOM // needed)
-    if largest >= 1:
-        fixes.append(f"a per-device batch of <= {largest} (estimated: temporaries taken as linear in the batch)")
-    if "bfloat16" not in str(result.get("dtype", "")):
-        fixes.append("config.model.dtype=bfloat16")
-    fixes.append(f">= {math.ceil(devices * needed / (available * HEADROOM))} devices at this global batch")
     return (f"the compiler ran out of device memory: temporaries need {needed:g}G of {available:g}G per device; try "
-            + ", or ".join(fixes))
+            + _fixes(result, needed * GIB, 0.0, available * GIB * HEADROOM, "temporaries"))
 
 
 def verdict(result: dict[str, Any], target: Target, capacity: int | None) -> tuple[str, str]:
@@ -73,18 +80,8 @@ def verdict(result: dict[str, Any], target: Target, capacity: int | None) -> tup
     if not memory or not capacity:
         return "cannot tell", "the compiler gave no memory analysis for this target"
     total, usable = memory["total"], capacity * HEADROOM
-    gib = 1024**3
     if total <= usable:
-        return "fits", f"{total / gib:.3g} GiB of {capacity / gib:.2f} GiB per device ({100 * total / capacity:.1f}%)"
-    per_device_batch = result["global_batch"] // result["devices"]
-    fixed = memory["argument"] + memory["generated_code"]
-    per_row = max(1.0, (total - fixed) / max(1, per_device_batch))
-    largest = int((usable - fixed) // per_row)
-    fixes = []
-    if largest >= 1:
-        fixes.append(f"a per-device batch of <= {largest} (estimated: memory taken as linear in the batch)")
-    if "bfloat16" not in result["dtype"]:
-        fixes.append("config.model.dtype=bfloat16")
-    fixes.append(f">= {math.ceil(result['devices'] * total / usable)} devices at this global batch")
-    return "does not fit", (f"needs {total / gib:.2f} GiB per device, {(total - usable) / gib:.2f} GiB over "
-                            f"{HEADROOM:.0%} of {capacity / gib:.2f} GiB; try " + ", or ".join(fixes))
+        return "fits", f"{total / GIB:.3g} GiB of {capacity / GIB:.2f} GiB per device ({100 * total / capacity:.1f}%)"
+    fixes = _fixes(result, total, memory["argument"] + memory["generated_code"], usable, "memory")
+    return "does not fit", (f"needs {total / GIB:.2f} GiB per device, {(total - usable) / GIB:.2f} GiB over "
+                            f"{HEADROOM:.0%} of {capacity / GIB:.2f} GiB; try " + fixes)

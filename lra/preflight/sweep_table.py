@@ -47,7 +47,7 @@ def sweep_summary(grid: str, preset: str, target_name: str, *, tasks=None, varia
         rows.append(dict(
             task=task, variant=label, config=spec, verdict=r["verdict"], detail=r["verdict_detail"],
             runs=sum(1 for x in runs if (x.task, x.variant.label) == (task, label)),
-            memory_gib=(r.get("memory") or {}).get("total", 0) / GIB if ok and r.get("memory") else None,
+            memory_gib=r["memory"]["total"] / GIB if ok and r.get("memory") else None,
             gflop_per_step=r["cost"]["flops"] / 1e9 if ok else None,
             hours_per_run=st["estimate"] * r["num_train_steps"] / 3600 if st else None,
             compile_seconds=r.get("compile_seconds"), num_params=r.get("num_params"),
