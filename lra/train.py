@@ -7,7 +7,12 @@ workdir. Exit codes: lra.training.run_errors.
 
 from __future__ import annotations
 
-import sys
+if __name__ == "__main__":  # before jax loads: glibc reads its allocator settings at process start
+    from lra.training.cpu_speed import reexec_with_fast_allocator
+
+    reexec_with_fast_allocator()
+
+import sys  # noqa: E402
 import warnings
 from pathlib import Path
 from typing import Any

@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from lra.training.cpu_speed import child_environment
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
 TASKS = ("text", "matching", "listops", "image")  # the papers' column order
@@ -329,7 +331,7 @@ def subprocess_runner(run: Run, log: Path) -> int:
     SIGTERM reaches it exactly once: through this process, which passes it on. lra.train then
     saves a checkpoint and exits (130/143), and the sweep stops; a second signal stops it at once.
     """
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(child_environment(), PYTHONUNBUFFERED="1")  # the faster allocator (lra.training.cpu_speed)
     with log.open("a") as sink:
         sink.write(f"\n=== {datetime.datetime.now().isoformat(timespec='seconds')} {shlex.join(run.command())}\n")
         sink.flush()

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lra.reproduce import registry, report
+from lra.training.cpu_speed import child_environment
 from lra.training.run_errors import EXIT_INVALID
 
 EPILOG = """examples:
@@ -42,7 +43,10 @@ def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str
 def _run_batch(commands: list[str], root: Path) -> int:
     for command in commands:
         print(f"$ {command}", flush=True)
-        rc = subprocess.call(shlex.split(command), cwd=root)
+        argv = shlex.split(command)
+        if argv and argv[0] in ("python", "python3"):  # this interpreter, not PATH's (a venv not activated)
+            argv[0] = sys.executable
+        rc = subprocess.call(argv, cwd=root, env=child_environment())
         if rc != 0:
             print(f"error: `{command}` exited with {rc}; its claim stays incomplete "
                   "(rerun the same command: finished runs are skipped)", file=sys.stderr)

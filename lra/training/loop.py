@@ -34,13 +34,14 @@ from lra.data import TaskData, load_task
 from lra.data.batching import TrainBatches, seed_batch
 from lra.training.memory_stats import log_memory_stats
 from lra.model import build_model
-from lra.training import distributed, resume
+from lra.training import cpu_speed, distributed, resume
 from lra.training.checkpoints import Checkpoints
 from lra.training.memory_estimate import check_fits
 from lra.training.profiling import ProfileWindow
 from lra.training.progress import Progress
 from lra.training.run_errors import Interrupted, NonFiniteLossError, RunStateError, StorageError
-from lra.training.run_files import MetricsLog, config_to_dict, git_commit, remove_run, write_json_atomic
+from lra.training.run_files import (MetricsLog, append_session, config_to_dict, git_commit, read_sessions,
+                                    remove_run, write_json_atomic)
 from lra.training.schedules import make_optimizer
 from lra.training.seeds import run_seeds, seed_command, seed_config, seed_workdirs, stack, take
 from lra.training.steps import evaluate_split, make_init, make_steps
@@ -148,6 +149,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
     stop = StopSignals().install()  # first: a signal during setup or compilation stops cleanly
     runs: list[SeedRun] = []
     try:
+        pin_core = cpu_speed.requested_core()  # a bad LRA_PIN_CORE fails before anything is compiled
+        cpu_speed.unroll_threefry_on_cpu()  # bit-identical, faster dropout bits (lra.training.cpu_speed)
         distributed.initialize()
         distributed.check_same_config({  # data_dir may differ (each host's own disk)
             "config": {k: v for k, v in config_to_dict(config).items() if k != "data_dir"},
@@ -172,7 +175,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
                 inherit_bucket_order(run)
             run.checkpoints.config = config_to_dict(run.config)
         results = Trainer(config, runs, data, model, param_shapes, stop, primary,
-                          window if primary else None).run()
+                          window if primary else None, pin_core).run()
         return results[0] if len(results) == 1 else results
     finally:
         for run in runs:
@@ -223,9 +226,10 @@ class Trainer:
     """The loop over steps for the seeds of one program (see the module docstring)."""
 
     def __init__(self, config: ml_collections.ConfigDict, runs: list[SeedRun], data: TaskData, model: Any,
-                 param_shapes: Any, stop: StopSignals, primary: bool, profile: ProfileWindow | None = None):
+                 param_shapes: Any, stop: StopSignals, primary: bool, profile: ProfileWindow | None = None,
+                 pin_core: int | None = None):
         self.config, self.all_runs, self.data, self.model = config, runs, data, model
-        self.stop, self.primary, self.profile = stop, primary, profile
+        self.stop, self.primary, self.profile, self.pin_core = stop, primary, profile, pin_core
         self.num_params = int(sum(np.prod(s.shape) for s in jax.tree.leaves(param_shapes)))
         self.pending: list[tuple[int, dict[str, jax.Array]]] = []
 
@@ -257,6 +261,7 @@ class Trainer:
                 if self.primary:
                     resume.apply(run.plan, run.workdir, run.checkpoints)
                     write_json_atomic(run.workdir / "config.json", config_to_dict(run.config))
+                    append_session(run.workdir, start or 0, {"speed_settings": cpu_speed.settings()})
                 run.log = MetricsLog(run.workdir / "metrics.jsonl")
             trained = self._train(start)
             results.update(trained)
@@ -352,6 +357,9 @@ class Trainer:
                 compiled_shapes.add(shape)
                 self.compile_seconds += time.perf_counter() - t0
                 self.progress.compiled(what, compiling)
+                if self.pin_core is not None and len(compiled_shapes) == 1:  # XLA's threads exist now
+                    cpu_speed.pin_process_to_core(self.pin_core)
+                    self.progress.message(f"pinned to core {self.pin_core} ({cpu_speed.PIN_VARIABLE})")
                 self.window_start = time.perf_counter()
             else:
                 self.window_steps += 1
@@ -505,6 +513,9 @@ class Trainer:
                 "num_devices": jax.device_count(),
                 "jax_version": jax.__version__,
                 "git_commit": commit,
+                # Provenance of the start: the commit of the process that began the run (sessions.jsonl)
+                "git_commit_start": (read_sessions(run.workdir) or [{"git_commit": commit}])[0]["git_commit"],
+                "speed_settings": cpu_speed.settings(),
             }
             if len(self.runs) > 1:
                 result["seeds_in_program"] = len(self.runs)

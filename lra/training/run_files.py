@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -207,7 +208,8 @@ def run_traces(workdir: Path) -> list[str]:
 # What ``--start_over`` removes: every file a run writes (not the lock, not sweep records), in
 # this order: the checkpoints first and config.json last, so that a kill midway never leaves
 # checkpoints without the config that guards them (issue 26 D3).
-RUN_OUTPUTS = ("checkpoints", "result.json", "metrics.jsonl", "tensorboard", "config.json")
+RUN_OUTPUTS = ("checkpoints", "result.json", "metrics.jsonl", "tensorboard", "evaluations.jsonl", "sessions.jsonl",
+               "config.json")
 REMOVING = ".removing-"  # an output being deleted is first renamed to .removing-<name>
 
 
@@ -333,8 +335,56 @@ def git_commit() -> str:
         return fallback
 
 
+SESSIONS = "sessions.jsonl"
+
+
+def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """Append one line to ``workdir/sessions.jsonl`` for a process that starts (or resumes) the run at
+    ``step``: its date, commit (``-dirty`` when the tree has changes), command line and ``extra``
+    (the speed settings). The first line is the run's start: provenance that a later resume on
+    another commit cannot overwrite. A line torn by a full disk is cut off before appending."""
+    record = {"step": step, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "git_commit": git_commit(), "argv": list(sys.argv), **extra}
+    path = workdir / SESSIONS
+    try:
+        truncate_to_last_newline(path)
+        with path.open("a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+    except OSError as e:
+        raise StorageError(path, e) from None
+    return record
+
+
+def read_sessions(workdir: Path) -> list[dict[str, Any]]:
+    """The parsed lines of ``workdir/sessions.jsonl`` (unparsable lines skipped; [] when absent)."""
+    path = workdir / SESSIONS
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("git_commit"), str):
+            out.append(record)
+    return out
+
+
+def truncate_to_last_newline(path: Path) -> None:
+    """Cut a torn final line (a write stopped by a full disk or a kill) before appending, so the
+    next line does not join the fragment."""
+    if not path.exists():
+        return
+    with path.open("rb+") as f:
+        data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end != len(data):
+            f.truncate(end)
+
+
 # What a run's record is made of: enough to rebuild every table and plot, no checkpoints.
-RECORD_FILES = ("config.json", "metrics.jsonl", "result.json", "sweep_run.json", "evaluations.jsonl")
+RECORD_FILES = ("config.json", "metrics.jsonl", "result.json", "sweep_run.json", "evaluations.jsonl", "sessions.jsonl")
 
 
 def export_records(runs_root: Path, out_root: Path) -> list[Path]:
