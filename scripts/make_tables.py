@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="accuracy (%%) of always answering the validation split's most frequent label, measured "
                         "on the data; drawn on TASK's curves as 'majority class' (repeatable; chance, 1/classes, "
                         "is always drawn)")
+    p.add_argument("--no-listops-baseline", action="store_true",
+                   help="leave out ListOps's structure-free baseline (computed from the runs' data, which it loads "
+                        "or generates: lra.reports.listops_baseline)")
     args = p.parse_args(argv)
     # a skipped record or a split cell is a "warning: ..." line naming the files, not Python's source echo
     previous = warnings.formatwarning
@@ -71,7 +74,8 @@ def _make(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ValueError as e:
         p.error(str(e))
     summary = tables.write_all(args.results, args.out, args.seeds, plots_enabled=not args.no_plots,
-                               note=args.note, majority=majority)
+                               note=args.note, majority=majority,
+                               structure_free_baseline=not args.no_listops_baseline)
     if not summary["tables"]:
         print(f"no finished runs (result.json) under {args.results}", file=sys.stderr)
         return 1

@@ -574,12 +574,41 @@ def curve_title(table: Table, task: str) -> str:
     return text + f", {n} seed{'s' if n != 1 else ''}" + (f" ({', '.join(others)})" if others else "")
 
 
-def curve_baselines(task: str, majority: float | None = None) -> list[tuple[str, float]]:
-    """Horizontal lines of a task's curves: chance, and the majority class when it was measured."""
+def curve_baselines(task: str, majority: float | None = None,
+                    structure_free: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+    """Horizontal lines of a task's curves: chance, the majority class when it was measured, and
+    ListOps's structure-free baseline (lra.reports.listops_baseline) on validation."""
     lines = [(f"chance ({TASK_CLASSES[task]} classes)", 100.0 / TASK_CLASSES[task])] if task in TASK_CLASSES else []
     if majority is not None:
         lines.append(("majority class of validation", float(majority)))
+    if structure_free is not None:
+        lines.append(("structure-free baseline (outermost operator)", 100.0 * structure_free["validation_accuracy"]))
     return lines
+
+
+def listops_baseline(runs: Sequence[RunResult]) -> tuple[dict[str, Any] | None, str | None]:
+    """(the structure-free baseline on the data of the table's ListOps runs, or None; a sentence for
+    the table). The data come from the first run's config.json; without one (older synthetic
+    records) there is nothing to compute, and data that cannot be loaded are said, not guessed."""
+    from lra.reports import listops_baseline as lb
+
+    for run in runs:
+        recorded = _read_json_object(run.workdir / "config.json") if (run.workdir / "config.json").exists() else {}
+        if run.task == "listops" and isinstance(recorded.get("data"), dict):
+            from lra.data.types import DataError
+            from lra.defaults import task_config
+
+            config = task_config("listops")  # the data section is all the baseline reads
+            try:
+                config.data_dir = recorded.get("data_dir", "")
+                for key, value in recorded["data"].items():
+                    if key in config.data:
+                        config.data[key] = tuple(value) if isinstance(value, list) else value
+                result = lb.for_config(config)
+            except (DataError, OSError, ValueError, TypeError) as e:
+                return None, f"Structure-free baseline not computed: the runs' ListOps data could not be loaded ({e})."
+            return result, f"Reference: {lb.line(result, 'test')} (`python -m lra.reports.listops_baseline`)."
+    return None, None
 
 
 # --- everything ----------------------------------------------------------------------------------
@@ -589,12 +618,15 @@ def _json_number(x: float | None) -> float | None:
 
 
 def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, plots_enabled: bool = True,
-              note: str | None = None, majority: dict[str, float] | None = None) -> dict:
+              note: str | None = None, majority: dict[str, float] | None = None,
+              structure_free_baseline: bool = True) -> dict:
     """Read every result under ``results_dir``; write tables, tests, plots and summary.json to ``out``.
 
     ``note`` is printed under every results table (and kept in summary.json). ``majority``: task ->
     accuracy (%) of always answering the most frequent label of the validation split, measured on
     the data by the caller (the records do not hold the labels); drawn on that task's curves.
+    ``structure_free_baseline``: a ListOps table states, and its curves draw, the structure-free
+    baseline computed from the runs' data (:func:`listops_baseline`; loads or generates that data).
     """
     majority = dict(majority or {})
     runs, unfinished = load_results(results_dir)
@@ -612,7 +644,9 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
         folder = out / scale.slug
         folder.mkdir(parents=True, exist_ok=True)
         files = {"markdown": folder / "results.md", "latex": folder / "results.tex", "runs_csv": folder / "runs.csv"}
-        table_markdown = markdown_table(table, note)
+        structure_free, baseline_note = listops_baseline(table.runs) if structure_free_baseline else (None, None)
+        table_note = "\n\n".join(filter(None, [note, baseline_note])) or None
+        table_markdown = markdown_table(table, table_note)
         write_text_atomic(files["markdown"], table_markdown)
         write_text_atomic(files["latex"], latex_table(table))
         _write_runs_csv(table, files["runs_csv"])
@@ -640,9 +674,12 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
                     files[f"curves_{task}"] = plots.learning_curves(
                         curves, folder / f"curves_{task}.png", curve_title(table, task),
                         test={v: table.cells[(v, task)].values for v in curves if (v, task) in table.cells},
-                        baselines=curve_baselines(task, majority.get(task)))
+                        baselines=curve_baselines(task, majority.get(task),
+                                                  structure_free if task == "listops" else None))
                     index += [f"![{column_name(task)} curves]({files[f'curves_{task}'].relative_to(out)})", ""]
         summary["tables"].append(_table_summary(table, {k: str(v.relative_to(out)) for k, v in files.items()}))
+        if structure_free is not None:
+            summary["tables"][-1]["listops_structure_free_baseline"] = structure_free
     write_text_atomic(out / "tables.md", "\n".join(index) + "\n")
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n")
     return summary

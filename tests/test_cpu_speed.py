@@ -1,0 +1,109 @@
+"""The CPU speed settings (lra.training.cpu_speed) change no logged number, and are recorded.
+
+Each test trains the ListOps smoke model for 20 steps in child processes (``python -m lra.train``,
+the path users run) and compares every logged loss and accuracy to the bit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lra.training import cpu_speed
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _train(workdir: Path, data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "lra.train", "--config", "configs/listops_transformer.py:smoke",
+            "--config.num_train_steps=20", "--config.log_every=1", "--config.eval_every=10",
+            "--config.checkpoint_every=10", f"--config.data_dir={data_dir}", "--workdir", str(workdir)]
+    base = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED")}
+    return subprocess.run(argv, cwd=REPO, env={**base, "JAX_PLATFORMS": "cpu", **env}, capture_output=True,
+                          text=True, timeout=600)
+
+
+def _logged(workdir: Path) -> list[tuple]:
+    rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["split"], r.get("loss"), r.get("accuracy")) for r in rows]
+
+
+def _settings(workdir: Path) -> dict:
+    return json.loads((workdir / "sessions.jsonl").read_text().splitlines()[0])["speed_settings"]
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory, smoke_data_dir) -> Path:
+    workdir = tmp_path_factory.mktemp("speed") / "default"
+    done = _train(workdir, smoke_data_dir, {})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return workdir
+
+
+@pytest.mark.skipif(not cpu_speed.fast_allocator_wanted({}), reason="the allocator settings are glibc's")
+def test_fast_allocator_is_on_by_default_and_changes_no_logged_number(default_run, tmp_path, smoke_data_dir):
+    off = _train(tmp_path / "off", smoke_data_dir, {"LRA_FAST_ALLOC": "0"})
+    assert off.returncode == 0, off.stderr[-2000:]
+    assert _settings(default_run)["fast_allocator"] is True
+    assert _settings(tmp_path / "off")["fast_allocator"] is False
+    logged = _logged(default_run)
+    assert len([r for r in logged if r[1] == "train"]) == 20
+    assert logged == _logged(tmp_path / "off")
+    result = json.loads((default_run / "result.json").read_text())
+    assert result["speed_settings"]["fast_allocator"] is True
+
+
+def test_a_run_pinned_after_start_up_logs_what_an_unpinned_one_does(default_run, tmp_path, smoke_data_dir):
+    pinned = _train(tmp_path / "pinned", smoke_data_dir, {"LRA_PIN_CORE": str(min(os.sched_getaffinity(0)))})
+    assert pinned.returncode == 0, pinned.stderr[-2000:]
+    assert "pinned to core" in pinned.stdout + pinned.stderr
+    assert _settings(tmp_path / "pinned")["pinned_core"] == str(min(os.sched_getaffinity(0)))
+    assert _logged(tmp_path / "pinned") == _logged(default_run)
+
+
+def test_a_core_the_process_may_not_use_is_refused_before_anything_runs(tmp_path, smoke_data_dir):
+    done = _train(tmp_path / "bad", smoke_data_dir, {"LRA_PIN_CORE": "4096"})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: LRA_PIN_CORE='4096'")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_the_start_commit_is_recorded_once_and_kept_across_resumes(default_run):
+    sessions = (default_run / "sessions.jsonl").read_text().splitlines()
+    first = json.loads(sessions[0])
+    assert first["step"] == 0 and first["argv"][0].endswith("train.py")
+    result = json.loads((default_run / "result.json").read_text())
+    assert result["git_commit_start"] == first["git_commit"]
+
+
+def test_child_environment_adds_the_tunables_once_and_keeps_the_users():
+    env = cpu_speed.child_environment({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"})
+    if cpu_speed.fast_allocator_wanted(env):
+        assert env["GLIBC_TUNABLES"] == f"glibc.malloc.tcache_count=0:{cpu_speed.GLIBC_TUNABLES}"
+        assert cpu_speed.child_environment(env)["GLIBC_TUNABLES"] == env["GLIBC_TUNABLES"]
+    off = cpu_speed.child_environment({"LRA_FAST_ALLOC": "0"})
+    assert "GLIBC_TUNABLES" not in off
+
+
+_BITS = ("import json, jax; from lra.training import cpu_speed; on = cpu_speed.unroll_threefry_on_cpu(); "
+         "k = jax.random.key(3); d, a = jax.random.split(jax.random.fold_in(k, 7)); "
+         "print(json.dumps([on, jax.jit(lambda: jax.random.bits(d, (4, 257))).__call__().tolist(), "
+         "jax.jit(lambda: jax.random.bernoulli(a, 0.9, (3, 100))).__call__().tolist()]))")
+
+
+def test_unrolled_threefry_gives_the_same_bits_and_breaks_loudly_if_jax_moves_it():
+    """The one use of jax internals: if a jax upgrade moves them, ``on`` is False and this fails."""
+    outs = {}
+    for value in ("0", "1"):
+        done = subprocess.run([sys.executable, "-c", _BITS], cwd=REPO, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "JAX_PLATFORMS": "cpu", cpu_speed.THREEFRY_SWITCH: value})
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs[value] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outs["0"][0] is False
+    assert outs["1"][0] is True, "jax moved the threefry lowering: update lra/training/cpu_speed.py"
+    assert outs["0"][1:] == outs["1"][1:]

@@ -1,0 +1,58 @@
+"""The structure-free ListOps baseline is computed from the data, fitted on train only, and drawn."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from lra.data.listops import VOCAB
+from lra.data.types import Split
+from lra.reports import listops_baseline as lb
+from lra.reports.tables import write_all
+
+
+def _split(name: str, rows: list[tuple[str, int]]) -> Split:
+    inputs = np.zeros((len(rows), 6), np.int32)
+    for i, (first, _) in enumerate(rows):
+        inputs[i, :3] = [VOCAB[first], VOCAB["3"], VOCAB["]"]]
+    labels = np.array([label for _, label in rows])
+    return Split(name, inputs, labels, np.full(len(rows), 3))
+
+
+def test_the_rule_is_fitted_on_train_and_scored_elsewhere():
+    train = _split("train", [("[MAX", 9), ("[MAX", 9), ("[MAX", 3), ("[MIN", 0), ("[MIN", 1), ("[MIN", 1)])
+    rule = lb.fit(train, 10)
+    assert rule == {VOCAB["[MAX"]: 9, VOCAB["[MIN"]: 1}
+    test = _split("test", [("[MAX", 9), ("[MAX", 2), ("[MIN", 1), ("[SM", 5)])
+    # [SM unseen in train: the fallback (majority) answers it
+    assert lb.accuracy(rule, test, fallback=5) == 0.75
+    assert lb.accuracy(rule, test, fallback=0) == 0.5
+
+
+def test_leading_padding_is_skipped():
+    split = _split("x", [("[MED", 4)])
+    split.inputs[0] = np.roll(split.inputs[0], 2)
+    assert lb.outermost_tokens(split).tolist() == [VOCAB["[MED"]]
+
+
+def test_a_listops_table_states_and_draws_it(finished_smoke_run, tmp_path):
+    workdir, _ = finished_smoke_run
+    summary = write_all(workdir.parent, tmp_path / "tables", plots_enabled=False)
+    table = summary["tables"][0]
+    base = table["listops_structure_free_baseline"]
+    assert 0.0 <= base["test_accuracy"] <= 1.0 and set(base["rule"]) >= {"[MAX", "[MIN"}
+    text = (tmp_path / "tables" / table["files"]["markdown"]).read_text()
+    assert "structure-free baseline" in text and f"{100 * base['test_accuracy']:.1f}%" in text
+    off = write_all(workdir.parent, tmp_path / "off", plots_enabled=False, structure_free_baseline=False)
+    assert "listops_structure_free_baseline" not in off["tables"][0]
+    assert json.loads((tmp_path / "tables" / "summary.json").read_text())["tables"][0]["listops_structure_free_baseline"]
+
+
+def test_command_line_writes_the_record(tmp_path, smoke_data_dir):
+    out = tmp_path / "b.json"
+    assert lb.main(["--config", "configs/listops_transformer.py:smoke", "--set", f"data_dir={smoke_data_dir}",
+                    "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["config"].endswith(":smoke") and 0 <= record["validation_accuracy"] <= 1
+    assert lb.main(["--config", "configs/listops_transformer.py:smoke", "--set", "data.nope=1"]) == 2
