@@ -107,3 +107,12 @@ def test_unrolled_threefry_gives_the_same_bits_and_breaks_loudly_if_jax_moves_it
     assert outs["0"][0] is False
     assert outs["1"][0] is True, "jax moved the threefry lowering: update lra/training/cpu_speed.py"
     assert outs["0"][1:] == outs["1"][1:]
+
+
+def test_the_laptop_benchmark_takes_ratios_within_rounds():
+    from lra.bench import laptop
+
+    rows = [dict(config="c", seeds=1, variant=v, round=r, seed_steps_per_second=x)
+            for v, r, x in (("default", 0, 2.0), ("fast", 0, 3.0), ("default", 1, 1.0), ("fast", 1, 2.0))]
+    (ratio,) = laptop.ratios(rows)
+    assert ratio["ratios"] == [1.5, 2.0] and ratio["median_ratio"] == 1.75
