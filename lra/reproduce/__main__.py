@@ -21,12 +21,18 @@ EPILOG = """examples:
 
 
 def _print_list(papers: dict[str, registry.Paper], root: Path) -> None:
+    from lra.reproduce import audit
+
+    regs = audit.audit(root, {f"{k}/{c.id}": c.records for k, p in papers.items() for c in p.claims},
+                       audit.default_cache())
     for key, paper in papers.items():
         print(f"{key}: {paper.title} ({paper.citation})")
         for claim in paper.claims:
             outcome = claim.outcome(root)
             extra = f" ({len(outcome.missing)} record(s) missing)" if outcome.missing else ""
-            print(f"  {claim.id:28s} {claim.where[:34]:34s} {outcome.verdict}{extra}")
+            where = claim.where if len(claim.where) <= 34 else claim.where[:33] + "~"
+            label = f"  [{regs[f'{key}/{claim.id}'].short}]" if claim.testable else ""
+            print(f"  {claim.id:28s} {where:34s} {outcome.verdict}{extra}{label}")
 
 
 def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str]]:
@@ -54,6 +60,25 @@ def _run_batch(commands: list[str], root: Path) -> int:
     return 0
 
 
+def _audit(papers: dict[str, registry.Paper], root: Path, only: str | None, json_out: Path | None) -> int:
+    from lra.reproduce import audit
+
+    if only and only not in papers:
+        print(f"error: unknown paper {only!r}; valid: {', '.join(papers)}", file=sys.stderr)
+        return EXIT_INVALID
+    claims = {f"{k}/{c.id}": c.records for k, p in papers.items() for c in p.claims
+              if c.testable and (only is None or k == only)}
+    regs = audit.audit(root, claims, audit.default_cache())
+    print(audit.audit_table(regs))
+    if json_out:
+        from lra.training.run_files import write_json_atomic
+
+        write_json_atomic(json_out, audit.as_json(regs))
+    labels = [r.label for r in regs.values()]
+    print(", ".join(f"{labels.count(x)} {x}" for x in dict.fromkeys(labels)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lra.reproduce", epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -64,9 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the commands for missing records, run nothing")
     parser.add_argument("--jobs", type=int, default=1, help="claims whose commands run side by side (default 1)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the reports from the records as they are")
+    parser.add_argument("--audit", action="store_true",
+                        help="check by git that each claim's rule was committed before every record it judges "
+                             "(lra.reproduce.audit) and label each claim pre-registered or exploratory")
+    parser.add_argument("--json", type=Path, help="with --audit: write the audit as JSON here")
     args = parser.parse_args(argv)
     root = registry.REPO
     papers = registry.papers()
+    if args.audit:
+        return _audit(papers, root, args.paper, args.json)
     if args.list and not args.paper:
         _print_list(papers, root)
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lra.reproduce import audit
 from lra.reproduce.registry import INCOMPLETE, NOT_TESTABLE, REPO, Claim, Outcome, Paper
 
 OUT = Path("results/reproductions")
@@ -13,11 +14,25 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def claim_section(paper: Paper, claim: Claim, outcome: Outcome) -> str:
+def rule_heading(registration: audit.Registration | None) -> str:
+    """"Rule (fixed before the runs)" only where git shows it (lra.reproduce.audit)."""
+    if registration is None or registration.label == audit.NO_HISTORY:
+        return "Rule (registration not checked: no git history here)"
+    if registration.label == audit.PRE_REGISTERED:
+        return f"Rule (fixed before the runs: committed in {registration.rule_commit[:7]}, before every record)"
+    if registration.label == audit.NO_RECORDS:
+        return f"Rule (committed in {registration.rule_commit[:7]}; no records yet)"
+    if registration.label == audit.NOT_COMMITTED:
+        return "Rule (not committed as it reads here)"
+    return "Rule (EXPLORATORY: written after the data, by git: " + "; ".join(registration.reasons) + ")"
+
+
+def claim_section(paper: Paper, claim: Claim, outcome: Outcome,
+                  registration: audit.Registration | None = None) -> str:
     lines = [f"## `{claim.id}`: {claim.where}: **{outcome.verdict}**", "", f"*Claim.* {claim.statement}", "",
              f"*Paper.* {claim.paper_numbers}", ""]
     if claim.testable:
-        lines += [f"*Experiment.* {claim.experiment}", "", f"*Rule (fixed before the runs).* {claim.rule}", ""]
+        lines += [f"*Experiment.* {claim.experiment}", "", f"*{rule_heading(registration)}.* {claim.rule}", ""]
     else:
         lines += [f"*What would test it.* {claim.experiment}", ""]
     if outcome.ours:
@@ -37,29 +52,43 @@ def claim_section(paper: Paper, claim: Claim, outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-def paper_report(paper: Paper, outcomes: dict[str, Outcome], figures: list[str]) -> str:
+def paper_report(paper: Paper, outcomes: dict[str, Outcome], figures: list[str],
+                 registrations: dict[str, audit.Registration] | None = None) -> str:
+    regs = registrations or {}
     head = [f"# {paper.title}", "", f"{paper.citation}. Regenerate: `python -m lra.reproduce {paper.key}` "
             "(runs what is missing, then rewrites this page; `--dry-run` lists the commands).", "",
             "Verdicts are computed by `lra/reproduce/" + paper.key + ".py` from the records named under each claim.",
-            "", "| claim | where | verdict | ours |", "|---|---|---|---|"]
-    head += [f"| `{c.id}` | {_cell(c.where)} | {outcomes[c.id].verdict} | {_cell(outcomes[c.id].ours or '')} |"
-             for c in paper.claims]
+            "", "| claim | where | verdict | registration | ours |", "|---|---|---|---|---|"]
+    head += [f"| `{c.id}` | {_cell(c.where)} | {outcomes[c.id].verdict} | {_registration_cell(regs.get(c.id), c)} | "
+             f"{_cell(outcomes[c.id].ours or '')} |" for c in paper.claims]
     head += [""] + [f"![{f}]({f})" for f in figures] + ([""] if figures else [])
-    return "\n".join(head + [claim_section(paper, c, outcomes[c.id]) for c in paper.claims])
+    return "\n".join(head + [claim_section(paper, c, outcomes[c.id], regs.get(c.id)) for c in paper.claims])
 
 
-def index(results: dict[str, tuple[Paper, dict[str, Outcome]]]) -> str:
+def _registration_cell(registration: audit.Registration | None, claim: Claim) -> str:
+    if not claim.testable:
+        return ""
+    return registration.short if registration else "not checked"
+
+
+def index(results: dict[str, tuple[Paper, dict[str, Outcome]]],
+          registrations: dict[str, audit.Registration] | None = None) -> str:
+    regs = registrations or {}
     lines = ["# Reproductions: each paper's claims at laptop scale", "",
              "One row per claim, verdicts computed from committed records by `python -m lra.reproduce PAPER` "
              "(`--list` prints this table). \"not testable here\" names the data or hardware that would test it; "
              "\"incomplete\" lists the missing runs in the paper's report.", "",
-             "| paper | claim | where | verdict | ours |", "|---|---|---|---|---|"]
+             "The registration column is `python -m lra.reproduce --audit`'s: *pre-registered* where git shows the "
+             "rule (words and judge code) committed before every record it judges, *exploratory* where it does not.",
+             "", "| paper | claim | where | verdict | registration | ours |", "|---|---|---|---|---|---|"]
     for key, (paper, outcomes) in results.items():
         for c in paper.claims:
             o = outcomes[c.id]
             ours = o.ours if o.verdict not in (INCOMPLETE, NOT_TESTABLE) else (
                 f"missing {len(o.missing)} record(s)" if o.verdict == INCOMPLETE else "")
-            lines.append(f"| [{key}]({key}/report.md) | `{c.id}` | {_cell(c.where)} | {o.verdict} | {_cell(ours)} |")
+            reg = _registration_cell(regs.get(f"{key}/{c.id}"), c)
+            lines.append(f"| [{key}]({key}/report.md) | `{c.id}` | {_cell(c.where)} | {o.verdict} | {reg} | "
+                         f"{_cell(ours)} |")
     counts: dict[str, int] = {}
     for _, outcomes in results.values():
         for o in outcomes.values():
@@ -100,14 +129,19 @@ def paper_figures(paper: Paper, root: Path) -> list[str]:
 
 def write(papers: dict[str, Paper], root: Path = REPO, selected: list[str] | None = None) -> list[Path]:
     """Rewrite the selected papers' reports and the index over all papers; returns the files written."""
+    from lra.training.run_files import write_text_atomic
+
     results = {key: (paper, {c.id: c.outcome(root) for c in paper.claims}) for key, paper in papers.items()}
+    claims = {f"{k}/{c.id}": c.records for k, p in papers.items() for c in p.claims}
+    regs = audit.audit(root, claims, audit.default_cache())
     written = []
     for key in selected or list(papers):
         paper, outcomes = results[key]
         path = root / OUT / key / "report.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(paper_report(paper, outcomes, paper_figures(paper, root)))
+        mine = {c.id: regs[f"{key}/{c.id}"] for c in paper.claims}
+        write_text_atomic(path, paper_report(paper, outcomes, paper_figures(paper, root), mine))
         written.append(path)
     index_path = root / OUT / "README.md"
-    index_path.write_text(index(results))
+    write_text_atomic(index_path, index(results, regs))
     return written + [index_path]

@@ -1,0 +1,240 @@
+"""Pre-registration checked by git: was each claim's rule committed before the records it judges?
+
+A claim's **rule signature** is a digest of what decides its verdict: the rule in words, the
+judge's source (and, for a judge built by a factory such as ``_beats(winner, loser)``, the values
+it closes over) and the records it reads. Its **rule commit** is where the current signature
+began: walking back over the commits that touched ``lra/reproduce`` (first parent, newest first),
+each commit's registry is imported from ``git archive`` in a child process and the claim's
+signature compared; the oldest commit of the unbroken run of equal signatures is the rule commit.
+So a rule edited after its data (words or code) gets a new, later rule commit, and git decides.
+A signature that differs from ``HEAD``'s (an uncommitted edit) has no rule commit.
+
+Each record's **run commit** is where the data came from: ``git_commit_start`` of a run's
+``result.json`` (the commit when the run began, recorded since issue 37), else the ``git_commit``
+field of any other record. A claim is **pre-registered** when its rule commit is an ancestor of
+(or equal to) every record's run commit. It is **exploratory** when any record's commit does not
+descend from the rule commit (the data existed first), when a run recorded only its end commit
+(the start is unknown: a run may have begun before the rule), or when a record carries no commit
+at all. A ``-dirty`` commit counts as the commit it was dirty on (the uncommitted part is not
+evidence either way; the audit says so). Without git history (an export, a tarball) the audit
+says so and labels nothing.
+
+Not covered, by design and said in reports: helpers a judge calls in other modules (statistics in
+``evidence``, grids in ``lra.experiments.sweep``) are not part of the signature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+PRE_REGISTERED = "pre-registered"
+EXPLORATORY = "exploratory"
+NO_RECORDS = "no records yet"
+NO_HISTORY = "no git history"
+NOT_COMMITTED = "rule not committed"
+
+# Run in a child with an old tree first on sys.path: only APIs every registry version has.
+_SIGNATURE_SNIPPET = r'''
+import hashlib, inspect, json, sys
+sys.path.insert(0, sys.argv[1])
+from lra.reproduce import registry
+
+def _code(fn):
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return getattr(getattr(fn, "__code__", None), "co_code", b"").hex()
+
+def signature(claim):
+    judge = claim.judge
+    cells = []
+    for cell in getattr(judge, "__closure__", None) or ():
+        value = cell.cell_contents
+        cells.append(_code(value) if callable(value) else repr(value))
+    payload = json.dumps({"rule": claim.rule, "judge": _code(judge), "closure": cells,
+                          "records": list(claim.records), "testable": claim.testable}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+out = {f"{key}/{claim.id}": signature(claim) for key, paper in registry.papers().items() for claim in paper.claims}
+print(json.dumps(out))
+'''
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
+
+
+def has_history(root: Path) -> bool:
+    try:
+        return _git(root, "rev-parse", "--verify", "HEAD").returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def signatures_of_tree(tree: Path) -> dict[str, str]:
+    """Every claim's signature in the lra package under ``tree`` (a child process imports it)."""
+    proc = subprocess.run([sys.executable, "-c", _SIGNATURE_SNIPPET, str(tree)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(tree), "JAX_PLATFORMS": "cpu"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"the registry under {tree} did not import: {proc.stderr.strip()[-300:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def signatures_at(root: Path, commit: str, cache: Path | None = None) -> dict[str, str] | None:
+    """The signatures at ``commit`` (None: its registry does not import); cached per commit."""
+    path = cache / f"{commit}.json" if cache else None
+    if path and path.exists():
+        try:
+            return json.loads(path.read_text()) or None
+        except ValueError:
+            pass
+    with tempfile.TemporaryDirectory(prefix="lra_audit_") as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", commit, "lra"],
+                                 capture_output=True, timeout=120)
+        if archive.returncode != 0:
+            result = None
+        else:
+            tar_path = Path(tmp) / "tree.tar"
+            tar_path.write_bytes(archive.stdout)
+            with tarfile.open(tar_path) as tar:
+                tar.extractall(Path(tmp) / "tree", filter="data")
+            try:
+                result = signatures_of_tree(Path(tmp) / "tree")
+            except (RuntimeError, ValueError, subprocess.SubprocessError):
+                result = None
+    if path:
+        from lra.training.run_files import write_json_atomic
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, result or {})
+    return result
+
+
+def rule_commits(root: Path, current: dict[str, str], cache: Path | None = None) -> dict[str, str | None]:
+    """claim key -> the commit where its current signature began (None: not committed as it is now)."""
+    log = _git(root, "log", "--first-parent", "--format=%H", "HEAD", "--", "lra/reproduce")
+    commits = log.stdout.split()
+    found: dict[str, str | None] = {key: None for key in current}
+    open_keys = set(current)
+    for commit in commits:  # newest first
+        sigs = signatures_at(root, commit, cache) or {}
+        for key in list(open_keys):
+            if sigs.get(key) == current[key]:
+                found[key] = commit
+            else:
+                open_keys.discard(key)  # the run of equal signatures ends here (or never began)
+        if not open_keys:
+            break
+    return found
+
+
+def _base(commit: str) -> tuple[str, bool]:
+    dirty = commit.endswith("-dirty")
+    return commit.removesuffix("-dirty"), dirty
+
+
+def is_ancestor(root: Path, older: str, newer: str) -> bool | None:
+    """Whether ``older`` is an ancestor of (or equal to) ``newer``; None when either is unknown here."""
+    for c in (older, newer):
+        if _git(root, "cat-file", "-e", f"{c}^{{commit}}").returncode != 0:
+            return None
+    return _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0
+
+
+def record_commit(path: Path) -> tuple[str | None, str]:
+    """(the commit the record's data came from, which field said so)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, "unreadable"
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    if isinstance(data.get("git_commit_start"), str):
+        return data["git_commit_start"], "git_commit_start"
+    if isinstance(data.get("git_commit"), str):
+        field = "git_commit (end of the run)" if path.name == "result.json" else "git_commit"
+        return data["git_commit"], field
+    return None, "no commit recorded"
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    key: str  # paper/claim
+    label: str  # PRE_REGISTERED, EXPLORATORY, NO_RECORDS, NO_HISTORY, NOT_COMMITTED
+    rule_commit: str | None
+    reasons: tuple[str, ...] = ()  # why exploratory: one per failing record (a few named, then a count)
+
+    @property
+    def short(self) -> str:
+        commit = f" at {self.rule_commit[:7]}" if self.rule_commit else ""
+        return {PRE_REGISTERED: f"pre-registered{commit}", EXPLORATORY: "exploratory (rule written after the data)",
+                NO_RECORDS: f"rule fixed{commit}, no records yet", NO_HISTORY: "cannot tell (no git history)",
+                NOT_COMMITTED: "rule not committed as it is now"}[self.label]
+
+
+def judge_registration(root: Path, key: str, rule_commit: str | None, records: Iterable[str]) -> Registration:
+    """The label of one claim from its rule commit and the records that exist."""
+    present = [r for r in records if (root / r).exists()]
+    if rule_commit is None:
+        return Registration(key, NOT_COMMITTED, None)
+    if not present:
+        return Registration(key, NO_RECORDS, rule_commit)
+    reasons = []
+    for rel in present:
+        commit, field = record_commit(root / rel)
+        if commit is None:
+            reasons.append(f"{rel}: {field}")
+            continue
+        base, _dirty = _base(commit)
+        after = is_ancestor(root, rule_commit, base)
+        if after is None:
+            reasons.append(f"{rel}: its {field} {commit[:12]} is not in this repository's history")
+        elif not after:
+            reasons.append(f"{rel}: ran at {base[:7]}, not after the rule's commit {rule_commit[:7]}")
+        elif field != "git_commit_start":
+            reasons.append(f"{rel}: only its end commit is recorded (the run may have started before the rule)")
+    if reasons:
+        shown = reasons[:3] + ([f"and {len(reasons) - 3} more"] if len(reasons) > 3 else [])
+        return Registration(key, EXPLORATORY, rule_commit, tuple(shown))
+    return Registration(key, PRE_REGISTERED, rule_commit)
+
+
+def current_signatures(root: Path) -> dict[str, str]:
+    return signatures_of_tree(root)
+
+
+def audit(root: Path, claims: dict[str, Iterable[str]] | None = None, cache: Path | None = None
+          ) -> dict[str, Registration]:
+    """Every claim's Registration (``claims``: key -> its record paths; default: the registry's)."""
+    if claims is None:
+        from lra.reproduce.registry import papers
+
+        claims = {f"{k}/{c.id}": c.records for k, p in papers().items() for c in p.claims}
+    if not has_history(root):
+        return {key: Registration(key, NO_HISTORY, None) for key in claims}
+    current = current_signatures(root)
+    commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache)
+    return {key: judge_registration(root, key, commits.get(key), records) for key, records in claims.items()}
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("LRA_AUDIT_CACHE", Path.home() / ".cache" / "lra" / "audit"))
+
+
+def audit_table(registrations: dict[str, Registration]) -> str:
+    lines = ["| claim | registration | why |", "|---|---|---|"]
+    for key, reg in registrations.items():
+        lines.append(f"| `{key}` | {reg.short} | {'; '.join(reg.reasons).replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def as_json(registrations: dict[str, Registration]) -> dict[str, Any]:
+    return {k: dataclasses.asdict(v) for k, v in registrations.items()}

@@ -1,0 +1,118 @@
+"""Pre-registration checked by git (lra.reproduce.audit) on a small history built here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lra.reproduce import audit
+
+REGISTRY = '''
+import dataclasses
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    id: str
+    rule: str
+    judge: object
+    records: tuple
+    testable: bool = True
+
+@dataclasses.dataclass(frozen=True)
+class Paper:
+    claims: tuple
+
+def _judge(root):
+    return "{judge}"
+
+def papers():
+    return {{"p": Paper((Claim("a", "{rule_a}", _judge, ("rec/a.json",)),
+                        Claim("b", "{rule_b}", _judge, ("rec/b.json",)),
+                        Claim("c", "rule C", _judge, ("rec/c.json",))))}}
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, message: str) -> str:
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def _registry(repo: Path, rule_a: str = "rule A", rule_b: str = "rule B", judge: str = "v1") -> None:
+    (repo / "lra" / "reproduce").mkdir(parents=True, exist_ok=True)
+    (repo / "lra" / "__init__.py").write_text("")
+    (repo / "lra" / "reproduce" / "__init__.py").write_text("")
+    (repo / "lra" / "reproduce" / "registry.py").write_text(REGISTRY.format(rule_a=rule_a, rule_b=rule_b, judge=judge))
+
+
+def _record(repo: Path, name: str, **fields) -> None:
+    (repo / "rec").mkdir(exist_ok=True)
+    (repo / "rec" / name).write_text(json.dumps(fields))
+
+
+CLAIMS = {"p/a": ("rec/a.json",), "p/b": ("rec/b.json",), "p/c": ("rec/c.json",)}
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    return repo
+
+
+def test_rules_before_their_data_pass_and_rules_edited_after_fail(repo, tmp_path):
+    _registry(repo)
+    rules = _commit(repo, "register a, b, c")
+    _record(repo, "a.json", git_commit_start=rules)  # ran on the registering commit: after the rule
+    _record(repo, "b.json", git_commit_start=rules + "-dirty")
+    _record(repo, "c.json", git_commit=rules)  # only the end commit: the start is unknown
+    _commit(repo, "records")
+    _registry(repo, rule_b="rule B, edited after seeing the data")
+    edited = _commit(repo, "edit b's rule")
+    regs = audit.audit(repo, CLAIMS, tmp_path / "cache")
+    assert regs["p/a"].label == audit.PRE_REGISTERED and regs["p/a"].rule_commit == rules
+    assert regs["p/b"].label == audit.EXPLORATORY and regs["p/b"].rule_commit == edited
+    assert "not after the rule's commit" in regs["p/b"].reasons[0]
+    assert regs["p/c"].label == audit.EXPLORATORY and "only its end commit" in regs["p/c"].reasons[0]
+
+
+def test_a_judge_edited_after_the_data_fails_too_and_new_runs_pass_again(repo, tmp_path):
+    _registry(repo)
+    rules = _commit(repo, "register")
+    _record(repo, "a.json", git_commit_start=rules)
+    _commit(repo, "records")
+    _registry(repo, judge="v2")  # same words, other code
+    new_rules = _commit(repo, "judge changed")
+    regs = audit.audit(repo, {"p/a": CLAIMS["p/a"]}, tmp_path / "cache")
+    assert regs["p/a"].label == audit.EXPLORATORY and regs["p/a"].rule_commit == new_rules
+    _record(repo, "a.json", git_commit_start=new_rules)  # rerun after the new rule
+    _commit(repo, "rerun")
+    assert audit.audit(repo, {"p/a": CLAIMS["p/a"]}, tmp_path / "cache")["p/a"].label == audit.PRE_REGISTERED
+
+
+def test_records_without_commits_foreign_commits_and_uncommitted_rules(repo, tmp_path):
+    _registry(repo)
+    _commit(repo, "register")
+    _record(repo, "a.json", accuracy=0.5)
+    _record(repo, "b.json", git_commit_start="f" * 40)
+    _commit(repo, "records")
+    regs = audit.audit(repo, CLAIMS, tmp_path / "cache")
+    assert regs["p/a"].label == audit.EXPLORATORY and "no commit recorded" in regs["p/a"].reasons[0]
+    assert "not in this repository's history" in regs["p/b"].reasons[0]
+    assert regs["p/c"].label == audit.NO_RECORDS
+    _registry(repo, rule_a="rule A, not committed")
+    assert audit.audit(repo, CLAIMS, tmp_path / "cache")["p/a"].label == audit.NOT_COMMITTED
+
+
+def test_without_git_history_nothing_is_labelled(tmp_path):
+    _registry(tmp_path / "tree")
+    regs = audit.audit(tmp_path / "tree", CLAIMS, tmp_path / "cache")
+    assert {r.label for r in regs.values()} == {audit.NO_HISTORY}
