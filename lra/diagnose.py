@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    from lra.training.provenance import mark_start
+
+    mark_start()
     command = shlex.join(["python", "-m", "lra.diagnose", "memory", "--workdir", *args.workdir]
                          + (["--out", args.out] if args.out else []))
     from lra.evaluate import error_line

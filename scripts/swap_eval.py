@@ -19,6 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lra.evaluate import evaluate_run, load_run_config, parse_options  # noqa: E402
+from lra.training.provenance import mark_start, stamp  # noqa: E402
+from lra.training.run_files import write_json_atomic, write_text_atomic  # noqa: E402
 
 
 def main() -> None:
@@ -28,6 +30,7 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=["test", "validation"])
     parser.add_argument("entries", nargs="+", help="ATTENTION[:k=v,...]")
     args = parser.parse_args()
+    mark_start()
     config = load_run_config(args.workdir)
     rows = []
     for i, entry in enumerate(args.entries, 1):
@@ -41,15 +44,14 @@ def main() -> None:
         print(f"[{i}/{len(args.entries)}] {entry}: {args.split} accuracy {row['accuracy']:.4f}", flush=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "swap_eval.json").write_text(json.dumps(
-        {"workdir": str(args.workdir), "command": " ".join(sys.argv), "rows": rows}, indent=2) + "\n")
+    write_json_atomic(args.out / "swap_eval.json", {"workdir": str(args.workdir), **stamp(), "rows": rows})
     lines = [f"Checkpoint of `{args.workdir}` (trained with {rows[0]['trained_with']}, step {rows[0]['step']}),",
              f"evaluated on {args.split} with each attention. Command: `python {' '.join(sys.argv)}`", "",
              "| attention | options | accuracy (%) | loss |", "|---|---|---:|---:|"]
     for r in rows:
         opts = ", ".join(f"{k}={v}" for k, v in r["attention_kwargs"].items()) or "-"
         lines.append(f"| {r['attention']} | {opts} | {100 * r['accuracy']:.2f} | {r['loss']:.4f} |")
-    (args.out / "swap_eval.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(args.out / "swap_eval.md", "\n".join(lines) + "\n")
     print(f"wrote {args.out}/swap_eval.md")
 
 

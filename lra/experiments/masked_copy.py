@@ -293,8 +293,11 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
     ``out/partial.jsonl``, so a killed call resumes where it stopped when run again, exactly (each
     variant trains from the seed alone); ``results.json`` and ``results.md`` are written atomically
     at the end and the partial file removed. One process per folder (``out/.lock``)."""
-    from lra.training.run_files import write_text_atomic
+    from lra.training.provenance import mark_start, stamp
+    from lra.training.run_files import truncate_to_last_newline, write_text_atomic
     from lra.training.workdir_lock import WorkdirLock
+
+    mark_start()
 
     out.mkdir(parents=True, exist_ok=True)
     with WorkdirLock(out):
@@ -306,14 +309,19 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
             log(f"resuming from {partial}: {len(done)} variant(s) finished ({', '.join(done)})")
 
         def append(spec: str, run: dict[str, Any]) -> None:
+            run["git_commit_start"] = mark_start()["git_commit_start"]  # each variant's own provenance
             line = json.dumps({"spec": spec, "settings": _partial_settings(settings), "run": run})
+            truncate_to_last_newline(partial)  # a line torn by a full disk must not swallow this one
             with open(partial, "a") as f:
                 f.write(line + "\n")
                 f.flush()
                 os.fsync(f.fileno())
 
         result = run_experiment(settings, log, done=done, on_run=append)
-        result["command"] = command
+        result.update({k: v for k, v in stamp().items() if k != "command"}, command=command)
+        starts = [r["git_commit_start"] for r in result.get("runs", []) if isinstance(r, dict) and r.get("git_commit_start")]
+        if starts:  # a resumed call: the record's data began with the first variant's process
+            result["git_commit_start"] = starts[0]
         write_text_atomic(out / "results.json", json.dumps(result, indent=2) + "\n")
         write_text_atomic(out / "results.md", markdown_report(result, command))
         partial.unlink(missing_ok=True)

@@ -33,6 +33,8 @@ import ml_collections
 import numpy as np
 
 from lra.training.memory_stats import DISTINCT_COSINE, STATS
+from lra.training.provenance import stamp
+from lra.training.run_files import write_text_atomic
 
 TASK_NAMES = {"listops": "ListOps", "text": "Text", "matching": "Matching", "image": "Image"}
 STAT_WORDS = {
@@ -342,6 +344,7 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
         records[name] = memory_records(workdir)
 
     document = {
+        **{k: v for k, v in stamp().items() if k != "command"},
         "command": command,
         "description": "lra.training.memory_stats of each run's best checkpoint on the first `batch.examples` validation "
                        "examples: initial/<stat> of the learned initial memory, block<k>/<stat> batch means of "
@@ -351,10 +354,10 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
         "runs": runs,
     }
     md = out_dir / "memory_stats.md"
-    md.write_text(markdown_table(runs, command))
+    write_text_atomic(md, markdown_table(runs, command))
     log(f"wrote {md}")
     js = out_dir / "memory_stats.json"
-    js.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(js, json.dumps(document, indent=2, sort_keys=True) + "\n")
     log(f"wrote {js}")
     figure = degradation_figure(runs, memories, out_dir / "memory_degradation.png")
     log(f"wrote {figure}")

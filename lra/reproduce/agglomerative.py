@@ -186,13 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
     parser.add_argument("--replicas", type=int, default=REPLICAS)
     args = parser.parse_args(argv)
+    from lra.training.provenance import mark_start
+
+    mark_start()
     _single_core()
     from lra.reproduce.records import write_record
 
     print(f"agglomerative Figure 1: batch {BATCH}, dim {DIM}, {HEADS} heads, one core, {args.replicas} replicas",
           flush=True)
     record = measure(args.lengths, args.replicas)
-    write_record(args.out, record, COMMAND if args.out == Path(RECORD) else None)
+    write_record(args.out, record, None)
     from lra.reproduce import figures
 
     figures.timing_plot(record, args.out.with_suffix(".png"))

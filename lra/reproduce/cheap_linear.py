@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(RECORD))
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args(argv)
+    from lra.training.provenance import mark_start
+
+    mark_start()
     from lra.reproduce.records import write_record
 
     runs = []
@@ -193,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {i + 1} of {args.runs}", flush=True)
         runs.append(measure_once())
     write_record(args.out, dict(runs=runs, batch=BATCH, width=WIDTH, queries=QUERIES, calls=CALLS),
-                 COMMAND if args.out == Path(RECORD) else None)
+                 None)
     print(f"wrote {args.out}")
     return 0
 

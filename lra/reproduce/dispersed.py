@@ -151,9 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Dispersed attention, Table 1: attention-score counts.")
     parser.add_argument("--out", type=Path, default=Path(RECORD))
     args = parser.parse_args(argv)
+    from lra.training.provenance import mark_start
+
+    mark_start()
     from lra.reproduce.records import write_record
 
-    write_record(args.out, measure(), COMMAND if args.out == Path(RECORD) else None)
+    write_record(args.out, measure(), None)
     print(f"wrote {args.out}")
     return 0
 

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import datetime
 import os
 import platform
-import sys
 from pathlib import Path
 from typing import Any
 
 
 def write_record(path: Path, record: dict[str, Any], command: str | None = None) -> None:
-    """Write ``record`` atomically with its provenance; ``command`` defaults to this process's argv."""
-    from lra.training.run_files import git_commit, write_json_atomic
+    """Write ``record`` atomically with its provenance (lra.training.provenance: the start and end
+    commits, the date); ``command`` defaults to this process's command line as typed."""
+    from lra.training.provenance import stamp
+    from lra.training.run_files import write_json_atomic
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     provenance = {
-        "command": command or "python -m " + " ".join([Path(sys.argv[0]).stem] + sys.argv[1:]),
-        "git_commit": git_commit(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **stamp(),
+        **({"command": command} if command else {}),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "load_average_at_end": [round(x, 2) for x in load] if load else None,
