@@ -70,7 +70,12 @@ def main(argv: list[str]) -> None:
     workdir = Path(flags.FLAGS.workdir) if flags.FLAGS.workdir else None
     set_command_line(sys.argv)  # refusals print a seed's own command built from this one
     try:
-        train_and_evaluate(config, workdir, start_over=flags.FLAGS.start_over, profile=flags.FLAGS.profile)
+        results = train_and_evaluate(config, workdir, start_over=flags.FLAGS.start_over, profile=flags.FLAGS.profile)
+        if isinstance(results, list) and len(results) > 1:  # a bundle: its summary line
+            from lra.reports.compare import mean_std_line
+
+            print(mean_std_line(f"{config.variant} on {config.task}, test accuracy",
+                                [100 * r["test_accuracy"] for r in results]), flush=True)
     except Interrupted as e:
         where = ", ".join(str(w) for w in seed_workdirs(config, workdir))
         then = ("checkpoint saved in" if e.saved else "nothing needed saving in") + f" {where}"

@@ -352,6 +352,12 @@ class Trainer:
                 self.state, metrics = self.train_step(self.state, device_batch)
             step += 1
             self.pending.append((step, metrics))
+            if not new_shape and len(self.pending) >= 2:
+                # jax dispatches asynchronously: unbounded, the host would queue up to log_every steps ahead,
+                # so the bar's ETA would count steps not yet computed and a stop request would wait for
+                # all of them. Waiting for the previous step keeps one step in flight (the next batch is
+                # still prepared while this one computes): a stop is honoured within about one step.
+                jax.block_until_ready(self.pending[-2][1])
             if new_shape:
                 jax.block_until_ready(metrics)
                 compiled_shapes.add(shape)
@@ -363,7 +369,12 @@ class Trainer:
                 self.window_start = time.perf_counter()
             else:
                 self.window_steps += 1
-            self.progress.tick(step, compile_seconds=(time.perf_counter() - t0) if new_shape else 0.0)
+            last = step == config.num_train_steps
+            if last:
+                jax.block_until_ready(metrics)
+            # finished steps only: after a compile or at the end, this one; else the one before (in flight)
+            self.progress.tick(step if new_shape or last else step - 1,
+                               compile_seconds=(time.perf_counter() - t0) if new_shape else 0.0)
             if step % config.log_every == 0 or step == config.num_train_steps:
                 self._flush_train_metrics()
             if not new_shape:

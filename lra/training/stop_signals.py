@@ -44,5 +44,5 @@ class StopSignals:
         self.signum = signum
         if not self.training:
             raise Interrupted(signum, None, saved=False)
-        print(f"{name}: finishing this step and saving a checkpoint (send it again to stop at once)",
-              file=sys.stderr, flush=True)
+        print(f"{name}: finishing the step in flight (at most one: the loop runs one step ahead) and saving a "
+              "checkpoint; send it again to stop at once without saving", file=sys.stderr, flush=True)
