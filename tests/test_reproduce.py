@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import result_record
 from lra.experiments import sweep
 from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, evidence, registry, report
 from lra.reproduce.__main__ import main
@@ -20,8 +21,22 @@ def _write(root: Path, rel: str, obj) -> None:
 
 
 def _seeds(root: Path, label: str, accs, steps: int = 1500) -> None:
+    """Finished runs of the row ``label`` (its settings ``[field=value]`` in each config.json)."""
+    base, *settings = label.split(" [")
     for k, acc in zip(convluna.SEEDS, accs):
-        _write(root, f"{convluna.run_dir(label)}/seed{k}/result.json", {"test_accuracy": acc, "num_train_steps": steps})
+        folder = f"{convluna.run_dir(label)}/seed{k}"
+        _write(root, f"{folder}/result.json",
+               result_record(variant=base, seed=k, task="listops", test_accuracy=acc, num_train_steps=steps))
+        config: dict = {}
+        for setting in settings:
+            field, _, value = setting.rstrip("]").partition("=")
+            *parents, leaf = field.split(".")
+            node = config
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = value
+        if settings:
+            _write(root, f"{folder}/config.json", config)
 
 
 def test_registry_has_five_papers_and_at_least_twelve_claims():
@@ -95,7 +110,8 @@ def _masked_copy(root: Path, acc) -> None:
         runs = [dict(attention="softmax", attention_kwargs={}, masked_accuracy=acc("full", L, 0))]
         runs += [dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(f, L, c))
                  for f in ("clustered", "improved_clustered") for c in clustered.CLUSTERS]
-        _write(root, clustered.masked_copy_record(L), {"runs": runs, "settings": {"steps": clustered.STEPS[L]}})
+        _write(root, clustered.masked_copy_record(L),
+               {"runs": runs, "settings": {"steps": clustered.STEPS[L], "seq_len": L}})
 
 
 def test_fig5_rule(tmp_path):
@@ -304,3 +320,62 @@ def test_convluna_report_draws_the_rows_that_have_runs(tmp_path):
     report.write(registry.papers(), tmp_path, ["convluna"])
     assert (tmp_path / "results/reproductions/convluna/listops_rows.png").stat().st_size > 0
     assert "![listops_rows.png](listops_rows.png)" in (tmp_path / "results/reproductions/convluna/report.md").read_text()
+
+
+def test_records_that_are_not_finished_runs_or_not_the_rows_own_are_missing_by_name(tmp_path):
+    """Issue 38 R2/R3: a cut-short result, another row's result and another seed's never count."""
+    _seeds(tmp_path, "Luna-16 (reference)", [0.35] * 5)
+    _seeds(tmp_path, "ConvLuna-16 (reference)", [0.40] * 5)
+    conv = f"{convluna.run_dir('ConvLuna-16 (reference)')}"
+    _write(tmp_path, f"{conv}/seed0/result.json", {"test_accuracy": 0.99})  # cut short
+    luna = json.loads((tmp_path / convluna.run_dir("Luna-16 (reference)") / "seed1/result.json").read_text())
+    _write(tmp_path, f"{conv}/seed1/result.json", luna)  # Luna's record copied into ConvLuna's folder
+    _write(tmp_path, f"{conv}/seed2/result.json", result_record(variant="ConvLuna-16 (reference)", seed=3,
+                                                                 task="listops", test_accuracy=0.5,
+                                                                 num_train_steps=1500))
+    found, missing = convluna.accuracies(tmp_path, "ConvLuna-16 (reference)")
+    assert set(found) == {3, 4}
+    assert any("seed0" in m and "missing" in m for m in missing)
+    assert any("seed1" in m and "holds variant 'Luna-16 (reference)'" in m for m in missing)
+    assert any("seed2" in m and "holds seed 3" in m for m in missing)
+    outcome = registry.find("convluna", "table1-listops")[1][0].outcome(tmp_path)
+    assert outcome.verdict == INCOMPLETE
+
+
+def test_a_setting_row_needs_its_setting_in_the_config(tmp_path):
+    label = convluna.revert_label("model.param_init", "xavier")
+    _seeds(tmp_path, label, [0.4] * 5)
+    assert len(convluna.accuracies(tmp_path, label)[0]) == 5
+    _write(tmp_path, f"{convluna.run_dir(label)}/seed0/config.json", {"model": {"param_init": "pytorch"}})
+    found, missing = convluna.accuracies(tmp_path, label)
+    assert 0 not in found and "model.param_init='pytorch'" in missing[0]
+
+
+def test_a_damaged_record_makes_only_its_claim_incomplete(tmp_path):
+    """Issue 38 R1: a field missing in one record does not stop the other claims' verdicts."""
+    runs = [{"variant": f"{f}-{m}{s}", "stats": {}} for f in ("Luna", "ConvLuna") for m in (16, 256)
+            for s in ("", " (reference)")]  # every run there, its statistics missing
+    _write(tmp_path, convluna.MEMDEG, {"runs": runs})
+    claim = registry.find("convluna", "fig1-memory-degradation")[1][0]
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == INCOMPLETE and "damaged" in outcome.missing[0]
+
+
+def test_a_masked_copy_accuracy_outside_0_1_or_another_length_is_missing(tmp_path):
+    _masked_copy(tmp_path, lambda f, L, c: 1.7)
+    grid, missing = clustered.masked_copy_grid(tmp_path)
+    assert not any(v > 1 for v in grid.values()) and any("not in [0, 1]" in m for m in missing)
+    _masked_copy(tmp_path, lambda f, L, c: 0.95)
+    L31 = tmp_path / clustered.masked_copy_record(31)
+    other = json.loads((tmp_path / clustered.masked_copy_record(63)).read_text())
+    L31.write_text(json.dumps(other))
+    assert any("holds L = 63" in m for m in clustered.masked_copy_grid(tmp_path)[1])
+
+
+def test_list_into_a_closed_pipe_is_quiet():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(f"{sys.executable} -m lra.reproduce --list | head -1", shell=True, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.stdout.startswith("convluna:") and "Traceback" not in proc.stderr

@@ -135,5 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
+def _main_closing_pipes() -> int:
+    """``main``; a reader that closed the pipe early (``--list | head -1``) ends it quietly."""
+    try:
+        return main()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_main_closing_pipes())

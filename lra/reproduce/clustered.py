@@ -76,12 +76,20 @@ def masked_copy_grid(root: Path) -> tuple[dict[tuple[str, int, int], float], lis
                 grid[_cell(run, length)] = float(run["masked_accuracy"])
             missing.append(masked_copy_record(length))
             continue
-        steps = (record.get("settings") or {}).get("steps")
+        settings = record.get("settings") or {}
+        steps = settings.get("steps")
         if steps != STEPS[length]:  # a record of another scale is not this experiment's
             missing.append(f"{masked_copy_record(length)} at {STEPS[length]} steps (it holds {steps})")
             continue
+        if settings.get("seq_len") != length:  # a foreign record copied into this length's folder
+            missing.append(f"{masked_copy_record(length)} (it holds L = {settings.get('seq_len')}, not {length})")
+            continue
         for run in runs:
-            grid[_cell(run, length)] = float(run["masked_accuracy"])
+            accuracy = run.get("masked_accuracy") if isinstance(run, dict) else None
+            if not isinstance(accuracy, (int, float)) or isinstance(accuracy, bool) or not 0.0 <= accuracy <= 1.0:
+                missing.append(f"{masked_copy_record(length)}: a run's masked_accuracy {accuracy!r} is not in [0, 1]")
+                continue
+            grid[_cell(run, length)] = float(accuracy)
         for family, c in [("full", 0)] + [(f, c) for f in ("clustered", "improved_clustered") for c in CLUSTERS]:
             if (family, length, c) not in grid:
                 missing.append(f"{masked_copy_record(length)}: {family} with {c} clusters")

@@ -54,7 +54,8 @@ SCALE = (f"ListOps `cpu` preset (lengths 32-256, 2 blocks, width 64, {TRAIN_STEP
 
 def accuracies(root: Path, label: str) -> tuple[dict[int, float], list[str]]:
     """A row's test accuracy (%) per seed at this experiment's steps, and its missing records."""
-    return evidence.seed_accuracies(root, run_dir(label), SEEDS, steps=TRAIN_STEPS or 1500)
+    return evidence.seed_accuracies(root, run_dir(label), SEEDS, steps=TRAIN_STEPS or 1500, variant=label,
+                                    task="listops")
 
 
 def rows_with_runs(root: Path) -> dict[str, dict[int, float]]:

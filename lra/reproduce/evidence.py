@@ -21,25 +21,61 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def seed_accuracies(root: Path, run_dir: str, seeds: Sequence[int],
-                    steps: int | None = None) -> tuple[dict[int, float], list[str]]:
+def seed_accuracies(root: Path, run_dir: str, seeds: Sequence[int], steps: int | None = None,
+                    variant: str | None = None, task: str | None = None) -> tuple[dict[int, float], list[str]]:
     """Test accuracy (percent) per seed from ``<run_dir>/seed<k>/result.json``, and what is missing.
 
-    With ``steps``, a result of another number of training steps counts as missing (named so).
+    A record counts only if it is a finished run's (``run_files.result_problem``: every field
+    present and in range) and is the run it stands for: its seed, ``task``, ``steps`` and
+    ``variant`` (a row label such as ``"ConvLuna-16 (reference) [model.param_init=xavier]"``: the
+    result's variant is the part before `` [``, and each ``[field=value]`` must match the run's
+    config.json). Anything else is missing, named with the reason, never averaged.
     """
+    from lra.training.run_files import result_problem
+
     found: dict[int, float] = {}
     missing: list[str] = []
     for k in seeds:
         rel = f"{run_dir}/seed{k}/result.json"
-        result = read_json(root / rel)
-        acc = None if result is None else result.get("test_accuracy")
-        if steps is not None and result is not None and result.get("num_train_steps", steps) != steps:
-            missing.append(f"{rel} at {steps} steps (it holds {result.get('num_train_steps')})")
-        elif isinstance(acc, (int, float)) and 0.0 <= acc <= 1.0:
-            found[k] = 100.0 * float(acc)
+        problem = result_problem(root / rel)
+        if problem is not None:
+            missing.append(rel if problem == "missing" else f"{rel} ({problem})")
+            continue
+        result = read_json(root / rel) or {}
+        why = _identity_problem(root / rel, result, k, steps, variant, task)
+        if why:
+            missing.append(f"{rel} ({why})")
         else:
-            missing.append(rel)
+            found[k] = 100.0 * float(result["test_accuracy"])
     return found, missing
+
+
+def _identity_problem(path: Path, result: dict[str, Any], seed: int, steps: int | None, variant: str | None,
+                      task: str | None) -> str | None:
+    """Why a valid result.json is not the run of this row and seed (None: it is)."""
+    if result.get("seed") != seed:
+        return f"it holds seed {result.get('seed')}, not {seed}"
+    if steps is not None and result.get("num_train_steps") != steps:
+        return f"at {steps} steps (it holds {result.get('num_train_steps')})"
+    if task is not None and result.get("task") != task:
+        return f"it holds task {result.get('task')!r}, not {task!r}"
+    if variant is None:
+        return None
+    base, *settings = variant.split(" [")
+    if result.get("variant") != base:
+        return f"it holds variant {result.get('variant')!r}, not {base!r}"
+    if settings:
+        config = read_json(path.parent / "config.json")
+        if config is None:
+            return "its config.json, which names the row's settings, is missing"
+        from lra.training.run_files import flatten_config
+
+        flat = flatten_config(config)
+        for setting in settings:
+            field, _, value = setting.rstrip("]").partition("=")
+            if str(flat.get(field)) != value:
+                return f"its config has {field}={flat.get(field)!r}, the row {value!r}"
+    return None
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:

@@ -61,7 +61,13 @@ class Claim:
         missing = tuple(r for r in self.records if not (root / r).exists())
         if missing:
             return Outcome(INCOMPLETE, missing=missing)
-        return self.judge(root)
+        try:
+            return self.judge(root)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
+            # A record with a field missing, of the wrong type or with short rows: this claim is
+            # incomplete, named, and every other claim (other papers' too) is still judged.
+            return Outcome(INCOMPLETE, missing=(f"a record of {self.id} is damaged ({type(e).__name__}: {e}); "
+                                                f"rerun its commands to rebuild it: {', '.join(self.records)}",))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -129,10 +130,12 @@ def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write, fsync, rename: a reader sees the old file or the new one, never a torn one."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """Write, fsync, rename: a reader sees the old file or the new one, never a torn one. The
+    temporary name is this writer's own (pid and a random tag), so two writers of one file never
+    write into each other's temporary: the last rename wins, whole."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with open(tmp, "xb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
