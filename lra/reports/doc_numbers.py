@@ -36,11 +36,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from lra.reproduce.registry import VERDICTS as REPRODUCE_VERDICTS
+
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!--\s*rec\s+(\S+)\s+(\S+)(\s+%)?\s*-->")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 VERDICTS_MARKER = re.compile(r"^\s*<!--\s*verdicts\s+(\S+)\s*-->\s*$")
-VERDICTS = ("reproduced", "partly", "not reproduced", "incomplete", "not testable here")
+# The verdict columns of a README table, plus "exploratory": claims whose registration (the audit's
+# column of the generated table, lra.reproduce.audit) says the rule came after the data.
+VERDICTS = (*REPRODUCE_VERDICTS, "exploratory")
 ALL_ROWS = ("all", "total", "all papers")
 
 
@@ -129,6 +133,8 @@ def verdict_counts(table: Path) -> dict[str, Counter]:
         if "paper" in header and "verdict" in header:
             paper, verdict = _paper(cells[header.index("paper")]), cells[header.index("verdict")].lower()
             counts.setdefault(paper, Counter())[verdict] += 1
+            if "registration" in header and cells[header.index("registration")].lower().startswith("exploratory"):
+                counts[paper]["exploratory"] += 1
     return counts
 
 
@@ -174,7 +180,8 @@ def check_verdicts(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tupl
                 problems.append(f"{_where(readme, root, lineno)}: {source} has no paper {paper!r}")
                 continue
             for i, verdict in columns.items():
-                want = sum(expected.values()) if verdict == "claims" else expected[verdict]
+                want = (sum(n for v, n in expected.items() if v != "exploratory") if verdict == "claims"
+                        else expected[verdict])
                 got = cells[i] if i < len(cells) else ""
                 count += 1
                 if got != str(want):

@@ -26,7 +26,7 @@ from typing import Any
 
 from lra.reproduce import evidence
 from lra.reproduce.registry import (
-    INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
 )
 
 RECORD = "results/reproductions/cheap_linear/table1.json"
@@ -157,13 +157,13 @@ PAPER = Paper(
               f"answer {QUERIES} queries against documents of n = {', '.join(map(str, LENGTHS))} (k = {WIDTH})",
               f"reproduced if linear's lookup time grows <= {LOOKUP_FLAT}x over 64x the length and softmax's "
               f">= {LOOKUP_GROWS}x, in both runs; partly if only linear's is flat",
-              _lookup, (COMMAND,), (RECORD,), cpu_minutes=3),
+              _lookup, (COMMAND,), (RECORD,), cpu_minutes=3, kind=CONSTRUCTION),
         Claim("table1-representation", "Table 1 (b)",
               "Linear attention stores a document in a fixed k x k matrix; softmax attention needs n x k.",
               "k x k vs n x k",
               "bytes of the encoded document at each n",
               "reproduced if C is k*k floats at every n and H is exactly n*k floats",
-              _representation, (COMMAND,), (RECORD,), cpu_minutes=3),
+              _representation, (COMMAND,), (RECORD,), cpu_minutes=3, kind=CONSTRUCTION),
         Claim("table1-encoding", "Table 1 (c)",
               "Encoding a document is slightly more expensive with linear attention (an outer product per token).",
               "O(nk^2(lambda + 1)) vs O(nk^2 lambda)",

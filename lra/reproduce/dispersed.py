@@ -21,7 +21,7 @@ from typing import Any
 
 from lra.reproduce import evidence
 from lra.reproduce.registry import (
-    INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
 )
 
 RECORD = "results/reproductions/dispersed/table1_counts.json"
@@ -129,7 +129,7 @@ PAPER = Paper(
               f"Jacobian nonzeros at N in {MODULE_LENGTHS}",
               "reproduced if the dispersed and sliding-window columns equal ours at every N and the module's Jacobian "
               "count equals the pattern's; partly if only some dispersed rows match",
-              _table1, (COMMAND,), (RECORD,), cpu_minutes=1),
+              _table1, (COMMAND,), (RECORD,), cpu_minutes=1, kind=CONSTRUCTION),
         Claim("linear-complexity", "Title, Sections 4-5",
               "The number of attention scores grows linearly with the document length.",
               "\"achieves linear complexity\"; Table 1 shows 1.48% of N^2 at 16K",

@@ -19,7 +19,12 @@ NOT_REPRODUCED = "not reproduced"
 PARTLY = "partly"
 NOT_TESTABLE = "not testable here"
 INCOMPLETE = "incomplete"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, PARTLY, NOT_TESTABLE, INCOMPLETE)
+# An implementation check, not an empirical reproduction: the claim follows from how the code is
+# built (a lookup reads a fixed k x k matrix; a count the module was written to match), so its test
+# could only fail through a bug. Its judge's "reproduced" is reported under this name.
+HOLDS_BY_CONSTRUCTION = "holds by construction"
+VERDICTS = (REPRODUCED, HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, PARTLY, NOT_TESTABLE, INCOMPLETE)
+EMPIRICAL, CONSTRUCTION = "empirical", "construction"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +59,7 @@ class Claim:
     records: tuple[str, ...] = ()  # the committed records it reads (relative to the repo root)
     cpu_minutes: float | None = None  # rough cost of the commands on a 2-core CPU
     testable: bool = True  # False: "not testable here"; ``experiment`` says what would test it
+    kind: str = EMPIRICAL  # CONSTRUCTION: an implementation check (HOLDS_BY_CONSTRUCTION, never "reproduced")
 
     def outcome(self, root: Path = REPO) -> Outcome:
         if not self.testable:
@@ -62,7 +68,10 @@ class Claim:
         if missing:
             return Outcome(INCOMPLETE, missing=missing)
         try:
-            return self.judge(root)
+            outcome = self.judge(root)
+            if self.kind == CONSTRUCTION and outcome.verdict == REPRODUCED:
+                return dataclasses.replace(outcome, verdict=HOLDS_BY_CONSTRUCTION)
+            return outcome
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
             # A record with a field missing, of the wrong type or with short rows: this claim is
             # incomplete, named, and every other claim (other papers' too) is still judged.
