@@ -20,7 +20,7 @@ import shlex
 import sys
 
 from lra.experiments import masked_copy
-from lra.training.run_errors import WorkdirLockedError
+from lra.training.run_errors import WorkdirLockedError, describe, exit_code
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     command = shlex.join(["python", "scripts/masked_copy.py", *(sys.argv[1:] if argv is None else argv)])
     try:
         masked_copy.run_resumable(settings, out, command, restart, log=lambda line: print(line, flush=True))
-    except (ValueError, WorkdirLockedError) as e:
-        sys.exit(f"error: {e}")
+    except (ValueError, OSError, WorkdirLockedError) as e:  # bad settings (2), --out in use (3), disk (4)
+        print(f"error: {describe(e)}", file=sys.stderr, flush=True)
+        sys.exit(exit_code(e))
     print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
 
 if __name__ == "__main__":

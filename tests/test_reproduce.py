@@ -379,3 +379,32 @@ def test_list_into_a_closed_pipe_is_quiet():
     proc = subprocess.run(f"{sys.executable} -m lra.reproduce --list | head -1", shell=True, capture_output=True,
                           text=True, timeout=300)
     assert proc.stdout.startswith("convluna:") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--steps", "0"], "--steps must be a positive integer"),
+    (["--batch-size", "0"], "--batch-size must be a positive integer"),
+    (["--mask-fraction", "0.9"], "--mask-fraction must be in (0, 0.5]"),
+    (["--seq-len", "1000000000"], "at most 65,536"),
+])
+def test_masked_copy_refuses_bad_settings_before_anything_runs(tmp_path, capsys, flags, message):
+    """Issue 38 MC3: one error line, exit 2, nothing written."""
+    from conftest import script_main
+
+    with pytest.raises(SystemExit) as stop:
+        script_main("masked_copy")([*flags, "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_masked_copy_lock_names_its_own_flag(tmp_path, capsys):
+    """Issue 38 MC4: the refusal names --out, the flag masked_copy has."""
+    from conftest import script_main
+    from lra.training.workdir_lock import WorkdirLock
+
+    (tmp_path / "out").mkdir()
+    with WorkdirLock(tmp_path / "out"):
+        with pytest.raises(SystemExit) as stop:
+            script_main("masked_copy")(["--steps", "2", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 3 and "--out" in err and "--workdir" not in err

@@ -65,6 +65,28 @@ class Settings:
     variants: tuple[str, ...] = ("softmax", "clustered:4", "clustered:16", "improved_clustered:4")
 
 
+MAX_TOKENS = 1 << 16  # 2 (L + 1) tokens per example: beyond this the attention arrays outgrow a laptop
+
+
+def settings_problem(settings: Settings) -> str | None:
+    """Why ``settings`` cannot run (None: they can): checked before anything is compiled or written."""
+    positive = ("seq_len", "num_layers", "num_heads", "head_dim", "mlp_dim", "batch_size", "steps", "eval_batches",
+                "log_every", "bits", "iterations", "topk")
+    for name in positive:
+        value = getattr(settings, name)
+        if not isinstance(value, int) or value < 1:
+            return f"--{name.replace('_', '-')} must be a positive integer, got {value!r}"
+    if not 0.0 < settings.mask_fraction <= 0.5:
+        return f"--mask-fraction must be in (0, 0.5] (one copy of each position), got {settings.mask_fraction}"
+    if 2 * (settings.seq_len + 1) > MAX_TOKENS:
+        return f"--seq-len {settings.seq_len} gives {2 * (settings.seq_len + 1):,} tokens per example; at most {MAX_TOKENS:,}"
+    if not settings.learning_rate > 0 or settings.warmup_steps < 0:
+        return "--learning-rate must be > 0 and --warmup-steps >= 0"
+    if not settings.variants:
+        return "--variants: name at least one"
+    return None
+
+
 def make_batch(
     settings: Settings, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -297,10 +319,13 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
     from lra.training.run_files import truncate_to_last_newline, write_text_atomic
     from lra.training.workdir_lock import WorkdirLock
 
+    problem = settings_problem(settings)
+    if problem:
+        raise ValueError(problem)
     mark_start()
 
     out.mkdir(parents=True, exist_ok=True)
-    with WorkdirLock(out):
+    with WorkdirLock(out, flag="--out"):
         partial = out / PARTIAL
         if restart:
             partial.unlink(missing_ok=True)

@@ -19,8 +19,9 @@ LOCK_NAME = ".lock"
 class WorkdirLock:
     """Hold ``workdir``'s lock from ``acquire()`` until ``release()`` or the process ends."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, flag: str = "--workdir"):
         self.path = Path(workdir) / LOCK_NAME
+        self.flag = flag  # the option that names this folder in the refusing command's own terms
         self._fd: int | None = None
 
     def acquire(self) -> "WorkdirLock":
@@ -34,8 +35,8 @@ class WorkdirLock:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise WorkdirLockedError(
-                f"workdir {self.path.parent} is in use by another process ({holder}); nothing was "
-                f"changed. Wait for it to finish (or stop it), or use another --workdir."
+                f"{self.flag} {self.path.parent} is in use by another process ({holder}); nothing was "
+                f"changed. Wait for it to finish (or stop it), or use another {self.flag}."
             ) from None
         try:
             os.ftruncate(fd, 0)
