@@ -265,6 +265,57 @@ def parse_value(text: str) -> Any:
     return text
 
 
+def apply_override(config: ml_collections.ConfigDict, dotted: str, text: str) -> None:
+    """Set ``config.<dotted>`` from command-line ``text`` as ``--config.<dotted>=<text>`` would: the
+    field must exist (a misspelt one fails naming the nearest fields) and the text is cast to the
+    field's type (``batch_size=abc`` fails naming the field). Used by every ``--set`` of the suite's
+    commands (sweep, preflight, prepare, the ListOps baseline), so each checks a run's fields the
+    way lra.train does, before anything runs."""
+    node = existing_field(config, dotted)
+    leaf = dotted.split(".")[-1]
+    node[leaf] = _cast_like(node[leaf], text, dotted)
+
+
+def existing_field(config: ml_collections.ConfigDict, dotted: str) -> ml_collections.ConfigDict:
+    """The ConfigDict that holds field ``dotted`` (ValueError naming the nearest fields if none)."""
+    import difflib
+
+    node: Any = config
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+            where = ".".join(parts[:depth]) or "config"
+            names = list(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
+            close = difflib.get_close_matches(part, names, n=3, cutoff=0.5)
+            raise ValueError(f"{dotted}: {where} has no field {part!r}"
+                             + (f"; did you mean {', '.join('.'.join([*parts[:depth], c]) for c in close)}?" if close
+                                else ""))
+        if depth < len(parts) - 1:
+            node = node[part]
+    return node
+
+
+def _cast_like(old: Any, text: str, name: str) -> Any:
+    if isinstance(old, ml_collections.ConfigDict):
+        raise ValueError(f"{name} is a group of fields, not a value; set one of {', '.join(sorted(old.keys()))}")
+    if isinstance(old, bool):
+        if text.strip().lower() not in ("true", "false"):
+            raise ValueError(f"{name} must be true or false, got {text!r}")
+        return text.strip().lower() == "true"
+    try:
+        if isinstance(old, int):
+            return int(text)
+        if isinstance(old, float):
+            return float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be {'an integer' if isinstance(old, int) else 'a number'}, got {text!r}") from None
+    if isinstance(old, tuple):
+        return tuple(parse_value(t.strip()) for t in text.split(",") if t.strip())
+    if old is None:
+        return parse_value(text)
+    return text
+
+
 def _field_defaults(attention: str) -> dict[str, Any]:
     from lra import attention as registry  # local: keeps config loading light until needed
 

@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = sweep.parse_overrides(args.sets)
         runs = sweep.expand(args.grid, args.preset, tasks=args.tasks, seeds=args.seeds, variants=args.variants,
                             root=args.root, overrides=args.overrides, group_seeds=args.group)
+        sweep.check_overrides(runs)  # a misspelt or mistyped --set: one line, nothing started or written
     except ValueError as e:
         p.error(str(e))
     root = args.root if args.root is not None else sweep.default_root(args.grid, args.preset, args.overrides)

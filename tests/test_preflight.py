@@ -86,12 +86,17 @@ def test_cpu_target_end_to_end_and_cache(tmp_path):
     assert not other["cached"] and other["global_batch"] == 16 and other["memory"]["temp"] > r["memory"]["temp"]
 
 
-def test_a_config_that_fails_says_where(tmp_path):
-    # 3 devices' worth of batch on one CPU device is fine; a batch not divisible by the mesh is refused
-    r = preflight("configs/listops_convluna.py:smoke", "cpu", overrides={"model.num_heads": 3}, measure_steps=0,
+def test_an_invalid_config_is_refused_in_the_parent_before_compiling(tmp_path):
+    """Issue 38 PF5/PF6: a misspelt field or an invalid value is one error naming it; nothing compiles."""
+    from lra.preflight.check import PreflightError
+
+    with pytest.raises(PreflightError, match="num_heads"):
+        preflight("configs/listops_convluna.py:smoke", "cpu", overrides={"model.num_heads": 3}, measure_steps=0,
                   cache_dir=tmp_path, quiet=True)
-    assert r["status"] == "error" and r["verdict"] == "cannot tell"
-    assert r["verdict_detail"].startswith(("config failed", "model failed", "lowering failed"))
+    with pytest.raises(PreflightError, match="did you mean model.max_len"):
+        preflight("configs/listops_convluna.py:smoke", "cpu", overrides={"model.maxlen": 512}, measure_steps=0,
+                  cache_dir=tmp_path, quiet=True)
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.skipif(not _has("libtpu"), reason="libtpu is not importable (pip install -e '.[preflight-tpu]' in a venv "

@@ -226,3 +226,30 @@ def test_real_smoke_run_then_skip_then_table(tmp_path):
     runs, _ = tables.load_results(root)
     assert len(runs) == 2 and runs[0].overrides == {"data_dir": str(tmp_path / "data")}
     assert tables.scale_of(runs[0]) == tables.Scale("smoke", None, ())
+
+
+def test_a_bad_set_is_one_line_before_anything_starts(tmp_path, capsys):
+    """Issue 38 SW1/SW2: misspelt, mistyped or invalid --set: exit 2 naming it, no workdir written."""
+    from conftest import script_main
+
+    for item, message in (("num_train_steps=abc", "must be an integer"),
+                          ("model.maxlen=512", "did you mean model.max_len"),
+                          ("batch_size=0", "batch_size must be a positive integer")):
+        with pytest.raises(SystemExit) as stop:
+            script_main("sweep")(["convluna_table1", "--preset", "cpu", "--set", item, "--root", str(tmp_path / "r"),
+                                  "--run"])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_apply_override_types_like_the_command_line():
+    from lra.defaults import apply_override, make_config
+
+    c = make_config("listops", "softmax", "smoke")
+    apply_override(c, "data.buckets", "64,128")
+    apply_override(c, "model.mask_padding", "false")
+    apply_override(c, "learning_rate", "0.1")
+    assert c.data.buckets == (64, 128) and c.model.mask_padding is False and c.learning_rate == 0.1
+    for field, text in (("model", "1"), ("model.mask_padding", "maybe"), ("nope", "1")):
+        with pytest.raises(ValueError):
+            apply_override(c, field, text)

@@ -22,7 +22,7 @@ import numpy as np
 
 from lra.data import cache, tfds_reader
 from lra.data.types import PAD_ID, DataError, TaskData
-from lra.defaults import parse_value, task_config
+from lra.defaults import apply_override, task_config
 
 # tasks whose missing data tensorflow-datasets can download: task -> tfds builder name
 _TFDS = {"text": "imdb_reviews/plain_text", "image": "cifar10"}
@@ -41,7 +41,7 @@ def make_config(task: str, data_dir: str | None = None, max_len: int | None = No
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set expects KEY=VALUE (a config.data field), got {item!r}")
-        config.data[key.strip()] = parse_value(value.strip())
+        apply_override(config, f"data.{key.strip()}", value.strip())  # a misspelt field fails, naming it
     return config
 
 

@@ -302,6 +302,32 @@ def expected_steps(run: Run) -> int:
     return int(steps) if steps is not None else int(config.num_train_steps)
 
 
+def check_overrides(runs: Sequence[Run]) -> None:
+    """Build each distinct config of ``runs`` with its row settings and the sweep's --set, and
+    validate it as lra.train would (unknown field, wrong type, invalid value): one ValueError
+    naming the field, before any run starts or any workdir is written (issue 38 SW1/SW2)."""
+    from lra.defaults import apply_override, load_config_file
+    from lra.training.validation import validate_config
+
+    seen = set()
+    for run in runs:
+        fields = {**dict(run.variant.settings), **dict(run.overrides)}
+        key = (run.config_path, run.config_arg, tuple(sorted(fields.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        config = load_config_file(run.config_path).get_config(run.config_arg)
+        for dotted, text in fields.items():
+            try:
+                apply_override(config, dotted, text)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"--set {dotted}={text}: {e}") from None
+        try:
+            validate_config(config)
+        except ValueError as e:
+            raise ValueError(f"{run.task} {run.variant.label} with {dict(fields)}: {e}") from None
+
+
 def _finished(workdir: Path, steps: int | None) -> bool:
     """Whether ``workdir`` holds a finished run of ``steps`` steps: the check lra.train makes
     (a result.json cut short or missing a field is unfinished; lra.train rebuilds it)."""

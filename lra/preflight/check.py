@@ -124,7 +124,10 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
         overrides["batch_size"] = batch
     try:
         config = load_config(path, options, overrides)
-    except Exception as e:  # the config's own error, e.g. an unknown option
+        from lra.training.validation import validate_config
+
+        validate_config(config)  # batch_size=0 and the like: refused here, not in the compile child
+    except Exception as e:  # noqa: BLE001 -- a config file's own code may raise anything; it is reported, not hidden
         raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
     check_compiler(target, python)
     payload = {"config": path, "options": options, "overrides": overrides, "seeds": seeds,

@@ -21,13 +21,13 @@ def load_config(path: str, options: str | None, overrides: dict[str, Any]) -> An
     """The config as ``lra.train --config path:options`` builds it, with ``overrides`` (dotted keys) set."""
     from lra.defaults import load_config_file
 
+    from lra.defaults import existing_field
+
     config = load_config_file(path).get_config(options or None)
     for key, value in overrides.items():
-        node = config
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
+        node = existing_field(config, key)  # a misspelt field fails naming it (ConfigDict would add it)
+        leaf = key.split(".")[-1]
+        node[leaf] = tuple(value) if isinstance(value, list) and isinstance(node[leaf], tuple) else value
     return config
 
 

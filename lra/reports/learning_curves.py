@@ -141,13 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         from lra.defaults import load_config_file
 
         config = load_config_file(path).get_config(options or None)
+        from lra.defaults import apply_override
+
         for item in args.baseline_set:
             field, _, text = item.partition("=")
-            *parents, leaf = field.split(".")
-            node = config
-            for parent in parents:
-                node = node[parent]
-            node[leaf] = type(node[leaf])(text)
+            apply_override(config, field, text)
         result = listops_baseline.for_config(config)
         baseline = 100.0 * result["validation_accuracy"]
         baseline_line = "Reference: " + listops_baseline.line(result, "validation") + "."

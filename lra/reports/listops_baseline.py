@@ -110,18 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --config {path}: no such file", file=sys.stderr)
         return 2
     config = load_config_file(path).get_config(options or None)
+    from lra.defaults import apply_override
+
     for item in args.set:
         field, _, text = item.partition("=")
-        node = config
-        *parents, leaf = field.split(".")
         try:
-            for parent in parents:
-                node = node[parent]
-            old = node[leaf]
-        except (KeyError, AttributeError):
-            print(f"error: --set {item}: the config has no field {field!r}", file=sys.stderr)
+            apply_override(config, field, text)
+        except ValueError as e:
+            print(f"error: --set {item}: {e}", file=sys.stderr)
             return 2
-        node[leaf] = type(old)(text) if isinstance(old, (int, float, str)) and not isinstance(old, bool) else text
     result = for_config(config)
     print(line(result, "validation"))
     print(line(result, "test"))
