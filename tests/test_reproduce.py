@@ -408,3 +408,30 @@ def test_masked_copy_lock_names_its_own_flag(tmp_path, capsys):
             script_main("masked_copy")(["--steps", "2", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert stop.value.code == 3 and "--out" in err and "--workdir" not in err
+
+
+def test_a_signal_reaches_the_running_command_and_nothing_new_starts(tmp_path):
+    """Issue 38 R9: SIGTERM to lra.reproduce is passed on to its command (no orphan), which saves and stops."""
+    import signal
+    import threading
+    import time
+
+    from lra.reproduce import __main__ as cli
+
+    got, never = tmp_path / "got", tmp_path / "never"
+    trap = (f"python -c \"import signal, sys, time, pathlib; signal.signal(signal.SIGTERM, lambda s, f: "
+            f"(pathlib.Path('{got}').write_text('x'), sys.exit(143))); time.sleep(60)\"")
+    after = f"python -c \"open('{never}', 'w')\""
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("rc", cli._run_batch([trap, after], tmp_path)))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not cli._CHILDREN and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the child installs its handler
+        cli._forward(signal.SIGTERM, None)
+        worker.join(30)
+        assert result["rc"] == 143 and got.exists() and not never.exists()
+    finally:
+        cli._STOP.clear()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import queue
 import shlex
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -46,13 +49,42 @@ def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str
     return batches
 
 
-def _run_batch(commands: list[str], root: Path) -> int:
+_CHILDREN: set[subprocess.Popen] = set()
+_STOP: list[int] = []
+
+
+def _forward(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT: pass it to every running command (each saves and stops), start no more."""
+    if not _STOP:
+        _STOP.append(signum)
+        print(f"{signal.Signals(signum).name}: passing it to {len(_CHILDREN)} running command(s) and waiting for "
+              "them to save; nothing new starts", file=sys.stderr, flush=True)
+    for child in list(_CHILDREN):
+        if child.poll() is None:
+            child.send_signal(signum)
+
+
+def _run_batch(commands: list[str], root: Path, core: int | None = None) -> int:
+    """Run one claim's commands in order; with ``core``, every training process they start is pinned
+    to that core after its first compile (LRA_PIN_CORE: bit-identical, lra.training.cpu_speed)."""
+    env = child_environment()
+    if core is not None:
+        env["LRA_PIN_CORE"] = str(core)
+        print(f"(commands of this claim pinned to core {core})", flush=True)
     for command in commands:
+        if _STOP:  # a signal arrived: start nothing new
+            return 128 + _STOP[0]
         print(f"$ {command}", flush=True)
         argv = shlex.split(command)
         if argv and argv[0] in ("python", "python3"):  # this interpreter, not PATH's (a venv not activated)
             argv[0] = sys.executable
-        rc = subprocess.call(argv, cwd=root, env=child_environment())
+        # its own session: a Ctrl-C reaches it once, through us (_forward), as sweeps do with lra.train
+        child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True)
+        _CHILDREN.add(child)
+        try:
+            rc = child.wait()
+        finally:
+            _CHILDREN.discard(child)
         if rc != 0:
             print(f"error: `{command}` exited with {rc}; its claim stays incomplete "
                   "(rerun the same command: finished runs are skipped)", file=sys.stderr)
@@ -125,8 +157,29 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     if batches:
         print(f"{paper.key}: {len(batches)} experiment(s) to run", flush=True)
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            rcs = list(pool.map(lambda b: _run_batch(b, root), batches))
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        free: queue.Queue[int | None] = queue.Queue()
+        for i in range(args.jobs):  # one core per concurrent claim when there are enough (issue 36)
+            free.put(cores[i] if args.jobs > 1 and len(cores) >= args.jobs else None)
+
+        def pinned(batch: list[str]) -> int:
+            core = free.get()
+            try:
+                return _run_batch(batch, root, core)
+            finally:
+                free.put(core)
+
+        previous = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                rcs = list(pool.map(pinned, batches))
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if _STOP:
+            print(f"interrupted by {signal.Signals(_STOP[0]).name}: the commands saved what they had; rerun the same "
+                  "command to resume (finished runs are kept)", file=sys.stderr, flush=True)
+            return 128 + _STOP[0]
         rc = next((r for r in rcs if r), 0)
     for path in report.write(papers, root, [paper.key]):
         print(f"wrote {path.relative_to(root)}")
