@@ -267,6 +267,19 @@ def markdown_report(result: dict[str, Any], command: str) -> str:
 PARTIAL = "partial.jsonl"  # one finished variant a line, until results.json is written
 
 
+def _finished_result(out: Path, settings: Settings) -> dict[str, Any] | None:
+    """``out/results.json`` if it is a finished record of exactly ``settings`` (variants included)."""
+    try:
+        result = json.loads((out / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    recorded = result.get("settings") if isinstance(result, dict) else None
+    if not isinstance(recorded, dict):
+        return None
+    want = json.loads(json.dumps(dataclasses.asdict(settings)))  # tuples as lists, as the record has them
+    return result if recorded == want else None
+
+
 def _partial_settings(settings: Settings) -> dict[str, Any]:
     """What a partial file's runs must share with this call to be reused (not the variant list)."""
     return {k: v for k, v in dataclasses.asdict(settings).items() if k != "variants"}
@@ -329,6 +342,11 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
         partial = out / PARTIAL
         if restart:
             partial.unlink(missing_ok=True)
+        finished = _finished_result(out, settings)
+        if finished is not None and not restart:  # never retrain (and overwrite) a finished record
+            log(f"{out / 'results.json'} already holds this experiment's finished runs; nothing to do "
+                "(--restart trains it again)")
+            return finished
         done = read_partial(partial, settings)
         if done:
             log(f"resuming from {partial}: {len(done)} variant(s) finished ({', '.join(done)})")

@@ -43,9 +43,12 @@ def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str
     seen: set[tuple[str, ...]] = set()
     batches = []
     for claim in claims:
-        if claim.testable and claim.outcome(root).verdict == registry.INCOMPLETE and claim.commands not in seen:
-            seen.add(claim.commands)
-            batches.append(list(claim.commands))
+        if not (claim.testable and claim.outcome(root).verdict == registry.INCOMPLETE):
+            continue
+        commands = claim.commands_needed(root)
+        if commands and commands not in seen:
+            seen.add(commands)
+            batches.append(list(commands))
     return batches
 
 

@@ -12,7 +12,9 @@ Transformer numbers from the LRA paper, not from the published ConvLuna code).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Callable
 
 from lra.reproduce import evidence
 from lra.reproduce.registry import (
@@ -227,6 +229,35 @@ def _memory_degradation(root: Path) -> Outcome:
     return Outcome(verdict, ours, stat)
 
 
+def _plan(judge: Callable[[Path], Outcome], labels: tuple[str, ...]) -> Callable[[Path], tuple[str, ...]]:
+    """The sweep of only the rows whose records the judge still misses (committed ones are finished)."""
+    def plan(root: Path) -> tuple[str, ...]:
+        missing = judge(root).missing
+        rows = [label for label in labels if any(m.startswith(run_dir(label) + "/") for m in missing)]
+        return (sweep_command(*rows), EXPORT) if rows else ()
+    return plan
+
+
+def _rows(claim_id: str) -> tuple[str, ...]:
+    """The convluna_listops rows a claim may read (its sweep command's)."""
+    pair = ("Luna-16 (reference)", "ConvLuna-16 (reference)")
+    return {
+        "table1-listops": pair,
+        "table1-defaults": ("Luna-16", "ConvLuna-16"),
+        "reference-attribution": pair + tuple(revert_label(f, v) for f, v in _reverts()),
+        "init-lead": ("Luna-16 (reference) [model.param_init=xavier]", revert_label("model.param_init", "xavier")),
+        "table1-vs-transformer": ("ConvLuna-16 (reference)", "Transformer"),
+        "table3-listops": pair + ("OnlyScaling-16 (reference)", "OnlyFiltering-16 (reference)"),
+        "fig2-memory-size": tuple(f"{f}-{m} (reference)" for f in ("Luna", "ConvLuna") for m in (1, 16, 256)),
+    }.get(claim_id, ())
+
+
+def _with_plans(paper: Paper) -> Paper:
+    claims = tuple(dataclasses.replace(c, plan=_plan(c.judge, _rows(c.id))) if _rows(c.id) else c
+                   for c in paper.claims)
+    return dataclasses.replace(paper, claims=claims)
+
+
 PAPER = Paper(
     key="convluna",
     title="On Difficulties of Attention Factorization through Shared Memory",
@@ -345,3 +376,4 @@ PAPER = Paper(
                      "python scripts/sweep.py convluna_table1 --preset paper --tasks listops --run"),
     ),
 )
+PAPER = _with_plans(PAPER)

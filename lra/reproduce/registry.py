@@ -60,6 +60,12 @@ class Claim:
     cpu_minutes: float | None = None  # rough cost of the commands on a 2-core CPU
     testable: bool = True  # False: "not testable here"; ``experiment`` says what would test it
     kind: str = EMPIRICAL  # CONSTRUCTION: an implementation check (HOLDS_BY_CONSTRUCTION, never "reproduced")
+    # root -> the commands that produce only the records still missing (None: all of ``commands``).
+    # Committed records count as finished: a fresh clone never retrains (and re-exports) them.
+    plan: Callable[[Path], tuple[str, ...]] | None = None
+
+    def commands_needed(self, root: Path = REPO) -> tuple[str, ...]:
+        return self.plan(root) if self.plan is not None else self.commands
 
     def outcome(self, root: Path = REPO) -> Outcome:
         if not self.testable:
