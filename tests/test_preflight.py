@@ -4,6 +4,7 @@ GPU target when the CUDA plugin is (LRA_PREFLIGHT_GPU_PYTHON, with LRA_PREFLIGHT
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -234,3 +235,26 @@ def test_committed_preflight_tables_are_their_records_rendered():
     assert records, "no committed sweep records"
     for record in records:
         assert record.with_suffix(".md").read_text() == render(json.loads(record.read_text())), record.name
+
+
+def test_cache_entries_are_sealed_complete_and_keyed_on_the_code(tmp_path, capsys):
+    """Issue 38 PF1/PF2/PF3: an edited or cut entry is recompiled with a warning; the key follows the code."""
+    from lra.preflight import cache
+
+    result = {"status": "ok", "num_params": 10, "devices": 1, "global_batch": 8, "dtype": "float32",
+              "memory": {"temporary": 1}, "cost": {"flops": 1.0}}
+    cache.store(tmp_path, "k", result)
+    assert cache.load(tmp_path, "k") == result
+    entry = json.loads((tmp_path / "k.json").read_text())
+    (tmp_path / "k.json").write_text(json.dumps({**entry, "memory": {"temporary": 10**12}}))
+    assert cache.load(tmp_path, "k") is None and "seal does not match" in capsys.readouterr().err
+    (tmp_path / "k.json").write_text(json.dumps({"status": "ok"}))
+    assert cache.load(tmp_path, "k") is None and "fields missing" in capsys.readouterr().err
+    repo = tmp_path / "repo"
+    for source in cache.STEP_SOURCES:
+        target = repo / source if source.endswith(".py") else repo / source / "x.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("a = 1\n")
+    before = cache.code_digest.__wrapped__(repo)
+    (repo / "lra" / "model.py").write_text("a = 2\n")
+    assert cache.code_digest.__wrapped__(repo) != before

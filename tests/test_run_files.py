@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import result_record
+
 from lra.defaults import make_config
 from lra.training.run_files import MetricsLog, WorkdirMismatchError, check_workdir, config_to_dict, export_records
 
@@ -42,14 +44,15 @@ def test_export_copies_records_but_not_checkpoints(tmp_path):
     run = tmp_path / "runs" / "listops_transformer" / "seed0"
     (run / "checkpoints" / "latest").mkdir(parents=True)
     (run / "checkpoints" / "latest" / "big").write_bytes(b"x" * 100)
-    for name in ("config.json", "metrics.jsonl", "result.json"):
+    for name in ("config.json", "metrics.jsonl"):
         (run / name).write_text(name)
+    (run / "result.json").write_text(json.dumps(result_record()))
     (tmp_path / "runs" / "unfinished" / "seed0").mkdir(parents=True)  # no result.json: skipped
     exported = export_records(tmp_path / "runs", tmp_path / "out")
     target = tmp_path / "out" / "listops_transformer" / "seed0"
     assert exported == [target]
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "metrics.jsonl", "result.json"]
-    assert (target / "result.json").read_text() == "result.json"
+    assert json.loads((target / "result.json").read_text()) == result_record()
 
 
 def test_export_replaces_files_atomically(tmp_path, monkeypatch):
@@ -57,7 +60,7 @@ def test_export_replaces_files_atomically(tmp_path, monkeypatch):
     record whole and no temporary file behind."""
     run = tmp_path / "runs" / "r" / "seed0"
     run.mkdir(parents=True)
-    (run / "result.json").write_text("new")
+    (run / "result.json").write_text(json.dumps(result_record()))
     target = tmp_path / "out" / "r" / "seed0"
     target.mkdir(parents=True)
     (target / "result.json").write_text("old")
@@ -89,3 +92,18 @@ def test_git_commit_outside_a_repository_is_declared_or_unknown(tmp_path):
     assert run(PYTHONPATH=str(tmp_path), LRA_GIT_COMMIT="abc123") == "abc123-declared"
     # inside the repository the declaration is ignored: git answers
     assert not run_files.git_commit().endswith("-declared")
+
+
+def test_export_never_replaces_a_valid_record_with_a_broken_one(tmp_path, capsys):
+    """Issue 38 EX1."""
+    from lra.training.run_files import export_records
+
+    run = tmp_path / "runs" / "a" / "seed0"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps(result_record()))
+    assert export_records(tmp_path / "runs", tmp_path / "out") == [tmp_path / "out" / "a" / "seed0"]
+    good = (tmp_path / "out" / "a" / "seed0" / "result.json").read_bytes()
+    (run / "result.json").write_text('{"test_accuracy": 0.9')  # cut short
+    assert export_records(tmp_path / "runs", tmp_path / "out") == []
+    assert (tmp_path / "out" / "a" / "seed0" / "result.json").read_bytes() == good
+    assert "not exported" in capsys.readouterr().err

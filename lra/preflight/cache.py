@@ -50,21 +50,68 @@ def versions_of(python: str) -> dict[str, str]:
     return json.loads(_versions_json(python))
 
 
+# The sources whose code the compiled step is made of: a change to any of them (a model edit that
+# changes the parameter count, a new attention) must not be answered from an older entry (PF3).
+STEP_SOURCES = ("lra/model.py", "lra/defaults.py", "lra/attention", "lra/reference/__init__.py",
+                "lra/training/steps.py", "lra/training/schedules.py", "lra/training/distributed.py",
+                "lra/training/seeds.py", "lra/preflight/compile_step.py", "lra/data/__init__.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@lru_cache(maxsize=None)
+def code_digest(root: Path = REPO) -> str:
+    """SHA-256 over the step's sources (every .py under STEP_SOURCES, sorted by path)."""
+    h = hashlib.sha256()
+    for entry in STEP_SOURCES:
+        path = root / entry
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def key(config_json: dict[str, Any], target: str, seeds: int, measure_steps: int,
         python: str = sys.executable) -> str:
     blob = json.dumps({"config": config_json, "target": target, "seeds": seeds, "measure": measure_steps,
-                       "versions": versions_of(python), "format": 1}, sort_keys=True, default=str)
+                       "versions": versions_of(python), "code": code_digest(), "format": 2},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+# What a result of each status must hold to be used (a cut or hand-edited entry is recompiled, PF2).
+REQUIRED = {"ok": ("num_params", "devices", "global_batch", "dtype", "memory", "cost"), "error": ("stage", "error")}
+SEAL = "sha256"
+
+
+def _digest(result: dict[str, Any]) -> str:
+    body = {k: v for k, v in result.items() if k != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def load(directory: Path, k: str) -> dict[str, Any] | None:
+    """The cached result, or None (absent, damaged, incomplete or not matching its seal: compile
+    again, with a warning for an entry that was there but could not be trusted)."""
+    path = directory / f"{k}.json"
+    if not path.exists():
+        return None
     try:
-        data = json.loads((directory / f"{k}.json").read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None  # absent or damaged: compile again
-    return data if isinstance(data, dict) and data.get("status") in ("ok", "error") else None
+        data = None
+    problem = None
+    if not isinstance(data, dict) or data.get("status") not in REQUIRED:
+        problem = "not a compile result"
+    elif any(field not in data for field in REQUIRED[data["status"]]):
+        problem = "fields missing"
+    elif data.get(SEAL) != _digest(data):
+        problem = "its SHA-256 seal does not match (edited or damaged)"
+    if problem:
+        print(f"warning: preflight cache entry {path}: {problem}; compiling again", file=sys.stderr, flush=True)
+        return None
+    return {k2: v for k2, v in data.items() if k2 != SEAL}
 
 
 def store(directory: Path, k: str, result: dict[str, Any]) -> None:
+    """Write ``result`` sealed with the SHA-256 of its content (checked by :func:`load`)."""
     directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(directory / f"{k}.json", result)
+    write_json_atomic(directory / f"{k}.json", {**result, SEAL: _digest(result)})

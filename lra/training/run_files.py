@@ -399,6 +399,10 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
     exported = []
     for result in sorted(Path(runs_root).rglob("result.json")):
         run = result.parent
+        problem = result_problem(result)
+        if problem is not None:  # never export, and never let replace a good copy with, a broken record
+            _warn(f"{result} is not a finished run's record ({problem}); not exported")
+            continue
         target = Path(out_root) / run.relative_to(runs_root)
         target.mkdir(parents=True, exist_ok=True)
         for name in RECORD_FILES:
