@@ -89,10 +89,66 @@ def main(argv: list[str]) -> None:
         _fail(describe(e), code)
 
 
+def _help(argv: list[str]) -> None:
+    """``--help``: what the command does, its flags and the presets; exit 0 (absl's required --config
+    would otherwise turn it into an error)."""
+    from absl import flags
+
+    from lra.defaults import PRESETS
+
+    print(__doc__.strip(), "\n")
+    print(f"Presets (after the colon): {', '.join(PRESETS)}; family options too, e.g. "
+          "configs/listops_convluna.py:cpu,mem=16,reference. Any config field: --config.FIELD=VALUE "
+          "(fields: lra/defaults.py).\n")
+    print(flags.FLAGS.module_help(sys.modules[__name__]) if __name__ in sys.modules else "", flush=True)
+    sys.exit(0)
+
+
+def check_overrides(argv: list[str]) -> str | None:
+    """Every ``--config.FIELD=VALUE`` checked against the config it overrides, before absl parses
+    them: one line naming the field, the nearest valid names, and for a family option given as a
+    field the short form after the colon (None: all fine, or the config itself cannot be built,
+    which parse_flags reports)."""
+    from lra import attention as registry
+    from lra.defaults import OPTION_ALIASES, _cast_like, existing_field, load_config_file
+
+    spec = _config_arg(argv)
+    if not spec or not Path(spec.split(":", 1)[0]).is_file():
+        return None
+    path, _, options = spec.partition(":")
+    try:
+        config = load_config_file(path).get_config(options or None)
+    except Exception:  # noqa: BLE001 -- the config file's own error is reported by parse_flags, with its text
+        return None
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--config."):
+            continue
+        dotted, sep, value = arg[len("--config."):].partition("=")
+        if not sep:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        try:
+            node = existing_field(config, dotted)
+            _cast_like(node[dotted.split(".")[-1]], value, dotted)
+        except ValueError as e:
+            leaf = dotted.split(".")[-1]
+            family = OPTION_ALIASES.get(leaf, leaf)
+            hint = ""
+            if family in registry.option_names(config.model.attention):
+                short = ",".join(filter(None, [options, f"{leaf}={value}"]))
+                hint = f"; {leaf} is an option of the {config.model.attention} family: --config {path}:{short}"
+            return f"--config.{dotted}={value}: {e}{hint}"
+    return None
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's parsing, with a bad flag, config file or config field as one ``error:`` line (exit 2)."""
     from absl import flags
 
+    if any(a in ("--help", "-h", "--helpfull") for a in argv[1:]):
+        _help(argv)
+    problem = check_overrides(argv)
+    if problem:
+        _fail(problem, EXIT_INVALID)
     try:
         rest = flags.FLAGS(argv)
     except flags.Error as e:  # ml_collections puts the config file's traceback in the message

@@ -207,3 +207,31 @@ def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"resuming at step {saved}" in rerun.stdout + rerun.stderr
     assert json.loads((workdir / "result.json").read_text())["num_train_steps"] == 3000
+
+
+@pytest.mark.parametrize("override, message", [
+    ("--config.modle.num_layers=2", "config has no field 'modle'; did you mean model?"),
+    ("--config.model.mem=16", "model has no field 'mem'"),
+    ("--config.batch_size=abc", "batch_size must be an integer, got 'abc'"),
+])
+def test_cli_override_errors_are_one_clear_line(tmp_path, override, message):
+    """Issue 39 point 5: one line naming the field and the nearest names; no escaped quotes or \\n."""
+    out = subprocess.run([sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
+                          f"--workdir={tmp_path / 'w'}", override], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert message in out.stderr and "\\\\" not in out.stderr and "\\n" not in out.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_cli_family_option_as_a_field_names_the_short_form(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_convluna.py:smoke",
+                          f"--workdir={tmp_path / 'w'}", "--config.model.mem=16"], cwd=REPO, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2 and "listops_convluna.py:smoke,mem=16" in out.stderr
+
+
+def test_cli_help_lists_the_presets_and_exits_0():
+    out = subprocess.run([sys.executable, "-m", "lra.train", "--help"], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "paper, cpu, smoke" in out.stdout and "start_over" in out.stdout
