@@ -17,6 +17,7 @@ Needs the tables extra (matplotlib, scipy, statsmodels): pip install -e ".[table
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, help="seeds a complete cell has (default: the most any cell of the table has)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--note", help="a sentence printed under every table, e.g. how these runs differ from the paper")
+    p.add_argument("--note-from", type=Path, metavar="SUMMARY_JSON",
+                   help="reuse the note of an earlier summary.json (regenerates a committed table byte for byte)")
     p.add_argument("--majority", action="append", default=[], metavar="TASK=PERCENT",
                    help="accuracy (%%) of always answering the validation split's most frequent label, measured "
                         "on the data; drawn on TASK's curves as 'majority class' (repeatable; chance, 1/classes, "
@@ -73,6 +76,13 @@ def _make(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         majority = parse_majority(args.majority)
     except ValueError as e:
         p.error(str(e))
+    if args.note_from is not None:
+        if args.note is not None:
+            p.error("give --note or --note-from, not both")
+        try:
+            args.note = json.loads(args.note_from.read_text()).get("note")
+        except (OSError, ValueError, AttributeError) as e:
+            p.error(f"--note-from {args.note_from}: not a readable summary.json ({e})")
     summary = tables.write_all(args.results, args.out, args.seeds, plots_enabled=not args.no_plots,
                                note=args.note, majority=majority,
                                structure_free_baseline=not args.no_listops_baseline)

@@ -91,8 +91,8 @@ def line(result: dict[str, Any], split: str = "test") -> str:
     """One sentence for tables and reports."""
     return (f"structure-free baseline (the outermost operator's most frequent training answer, "
             f"{', '.join(f'{k}->{v}' for k, v in result['rule'].items() if k.startswith('['))}): "
-            f"{100 * result[f'{split}_accuracy']:.1f}% {split} accuracy; the majority class "
-            f"{100 * result[f'{split}_majority_accuracy']:.1f}%")
+            f"{100 * result[f'{split}_accuracy']:.1f}% {split} accuracy; always answering the training split's "
+            f"most frequent label: {100 * result[f'{split}_majority_accuracy']:.1f}%")
 
 
 def main(argv: list[str] | None = None) -> int:
