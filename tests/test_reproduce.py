@@ -450,3 +450,53 @@ def test_masked_copy_never_retrains_a_finished_out(tmp_path, capsys):
     script_main("masked_copy")(flags)
     assert "nothing to do" in capsys.readouterr().out
     assert (tmp_path / "out" / "results.json").read_bytes() == record
+
+
+def _ablation_rows(root: Path, luna, conv, filt=None, scal=None) -> None:
+    _seeds(root, "Luna-16 (reference)", luna)
+    _seeds(root, "ConvLuna-16 (reference)", conv)
+    if filt is not None:
+        _seeds(root, "OnlyFiltering-16 (reference)", filt)
+    if scal is not None:
+        _seeds(root, "OnlyScaling-16 (reference)", scal)
+
+
+def test_table3_rule_every_branch_its_words_name(tmp_path):
+    """Issue 37: the rule's words and its code agree on each branch."""
+    claim = convluna.PAPER.claim("table3-listops")
+    luna = [0.350, 0.352, 0.348, 0.351, 0.349]
+    conv = [0.400, 0.405, 0.398, 0.402, 0.401]
+    # no significant gain: decided without the ablation rows
+    _ablation_rows(tmp_path / "a", luna, [0.351, 0.349, 0.352, 0.348, 0.350])
+    assert claim.outcome(tmp_path / "a").verdict == NOT_REPRODUCED
+    # a gain, ablation rows missing: incomplete, naming them
+    _ablation_rows(tmp_path / "b", luna, conv)
+    outcome = claim.outcome(tmp_path / "b")
+    assert outcome.verdict == INCOMPLETE and any("onlyfiltering" in m for m in outcome.missing)
+    # filtering keeps most, scaling little: reproduced
+    _ablation_rows(tmp_path / "c", luna, conv, [0.390, 0.394, 0.388, 0.392, 0.391], luna)
+    assert claim.outcome(tmp_path / "c").verdict == REPRODUCED
+    # filtering keeps little and scaling little: only one of the two holds: partly
+    _ablation_rows(tmp_path / "d", luna, conv, [0.352, 0.353, 0.349, 0.352, 0.350], luna)
+    assert claim.outcome(tmp_path / "d").verdict == PARTLY
+    # filtering keeps little, scaling keeps all: neither holds
+    _ablation_rows(tmp_path / "e", luna, conv, [0.352, 0.353, 0.349, 0.352, 0.350], conv)
+    assert claim.outcome(tmp_path / "e").verdict == NOT_REPRODUCED
+
+
+@pytest.mark.parametrize("uniform, collapsed, expected", [
+    (4, 4, REPRODUCED), (4, 2, PARTLY), (3, 4, PARTLY), (3, 3, NOT_REPRODUCED), (0, 0, NOT_REPRODUCED)])
+def test_memory_degradation_rule_every_branch_its_words_name(tmp_path, uniform, collapsed, expected):
+    """"partly if only one holds", each condition over all four pairs/runs (the code said any() before)."""
+    runs, pair = [], 0
+    for suffix in ("", " (reference)"):
+        for m in (16, 256):
+            luna_entropy = 0.9 if pair < uniform else 0.1
+            distinct = 1 if pair < collapsed else m
+            runs.append({"variant": f"Luna-{m}{suffix}", "stats": {"block1/packing_entropy": luna_entropy,
+                                                                 "block1/distinct_vectors": distinct}})
+            runs.append({"variant": f"ConvLuna-{m}{suffix}", "stats": {"block1/packing_entropy": 0.5,
+                                                                     "block1/distinct_vectors": m}})
+            pair += 1
+    _write(tmp_path, convluna.MEMDEG, {"runs": runs})
+    assert convluna.PAPER.claim("fig1-memory-degradation").outcome(tmp_path).verdict == expected
