@@ -500,3 +500,46 @@ def test_memory_degradation_rule_every_branch_its_words_name(tmp_path, uniform, 
             pair += 1
     _write(tmp_path, convluna.MEMDEG, {"runs": runs})
     assert convluna.PAPER.claim("fig1-memory-degradation").outcome(tmp_path).verdict == expected
+
+
+def _full_disk(monkeypatch) -> None:
+    """Every fsync fails as on a full disk (the atomic writer's last step before its rename)."""
+    import errno
+    import os
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+
+
+def test_a_full_disk_while_writing_reports_is_one_line_and_no_torn_file(tmp_path, monkeypatch, capsys):
+    """Issue 38 R5: `--report-only` on a full disk: one error line, exit 4, the previous report whole."""
+    monkeypatch.setattr(registry, "REPO", tmp_path)
+    assert main(["dispersed", "--report-only"]) == 0
+    folder = tmp_path / report.OUT
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert folder / "dispersed" / "report.md" in before
+    capsys.readouterr()
+    _full_disk(monkeypatch)
+    assert main(["dispersed", "--report-only"]) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: cannot write ") and "No space left on device" in err[0]
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before  # nothing torn, no temporary
+
+
+def test_report_figures_are_replaced_atomically(tmp_path, monkeypatch):
+    """Issue 38 R5: a figure that cannot be written leaves the previous image whole."""
+    from lra.reproduce import figures
+    from lra.training.run_errors import StorageError
+
+    record = {"batch": 1, "dim": 2, "rows": [{"layer": "full", "length": n, "seconds": 1e-3 * n, "sem": 0.0}
+                                             for n in (32, 64)]}
+    path = tmp_path / "fig.png"
+    figures.timing_plot(record, path)
+    image = path.read_bytes()
+    assert image.startswith(b"\x89PNG")
+    _full_disk(monkeypatch)
+    with pytest.raises(StorageError, match="No space left on device"):
+        figures.timing_plot(record, path)
+    assert path.read_bytes() == image and [p.name for p in tmp_path.iterdir()] == ["fig.png"]

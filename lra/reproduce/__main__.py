@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lra.reproduce import registry, report
 from lra.training.cpu_speed import child_environment
-from lra.training.run_errors import EXIT_INVALID
+from lra.training.run_errors import EXIT_INVALID, EXIT_STORAGE, describe
 
 EPILOG = """examples:
   python -m lra.reproduce --list                         # every paper's claims and verdicts
@@ -108,7 +108,11 @@ def _audit(papers: dict[str, registry.Paper], root: Path, only: str | None, json
     if json_out:
         from lra.training.run_files import write_json_atomic
 
-        write_json_atomic(json_out, audit.as_json(regs))
+        try:
+            write_json_atomic(json_out, audit.as_json(regs))
+        except OSError as e:
+            print(f"error: {describe(e)}", file=sys.stderr)
+            return EXIT_STORAGE
     labels = [r.label for r in regs.values()]
     print(", ".join(f"{labels.count(x)} {x}" for x in dict.fromkeys(labels)))
     return 0
@@ -184,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
                   "command to resume (finished runs are kept)", file=sys.stderr, flush=True)
             return 128 + _STOP[0]
         rc = next((r for r in rcs if r), 0)
-    for path in report.write(papers, root, [paper.key]):
+    try:  # each report, the index and each figure replaced atomically: a full disk leaves the old ones whole
+        written = report.write(papers, root, [paper.key])
+    except OSError as e:
+        print(f"error: {describe(e)}", file=sys.stderr)
+        return EXIT_STORAGE
+    for path in written:
         print(f"wrote {path.relative_to(root)}")
     for claim in claims:
         print(f"  {claim.id}: {claim.outcome(root).verdict}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from lra.training.run_files import write_figure_atomic
+
 
 def _pyplot():
     import matplotlib
@@ -33,8 +35,10 @@ def timing_plot(record: Mapping[str, Any], path: Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        write_figure_atomic(fig, path, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path: Path, title: str = "") -> None:
@@ -63,8 +67,10 @@ def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path
     if title:
         fig.suptitle(title, fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        write_figure_atomic(fig, path, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def seed_dots(rows: Mapping[str, Mapping[int, float]], path: Path, title: str) -> None:
@@ -83,5 +89,7 @@ def seed_dots(rows: Mapping[str, Mapping[int, float]], path: Path, title: str) -
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        write_figure_atomic(fig, path, dpi=120)
+    finally:
+        plt.close(fig)

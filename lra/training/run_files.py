@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import io
 import json
 import math
 import os
@@ -153,6 +154,14 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, obj: Any) -> None:
     """:func:`write_bytes_atomic` of ``obj`` as indented, key-sorted JSON."""
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def write_figure_atomic(fig: Any, path: Path, **savefig: Any) -> None:
+    """A matplotlib figure drawn into memory, then :func:`write_bytes_atomic`: a full disk leaves
+    the previous image, never a torn one (the format is the file's suffix)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lstrip(".") or "png", **savefig)
+    write_bytes_atomic(path, buffer.getvalue())
 
 
 # result.json: field -> (type, check). A file missing any of them is not a finished run.
