@@ -111,6 +111,9 @@ def _fig5(root: Path) -> Outcome:
     ours = (f"full {full}; improved clustered solves {len(improved_ok)}/{len(cells)} cells, clustered fails "
             + ", ".join(f"{n}/{len(CLUSTERS)} at L={L}" for n, L in zip(failures, judged)))
     stat = f"solved = masked-symbol accuracy >= {SOLVED:.0%}, one seed per cell; judged lengths {judged}"
+    # "clustered needs more clusters as the sequence grows" (the paper: a trend, not a failure at every
+    # length): its unsolved cells never decrease with L and some remain at the longest judged length.
+    # The code was meant (issue 37): the words said ">= 1" without saying where; they now say it.
     grows = failures == sorted(failures) and failures[-1] > 0
     if len(improved_ok) == len(cells) and grows:
         verdict = REPRODUCED
@@ -160,7 +163,8 @@ PAPER = Paper(
               "the reference row",
               f"a cell is solved at masked-symbol accuracy >= {SOLVED:.0%}; only lengths full attention solves are "
               "judged; reproduced if improved clustered solves every judged cell and clustered's unsolved cells "
-              "are >= 1 and do not decrease with L; partly if improved solves >= 75% of cells or clustered's trend holds",
+              "do not decrease with L and number >= 1 at the longest judged length; partly if improved solves >= 75% "
+              "of cells or that clustered trend holds; else not reproduced (also when full attention solves no length)",
               _fig5, tuple(masked_copy_command(L) for L in LENGTHS),
               # measured: 17 / 71 / 248 core-minutes of training at L = 31 / 63 / 127 (records' train_seconds,
               # one model per core, under load), i.e. about 170 minutes with both cores busy

@@ -96,6 +96,13 @@ def _table1(root: Path) -> Outcome:
 
 
 def _linear_growth(root: Path) -> Outcome:
+    """Linear complexity as a bound that holds for every N, not a slope at the grid's last point.
+
+    Issue 37: the earlier rule added a "partly" its words lacked and turned on the growth per doubling
+    at N = 2^20 (2.0105 against 2.01: one more doubling would flip it). The count is scores <= K N with K
+    the pattern's number of offsets, a constant of the window and the gaps (``offsets`` takes no N), so
+    the rule checks that bound at every N of the grid; the pre-asymptotic growth is reported, not judged.
+    """
     record = _load(root)
     if record is None or not record.get("growth"):
         return Outcome(INCOMPLETE, missing=(RECORD,))
@@ -103,15 +110,16 @@ def _linear_growth(root: Path) -> Outcome:
     bound = record["keys_per_query_bound"]
     per_query = [g["scores"] / g["n"] for g in growth]
     doubling = [b["scores"] / a["scores"] for a, b in zip(growth, growth[1:])]
+    over = [g["n"] for g, p in zip(growth, per_query) if p > bound]
     ours = (f"scores per query {per_query[0]:.0f} at N={growth[0]['n']:,}, {per_query[-1]:.1f} at "
-            f"N={growth[-1]['n']:,} (bound {bound}); scores x{doubling[0]:.2f} per doubling at the start, "
-            f"x{doubling[-1]:.3f} at the end")
-    stat = "from the pattern the module uses (offsets of Algorithm 2, gaps 2..180)"
-    bounded = all(p <= bound for p in per_query)
-    linear_at_end = doubling[-1] <= 2.01
-    verdict = REPRODUCED if bounded and linear_at_end else (PARTLY if bounded else NOT_REPRODUCED)
-    detail = ("linear only asymptotically: below N ~ 33K the keys per query still grow (the gaps run out at "
-              "N ~ 2 x 16,290), so the count grows faster than N in the range of Table 1")
+            f"N={growth[-1]['n']:,}, never above the pattern's {bound} offsets"
+            + (f" except at N = {', '.join(map(str, over))}" if over else ""))
+    stat = (f"scores / N <= K = {bound} (offsets of Algorithm 2 for window {record.get('window')}, gaps 2..180, "
+            f"independent of N) at all {len(growth)} lengths N = 2^10 ... 2^20")
+    verdict = NOT_REPRODUCED if over else REPRODUCED
+    detail = (f"linear only asymptotically: scores grow x{doubling[0]:.2f} per doubling at N={growth[0]['n']:,} and "
+              f"x{doubling[-1]:.3f} at N={growth[-1]['n']:,}; below N ~ 33K the keys per query still grow (the gaps "
+              "run out at N ~ 2 x 16,290), so in the range of Table 1 the count grows faster than N")
     return Outcome(verdict, ours, stat, detail=detail)
 
 
@@ -133,10 +141,12 @@ PAPER = Paper(
         Claim("linear-complexity", "Title, Sections 4-5",
               "The number of attention scores grows linearly with the document length.",
               "\"achieves linear complexity\"; Table 1 shows 1.48% of N^2 at 16K",
-              f"the pattern's scores at N = 2^10 ... 2^20",
-              "reproduced if scores per query never exceed the pattern's number of offsets and the count grows by "
-              "<= 2.01x per doubling at N = 2^20",
-              _linear_growth, (COMMAND,), (RECORD,), cpu_minutes=1),
+              "the pattern's scores at N = 2^10 ... 2^20 against K N (K: its number of offsets); the bound holds "
+              "by construction (a fixed set of offsets), so this checks the implementation, not the paper",
+              "reproduced if the scores per query (scores / N) are at most K, the pattern's number of offsets (a "
+              "constant of the window and the gaps, independent of N), at every N of the grid: then scores <= K N "
+              "for every N, not only where the grid stops; not reproduced if scores / N exceeds K at any N",
+              _linear_growth, (COMMAND,), (RECORD,), cpu_minutes=1, kind=CONSTRUCTION),
         not_testable("downstream-tasks", "Section 6",
                      "The attention serves machine translation and language understanding on long documents.",
                      "none: the paper reports no task results",
