@@ -4,9 +4,11 @@
     python -m lra.evaluate --workdir W --attention clustered --options clusters=16
     python -m lra.evaluate --workdir W --config.max_eval_batches=4
 
-Families with softmax's parameter tree (softmax, clustered, improved_clustered, dispersed) can
-evaluate each other's weights: the clustered-attention paper's "train with full, evaluate with
-clustered" experiment. Each evaluation is printed and appended to ``W/evaluations.jsonl``.
+Families with softmax's parameter tree (softmax, clustered, improved_clustered, dispersed, linear)
+can evaluate each other's weights: the clustered-attention paper's "train with full, evaluate with
+clustered" experiment. The trees are compared before anything else (``lra.attention.trees``), so
+a swap that cannot work is one error line naming the difference and the families that can swap.
+Each evaluation is printed and appended to ``W/evaluations.jsonl``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from lra.training import distributed
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.training.run_errors import EXIT_INVALID, describe, exit_code
 from lra.training.run_files import RunFileError, load_run_config
+from lra.attention.trees import parameter_tree, swap_groups, tree_difference
 from lra.data import load_task
 from lra.defaults import OPTION_ALIASES, parse_value
 from lra.model import build_model
@@ -64,6 +67,29 @@ def parse_options(text: str) -> dict[str, Any]:
     return out
 
 
+def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, options: dict[str, Any]) -> None:
+    """Refuse, before any config check, data or compilation, a family whose parameter tree differs
+    from the one the run trained (a later pooling or memory-statistics error would point elsewhere).
+    A wrong family name or option is left to :func:`validate_config`, which names it."""
+    dims = {"num_heads": model.num_heads, "qkv_dim": model.qkv_dim, "features": model.emb_dim}
+    try:
+        target = parameter_tree(attention, options, **dims)
+    except (TypeError, ValueError):
+        return
+    trained = parameter_tree(model.attention, dict(model.attention_kwargs), **dims)
+    if trained == target:
+        return
+    groups = swap_groups(**dims)
+    shared = "; ".join(", ".join(g) for g in groups if len(g) > 1) or "none"
+    alone = ", ".join(g[0] for g in groups if len(g) == 1)
+    raise ValueError(
+        f"the checkpoint in {workdir} was trained with {model.attention!r} and cannot be evaluated with "
+        f"{attention!r}: their parameter trees differ ({tree_difference(trained, target, model.attention, attention)})."
+        f" Families that share a tree and can swap: {shared}"
+        + (f"; {alone} each have a tree of their own" if alone else "")
+    )
+
+
 def evaluate_run(
     workdir: Path,
     config: ml_collections.ConfigDict,
@@ -75,6 +101,7 @@ def evaluate_run(
     config = ml_collections.ConfigDict(config.to_dict())
     trained_with = config.model.attention
     if attention is not None:
+        check_swap(workdir, config.model, attention, options or {})
         config.model.attention = attention
         config.model.attention_kwargs = ml_collections.ConfigDict(options or {})
     elif options:

@@ -51,6 +51,33 @@ def test_attention_with_another_parameter_tree_is_refused(finished_run):
         evaluate_run(workdir, load_run_config(workdir), "luna", {})
 
 
+def test_a_convluna_run_with_clustered_is_one_line_naming_the_trees_before_anything_else(tmp_path):
+    """Issue 39 point 6: the parameter trees are compared first (the config's memory pooling and memory
+    statistics would otherwise fail first, with fixes that lead nowhere); one line, exit 2."""
+    config = make_config("listops", "convluna", "smoke")
+    config.model.pooling, config.log_memory_stats = "memory", True
+    (tmp_path / "config.json").write_text(config.to_json())
+    out = subprocess.run([sys.executable, "-m", "lra.evaluate", f"--workdir={tmp_path}", "--attention", "clustered"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert len(out.stderr.splitlines()) == 1
+    line = out.stderr
+    assert line.startswith(f"error: the checkpoint in {tmp_path} was trained with 'convluna' and cannot be evaluated "
+                           f"with 'clustered': their parameter trees differ (only convluna's: encoder memory, "
+                           f"log_temperature; only clustered's: value).")
+    assert "can swap: softmax, clustered, improved_clustered, dispersed, linear;" in line
+    assert "pooling" not in line and "log_memory_stats" not in line
+
+
+def test_swap_groups_are_read_from_the_modules():
+    from lra.attention.trees import parameter_tree, swap_groups
+
+    assert swap_groups() == [["softmax", "clustered", "improved_clustered", "dispersed", "linear"], ["luna"],
+                             ["convluna"], ["agglomerative"], ["gated_linear"]]
+    # an option that changes the parameters changes the tree: 8 memory cells are not 16
+    assert parameter_tree("convluna", {"memory_size": 8}) != parameter_tree("convluna")
+
+
 def test_options_parser_uses_aliases():
     assert parse_options("clusters=8, topk=4") == {"num_clusters": 8, "topk": 4}
     with pytest.raises(ValueError, match="key=value"):
