@@ -65,3 +65,71 @@ def test_compilation_is_announced_with_its_time(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "compiling the training step for batch shape (8, 64) ..." in out
     assert f"compiled the training step for batch shape (8, 64) in {seconds:.1f} s" in out
+
+
+def test_paper_scale_projection_is_one_warning_once_the_rate_is_known(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(progress_module, "terminal_bar_possible", lambda: False)
+    p = Progress(50_000, 0, tmp_path, tensorboard=False, plain_seconds=1e9, projection_warning="on this CPU")
+    p.tick(1, compile_seconds=60.0, now=60.0)
+    for step in range(2, 4):  # two timed steps: the rate is not yet trusted
+        p.tick(step, now=60.0 + (step - 1) / 0.065)
+    assert "warning" not in capsys.readouterr().out
+    for step in range(4, 10):
+        p.tick(step, now=60.0 + (step - 1) / 0.065)
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning")]
+    assert warnings == ["warning: at 0.065 steps/s this run needs ~214 h (8.9 days) more for its 49,996 remaining "
+                        "steps on this CPU"]
+
+
+def test_projection_sizes():
+    assert progress_module._duration(214 * 3600) == "~214 h (8.9 days)"
+    assert progress_module._duration(3.24 * 3600) == "~3.2 h"
+    assert progress_module._duration(700) == "~12 min"
+
+
+def test_paper_scale_on_cpu_warns_and_other_presets_do_not():
+    from lra.defaults import make_config
+    from lra.training.loop import projection_warning
+
+    assert "on this CPU" in projection_warning(make_config("listops", "convluna", ""))
+    assert projection_warning(make_config("listops", "convluna", "cpu")) is None
+
+
+def test_the_loop_ticks_finished_steps_never_dispatched_ones(tmp_path, smoke_data_dir, monkeypatch):
+    """Issue 39 point 1: jax dispatches asynchronously, so the bar (and its ETA) must count a step only
+    once its metrics are ready. Each tick is checked against the newest step the loop waited for."""
+    import jax
+
+    from lra.training import loop
+    from test_train import smoke
+
+    dispatched, finished, ticks = [0], [0], []
+    step_of: dict[int, int] = {}
+    make_steps, block, tick = loop.make_steps, jax.block_until_ready, Progress.tick
+
+    def counting_steps(*args, **kwargs):
+        train_step, eval_step = make_steps(*args, **kwargs)
+
+        def step(state, batch):
+            state, metrics = train_step(state, batch)
+            dispatched[0] += 1
+            step_of[id(metrics)] = dispatched[0]
+            return state, metrics
+        return step, eval_step
+
+    def waiting(x):  # steps run in order on one device: waiting for step k means steps <= k are done
+        finished[0] = max(finished[0], step_of.get(id(x), 0))
+        return block(x)
+
+    def recording_tick(self, step, *args, **kwargs):
+        ticks.append((step, finished[0], dispatched[0]))
+        return tick(self, step, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "make_steps", counting_steps)
+    monkeypatch.setattr(jax, "block_until_ready", waiting)
+    monkeypatch.setattr(Progress, "tick", recording_tick)
+    config = smoke(smoke_data_dir, num_train_steps=8, log_every=8, eval_every=8, checkpoint_every=8)
+    loop.train_and_evaluate(config, tmp_path / "run")
+    assert [t[0] for t in ticks][-1] == 8 and dispatched[0] == 8
+    assert all(ticked <= done for ticked, done, _ in ticks), ticks  # never a step still in flight
+    assert all(ticked >= sent - 1 for ticked, _, sent in ticks), ticks  # and at most one behind

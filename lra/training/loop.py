@@ -185,6 +185,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
         stop.restore()
 
 
+def projection_warning(config: ml_collections.ConfigDict) -> str | None:
+    """What the progress bar's one-time projection says about a paper-scale run on a CPU (days, where
+    the ``cpu`` preset takes minutes); None elsewhere: the ETA is enough."""
+    if config.preset != "paper" or jax.default_backend() != "cpu":
+        return None
+    return "on this CPU (paper scale: the :cpu preset trains in minutes; an accelerator: docs/gpu_runbook.md)"
+
+
 def seed_fix(config: ml_collections.ConfigDict, run: SeedRun) -> str:
     """What a refusal of one seed of a bundle advises: that seed's own command with --start_over
     (issue 26 D2). --start_over on the bundle's command would delete every seed's run, the
@@ -298,7 +306,7 @@ class Trainer:
         self.compile_seconds = 0.0
         try:
             self.progress = Progress(config.num_train_steps, step, [run.workdir for run in self.runs],
-                                     enabled=self.primary)
+                                     enabled=self.primary, projection_warning=projection_warning(config))
             self.progress.message(
                 f"{config.variant} on {config.task} ({config.preset}): {self.num_params:,} parameters, "
                 + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}) in one program, " if len(seeds) > 1 else "")

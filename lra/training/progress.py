@@ -6,6 +6,11 @@ that rate and its ETA (tqdm's own rate would count compilation and lag behind), 
 every ``refresh_seconds``; compilations are announced with their shape and time. Without a
 terminal, or on a terminal that reports no size (0 columns: a bar cannot be drawn), plain lines
 carry the same rate and ETA, one every ``plain_seconds`` and at each logged step.
+
+The loop ticks a step when it has finished (its metrics are ready), not when it was dispatched:
+jax runs ahead asynchronously, and counting dispatched steps made the paper-scale ETA swing from
+1 h to 25 h on a run that needed 214 h (issue 39). A run too big for its machine (paper scale on a
+CPU) is told so once, in one line, as soon as a few timed steps give the rate.
 """
 
 from __future__ import annotations
@@ -31,6 +36,16 @@ def _clock(seconds: float) -> str:
     return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
+def _duration(seconds: float) -> str:
+    """``"~214 h (8.9 days)"``, ``"~3.2 h"``, ``"~12 min"``: a projection's size, not a clock."""
+    hours = seconds / 3600
+    if hours >= 48:
+        return f"~{hours:.0f} h ({hours / 24:.1f} days)"
+    if hours >= 1:
+        return f"~{hours:.2g} h"
+    return f"~{max(seconds / 60, 1):.0f} min"
+
+
 def terminal_bar_possible(stream: Any = None) -> bool:
     """A bar needs a terminal that reports its width; a zero-size pty gets plain lines."""
     stream = stream or sys.stderr
@@ -43,8 +58,11 @@ class Progress:
     """Shows training progress; ``enabled=False`` on non-primary hosts."""
 
     def __init__(self, total: int, start: int, workdirs: Path | Sequence[Path], enabled: bool = True,
-                 tensorboard: bool = True, refresh_seconds: float = 1.0, plain_seconds: float = 30.0):
-        """``workdirs``: one per seed of the run; each gets its own ``tensorboard/`` folder."""
+                 tensorboard: bool = True, refresh_seconds: float = 1.0, plain_seconds: float = 30.0,
+                 projection_warning: str | None = None, projection_after: int = 3):
+        """``workdirs``: one per seed of the run; each gets its own ``tensorboard/`` folder.
+        ``projection_warning`` (e.g. ``"on this CPU (paper scale)"``): once ``projection_after``
+        timed steps give the rate, print one warning line with the time the rest of the run needs."""
         self.enabled = enabled
         self.bar = None
         self._tb_dirs = [Path(w) / "tensorboard" for w in ([workdirs] if isinstance(workdirs, (str, Path)) else workdirs)]
@@ -54,6 +72,7 @@ class Progress:
         self.refresh_seconds, self.plain_seconds = refresh_seconds, plain_seconds
         self._measured_seconds, self._measured_steps = 0.0, 0
         self._last_tick: float | None = None
+        self._projection, self._projection_after = projection_warning, projection_after
         self._last_shown = self._last_plain = time.monotonic()
         if not enabled:
             return
@@ -110,6 +129,11 @@ class Progress:
         self._last_tick, self.step = now, step
         if not self.enabled:
             return
+        if self._projection is not None and self._measured_steps >= self._projection_after and self.rate:
+            remaining = max(self.total - step, 0)
+            self.message(f"warning: at {self.rate:.2g} steps/s this run needs {_duration(remaining / self.rate)} "
+                         f"more for its {remaining:,} remaining steps {self._projection}")
+            self._projection = None
         if self.bar is not None:
             if now - self._last_shown >= self.refresh_seconds or step == self.total:
                 self.bar.n = step
