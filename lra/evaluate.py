@@ -13,7 +13,6 @@ Each evaluation is printed and appended to ``W/evaluations.jsonl``.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -24,7 +23,7 @@ import ml_collections
 from lra.training import distributed
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.training.run_errors import EXIT_INVALID, describe, exit_code
-from lra.training.run_files import RunFileError, load_run_config
+from lra.training.run_files import RunFileError, append_jsonl, load_run_config
 from lra.attention.trees import parameter_tree, swap_groups, tree_difference
 from lra.data import load_task
 from lra.defaults import OPTION_ALIASES, parse_value
@@ -90,6 +89,22 @@ def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, 
     )
 
 
+def evaluation_config(workdir: Path, config: ml_collections.ConfigDict, attention: str | None = None,
+                      options: dict[str, Any] | None = None) -> ml_collections.ConfigDict:
+    """``config`` with ``attention``/``options`` swapped in, checked (the parameter trees, the config)
+    before any data is read: ValueError naming what is wrong. A caller with several evaluations checks
+    them all first (scripts/swap_eval.py)."""
+    config = ml_collections.ConfigDict(config.to_dict())
+    if attention is not None:
+        check_swap(workdir, config.model, attention, options or {})
+        config.model.attention = attention
+        config.model.attention_kwargs = ml_collections.ConfigDict(options or {})
+    elif options:
+        config.model.attention_kwargs.update(options)
+    validate_config(config, num_devices=jax.device_count())
+    return config
+
+
 def evaluate_run(
     workdir: Path,
     config: ml_collections.ConfigDict,
@@ -98,15 +113,8 @@ def evaluate_run(
     split: str = "test",
 ) -> dict[str, Any]:
     """Accuracy of ``workdir``'s best checkpoint on ``split`` under ``config`` (+ attention swap)."""
-    config = ml_collections.ConfigDict(config.to_dict())
     trained_with = config.model.attention
-    if attention is not None:
-        check_swap(workdir, config.model, attention, options or {})
-        config.model.attention = attention
-        config.model.attention_kwargs = ml_collections.ConfigDict(options or {})
-    elif options:
-        config.model.attention_kwargs.update(options)
-    validate_config(config, num_devices=jax.device_count())
+    config = evaluation_config(workdir, config, attention, options)
     data = load_task(config)
     model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
     mesh = distributed.data_mesh()
@@ -148,8 +156,7 @@ def main(argv: list[str]) -> None:
     workdir = Path(f.workdir)
     try:
         result = evaluate_run(workdir, f.config, f.attention, parse_options(f.options), f.split)
-        with (workdir / "evaluations.jsonl").open("a") as out:
-            out.write(json.dumps(result, sort_keys=True) + "\n")
+        append_jsonl(workdir / "evaluations.jsonl", result)
     except (ValueError, RuntimeError, OSError) as e:  # a damaged checkpoint, data, a wrong option, a full disk
         fail(e)
     kwargs = ",".join(f"{k}={v}" for k, v in result["attention_kwargs"].items())

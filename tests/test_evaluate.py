@@ -142,3 +142,30 @@ def test_corrupt_best_checkpoint_is_one_error_line(finished_run, tmp_path):
     assert out.returncode == EXIT_CORRUPT and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert out.stderr.splitlines()[-1].startswith(f"error: checkpoint {best} is corrupt")
     assert not (workdir / "evaluations.jsonl").exists()
+
+
+def test_swap_eval_checks_every_entry_first_and_names_a_missing_run(finished_run, tmp_path, capsys):
+    """Issue 38 SE1: a missing workdir is one error line (exit 2); a bad entry is refused before any
+    entry is evaluated (nothing appended, nothing written); the outputs go through the atomic writer."""
+    from conftest import script_main
+
+    swap_eval = script_main("swap_eval")
+    with pytest.raises(SystemExit) as stop:
+        swap_eval(["--workdir", str(tmp_path / "nothing"), "--out", str(tmp_path / "o"), "softmax"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("error: ") and len(err.splitlines()) == 1
+    workdir = tmp_path / "run"
+    shutil.copytree(finished_run[0], workdir)
+    before = (workdir / "evaluations.jsonl").read_bytes() if (workdir / "evaluations.jsonl").exists() else None
+    with pytest.raises(SystemExit) as stop:
+        swap_eval(["--workdir", str(workdir), "--out", str(tmp_path / "o"), "softmax", "luna"])
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and "entry 'luna'" in err and len(err.splitlines()) == 1 and "accuracy" not in out
+    after = (workdir / "evaluations.jsonl").read_bytes() if (workdir / "evaluations.jsonl").exists() else None
+    assert after == before and not (tmp_path / "o").exists()
+    (workdir / "evaluations.jsonl").write_text('{"torn": ')  # a line cut by a full disk is cut off first
+    swap_eval(["--workdir", str(workdir), "--out", str(tmp_path / "o"), "softmax"])
+    rows = [json.loads(line) for line in (workdir / "evaluations.jsonl").read_text().splitlines()]
+    assert [r["attention"] for r in rows] == ["softmax"]
+    assert json.loads((tmp_path / "o" / "swap_eval.json").read_text())["rows"][0]["attention"] == "softmax"
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["swap_eval.json", "swap_eval.md"]

@@ -258,3 +258,68 @@ def test_cache_entries_are_sealed_complete_and_keyed_on_the_code(tmp_path, capsy
     before = cache.code_digest.__wrapped__(repo)
     (repo / "lra" / "model.py").write_text("a = 2\n")
     assert cache.code_digest.__wrapped__(repo) != before
+
+
+@pytest.mark.parametrize("python, why", [("/no/such", "cannot run it"), ("/bin/false", "exited 1")])
+def test_a_python_that_cannot_compile_is_one_line_naming_the_flag(python, why, tmp_path, monkeypatch, capsys):
+    """Issue 38 PF4: exit 2, one line naming --python, before anything compiles."""
+    monkeypatch.setenv("LRA_PREFLIGHT_CACHE", str(tmp_path))
+    for argv in (["--config", "configs/listops_transformer.py:smoke", "--target", "cpu"],
+                 ["sweep", "lra_families", "--preset", "smoke", "--target", "cpu"]):
+        assert main([*argv, "--python", python]) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(f"error: --python {python}: ") and why in err and len(err.splitlines()) == 1
+        assert "compiling" not in out and not list(tmp_path.iterdir())
+
+
+def test_an_unwritable_output_is_refused_before_compiling(tmp_path, monkeypatch, capsys):
+    """Issue 38 PF8: --json or --out under a file: one error line, exit 4, nothing compiled."""
+    monkeypatch.setenv("LRA_PREFLIGHT_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "file").write_text("")
+    for argv in (["--config", "configs/listops_transformer.py:smoke", "--target", "cpu",
+                  "--json", str(tmp_path / "file" / "r.json")],
+                 ["sweep", "lra_families", "--preset", "smoke", "--target", "cpu", "--out", str(tmp_path / "file" / "o")],
+                 ["--config", "configs/listops_transformer.py:smoke", "--target", "cpu", "--json", str(tmp_path)]):
+        assert main(argv) == 4
+        out, err = capsys.readouterr()
+        assert err.startswith("error: cannot write ") and len(err.splitlines()) == 1 and "compiling" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_signal_reaches_every_compile_child_and_none_is_left(tmp_path):
+    """Issue 38 PF7: SIGTERM to `sweep --jobs 2` is passed to both compile children, which the command
+    waits for; it says what was interrupted, starts nothing new, exits 143; no child outlives it."""
+    import signal
+
+    pids = tmp_path / "pids"
+    fake = tmp_path / "python"  # compiles by sleeping; anything else is the real interpreter
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo $$ >> {pids}; exec sleep 120; fi\n"
+                    f"exec {sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    proc = subprocess.Popen([sys.executable, "-m", "lra.preflight", "sweep", "lra_families", "--preset", "smoke",
+                             "--target", "cpu", "--jobs", "2", "--no-cache", "--python", str(fake)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "LRA_PREFLIGHT_CACHE": str(tmp_path / "cache")})
+    started: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(started) < 2:
+            time.sleep(0.2)
+            started = [int(x) for x in pids.read_text().split()] if pids.exists() else []
+        assert len(started) == 2, proc.communicate(timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err
+        assert "SIGTERM: stopping 2 running compilation(s)" in err and "interrupted by SIGTERM: stopped " in err
+        assert "Traceback" not in err and len(pids.read_text().split()) == 2  # nothing new started
+        for pid in started:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.kill()

@@ -428,14 +428,14 @@ def test_a_signal_reaches_the_running_command_and_nothing_new_starts(tmp_path):
     worker.start()
     try:
         deadline = time.monotonic() + 30
-        while not cli._CHILDREN and time.monotonic() < deadline:
+        while not cli.CHILDREN.children and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)  # the child installs its handler
-        cli._forward(signal.SIGTERM, None)
+        cli.CHILDREN.forward(signal.SIGTERM)
         worker.join(30)
         assert result["rc"] == 143 and got.exists() and not never.exists()
     finally:
-        cli._STOP.clear()
+        cli.CHILDREN.reset()
 
 
 def test_masked_copy_never_retrains_a_finished_out(tmp_path, capsys):
@@ -543,3 +543,20 @@ def test_report_figures_are_replaced_atomically(tmp_path, monkeypatch):
     with pytest.raises(StorageError, match="No space left on device"):
         figures.timing_plot(record, path)
     assert path.read_bytes() == image and [p.name for p in tmp_path.iterdir()] == ["fig.png"]
+
+
+def test_commands_run_with_this_interpreter_not_paths_python(tmp_path, monkeypatch):
+    """Issue 38 R6: `python ...` in a claim's command is this interpreter, not the first on PATH."""
+    import os
+    import sys
+
+    from lra.reproduce import __main__ as cli
+
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 7\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "which"
+    assert cli._run_batch([f"python -c \"import sys; open('{out}', 'w').write(sys.executable)\""], tmp_path) == 0
+    assert out.read_text() == sys.executable

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from lra.preflight import targets
-from lra.preflight.check import PreflightError, preflight, report_lines
-from lra.training.run_errors import EXIT_INVALID
+from lra.preflight.check import COMPILES, PreflightError, check_python, preflight, report_lines
+from lra.training.run_errors import EXIT_INVALID, EXIT_STORAGE, Interrupted, describe
+from lra.training.run_files import check_can_write
 
 EPILOG = """examples:
   python -m lra.preflight --config configs/listops_convluna.py --target v5e:2x2
@@ -56,20 +58,24 @@ def main(argv: list[str] | None = None) -> int:
             targets.parse(a.target)
             if a.jobs < 1:
                 raise PreflightError(f"--jobs {a.jobs}: need >= 1 (compilations at a time)")
+            check_python(a.python)
+            if a.out:
+                check_can_write(a.out, folder=True)  # PF8: refused before anything compiles
             from lra.preflight.sweep_table import render, sweep_summary
 
-            summary = sweep_summary(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
-                                    group_seeds=a.group_seeds == "on", python=a.python, use_cache=not a.no_cache,
-                                    jobs=a.jobs)
+            with COMPILES.forwarding():
+                summary = sweep_summary(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
+                                        group_seeds=a.group_seeds == "on", python=a.python,
+                                        use_cache=not a.no_cache, jobs=a.jobs)
             table = render(summary)
             print(table)
             if a.out:
-                from lra.training.run_files import write_json_atomic
+                from lra.training.run_files import write_json_atomic, write_text_atomic
 
                 a.out.mkdir(parents=True, exist_ok=True)
                 subset = "".join(f"_{x}" for x in (a.tasks or []) + (a.variants or []))
                 path = a.out / f"{a.grid}_{a.preset}_{a.target.replace(':', '-')}{subset}.md"
-                path.write_text(table)
+                write_text_atomic(path, table)
                 write_json_atomic(path.with_suffix(".json"), summary)
                 print(f"wrote {path} and its .json")
             return 0
@@ -89,20 +95,29 @@ def main(argv: list[str] | None = None) -> int:
         a = p.parse_args(argv)
         if a.seeds < 1:
             raise PreflightError(f"--seeds {a.seeds}: need >= 1")
-        r = preflight(a.config, a.target, batch=a.batch, seeds=a.seeds, measure_steps=a.measure_steps,
-                      python=a.python, use_cache=not a.no_cache, overrides=parse_sets(a.set))
+        check_python(a.python)
+        if a.json:
+            check_can_write(a.json)  # PF8: refused before anything compiles
+        with COMPILES.forwarding():
+            r = preflight(a.config, a.target, batch=a.batch, seeds=a.seeds, measure_steps=a.measure_steps,
+                          python=a.python, use_cache=not a.no_cache, overrides=parse_sets(a.set))
+        print("\n".join(report_lines(r)))
+        if a.json:
+            from lra.training.run_files import write_json_atomic
+
+            a.json.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(a.json, r)
     except (PreflightError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INVALID
-    except KeyboardInterrupt:
-        print("interrupted: the compilation was stopped, nothing was cached", file=sys.stderr)
-        return 130
-    print("\n".join(report_lines(r)))
-    if a.json:
-        from lra.training.run_files import write_json_atomic
-
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(a.json, r)
+    except OSError as e:  # an output that cannot be written (full disk, read-only, a file in the way)
+        print(f"error: {describe(e)}", file=sys.stderr)
+        return EXIT_STORAGE
+    except (Interrupted, KeyboardInterrupt) as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        print(f"interrupted by {signal.Signals(signum).name}: stopped {', '.join(COMPILES.interrupted) or 'the compilation'}"
+              "; nothing of it was cached or written (rerun the same command)", file=sys.stderr)
+        return 128 + signum
     return 0 if r.get("status") == "ok" or r.get("resource_exhausted") else 1
 
 

@@ -9,17 +9,41 @@ import subprocess
 import sys
 import threading
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from lra.preflight import cache, estimate, targets
 from lra.preflight.compile_step import ERROR, RESULT
+from lra.training.child_signals import ChildSignals
 
 GIB = 1024**3
 
 
 class PreflightError(Exception):
     """Bad input: one error line, exit 2."""
+
+
+# The compile children running now: SIGTERM/SIGINT to this process is passed on to them (``sweep
+# --jobs N`` runs several), nothing new starts, and the command says which were interrupted (PF7).
+COMPILES = ChildSignals("stopping {count} running compilation(s) ({labels}) and waiting for them; nothing new starts")
+
+
+@lru_cache(maxsize=None)
+def check_python(python: str) -> None:
+    """``--python`` must run and import this suite (PF4): otherwise one line naming it, before any compile."""
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        return
+    try:
+        probe = subprocess.run([python, "-c", "import jax, lra.preflight.compile_step"], capture_output=True,
+                               text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise PreflightError(f"--python {python}: cannot run it ({getattr(e, 'strerror', None) or e}); give the "
+                             "interpreter that compiles (a venv with this suite installed, e.g. VENV/bin/python)") from None
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise PreflightError(f"--python {python}: `import jax, lra.preflight.compile_step` exited {probe.returncode} "
+                             f"({last}); give an interpreter with jax and this suite installed (pip install -e .)")
 
 
 def _split_config(spec: str) -> tuple[str, str | None]:
@@ -81,8 +105,9 @@ def compile_in_child(payload: dict[str, Any], target: targets.Target, python: st
     what = f"{label} " if label else ""
     if not quiet:
         print(f"compiling {what}for {target.name}, {target.devices} device(s) ({target.description}) ...", flush=True)
-    proc = subprocess.Popen([python, "-m", "lra.preflight.compile_step", json.dumps(payload)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_environment(target))
+    proc = COMPILES.start([python, "-m", "lra.preflight.compile_step", json.dumps(payload)],
+                          label or f"{payload['config']} for {target.name}", stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=child_environment(target))
     done = threading.Event()
     start = time.monotonic()
 
@@ -94,12 +119,10 @@ def compile_in_child(payload: dict[str, Any], target: targets.Target, python: st
     threading.Thread(target=ticker, daemon=True).start()
     try:
         out, err = proc.communicate()
-    except KeyboardInterrupt:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
+    finally:  # leaving on an exception (a Ctrl-C outside COMPILES.forwarding): the child is stopped, waited for
         done.set()
+        COMPILES.done(proc)
+    COMPILES.check()  # a signal stopped it: its result is not one (nothing is cached)
     for line in reversed(out.splitlines()):
         for prefix in (RESULT, ERROR):
             if line.startswith(prefix):
@@ -129,6 +152,7 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
         validate_config(config)  # batch_size=0 and the like: refused here, not in the compile child
     except Exception as e:  # noqa: BLE001 -- a config file's own code may raise anything; it is reported, not hidden
         raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
+    check_python(python)
     check_compiler(target, python)
     payload = {"config": path, "options": options, "overrides": overrides, "seeds": seeds,
                "measure_steps": measure_steps if target.kind == "cpu" else 0,

@@ -7,12 +7,12 @@ import os
 import queue
 import shlex
 import signal
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lra.reproduce import registry, report
+from lra.training.child_signals import ChildSignals
 from lra.training.cpu_speed import child_environment
 from lra.training.run_errors import EXIT_INVALID, EXIT_STORAGE, describe
 
@@ -52,19 +52,7 @@ def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str
     return batches
 
 
-_CHILDREN: set[subprocess.Popen] = set()
-_STOP: list[int] = []
-
-
-def _forward(signum: int, frame: object) -> None:
-    """SIGTERM/SIGINT: pass it to every running command (each saves and stops), start no more."""
-    if not _STOP:
-        _STOP.append(signum)
-        print(f"{signal.Signals(signum).name}: passing it to {len(_CHILDREN)} running command(s) and waiting for "
-              "them to save; nothing new starts", file=sys.stderr, flush=True)
-    for child in list(_CHILDREN):
-        if child.poll() is None:
-            child.send_signal(signum)
+CHILDREN = ChildSignals("passing it to {count} running command(s) and waiting for them to save; nothing new starts")
 
 
 def _run_batch(commands: list[str], root: Path, core: int | None = None) -> int:
@@ -75,19 +63,18 @@ def _run_batch(commands: list[str], root: Path, core: int | None = None) -> int:
         env["LRA_PIN_CORE"] = str(core)
         print(f"(commands of this claim pinned to core {core})", flush=True)
     for command in commands:
-        if _STOP:  # a signal arrived: start nothing new
-            return 128 + _STOP[0]
+        if CHILDREN.signum is not None:  # a signal arrived: start nothing new
+            return 128 + CHILDREN.signum
         print(f"$ {command}", flush=True)
         argv = shlex.split(command)
         if argv and argv[0] in ("python", "python3"):  # this interpreter, not PATH's (a venv not activated)
             argv[0] = sys.executable
-        # its own session: a Ctrl-C reaches it once, through us (_forward), as sweeps do with lra.train
-        child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True)
-        _CHILDREN.add(child)
+        # its own session: a Ctrl-C reaches it once, through us (CHILDREN.forward), as sweeps do with lra.train
+        child = CHILDREN.start(argv, command, cwd=root, env=env)
         try:
             rc = child.wait()
         finally:
-            _CHILDREN.discard(child)
+            CHILDREN.done(child)
         if rc != 0:
             print(f"error: `{command}` exited with {rc}; its claim stays incomplete "
                   "(rerun the same command: finished runs are skipped)", file=sys.stderr)
@@ -176,17 +163,13 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 free.put(core)
 
-        previous = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                rcs = list(pool.map(pinned, batches))
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        if _STOP:
-            print(f"interrupted by {signal.Signals(_STOP[0]).name}: the commands saved what they had; rerun the same "
-                  "command to resume (finished runs are kept)", file=sys.stderr, flush=True)
-            return 128 + _STOP[0]
+        with CHILDREN.forwarding(), ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            rcs = list(pool.map(pinned, batches))
+        if CHILDREN.signum is not None:
+            print(f"interrupted by {signal.Signals(CHILDREN.signum).name}: {'; '.join(CHILDREN.interrupted) or 'nothing'} "
+                  "saved what it had; rerun the same command to resume (finished runs are kept)",
+                  file=sys.stderr, flush=True)
+            return 128 + CHILDREN.signum
         rc = next((r for r in rcs if r), 0)
     try:  # each report, the index and each figure replaced atomically: a full disk leaves the old ones whole
         written = report.write(papers, root, [paper.key])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import io
 import json
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Iterable
@@ -154,6 +156,25 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, obj: Any) -> None:
     """:func:`write_bytes_atomic` of ``obj`` as indented, key-sorted JSON."""
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def check_can_write(path: Path, folder: bool = False) -> None:
+    """Refuse, before any work, an output that could not be written (a parent that is a file, a
+    read-only folder): StorageError naming it (exit 4). A probe file in the nearest existing folder
+    is made and removed; nothing is left. ``folder``: ``path`` is a folder to write into."""
+    if not folder and path.is_dir():
+        raise StorageError(path, IsADirectoryError(errno.EISDIR, "it is a folder"))
+    start = path if folder else path.parent
+    for parent in (start, *start.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise StorageError(path, NotADirectoryError(errno.ENOTDIR, f"{parent} is a file, not a folder"))
+            try:
+                with tempfile.TemporaryFile(dir=parent):
+                    pass
+            except OSError as e:
+                raise StorageError(path, e) from None
+            return
 
 
 def write_figure_atomic(fig: Any, path: Path, **savefig: Any) -> None:
@@ -357,14 +378,19 @@ def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str,
     another commit cannot overwrite. A line torn by a full disk is cut off before appending."""
     record = {"step": step, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "git_commit": git_commit(), "argv": list(sys.argv), **extra}
-    path = workdir / SESSIONS
+    append_jsonl(workdir / SESSIONS, record)
+    return record
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as one JSON line; a line torn by a full disk or a kill is cut off first, so
+    this one never joins the fragment. StorageError (exit 4) naming the file when it cannot be written."""
     try:
         truncate_to_last_newline(path)
         with path.open("a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
     except OSError as e:
         raise StorageError(path, e) from None
-    return record
 
 
 def read_sessions(workdir: Path) -> list[dict[str, Any]]:
