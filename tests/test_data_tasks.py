@@ -276,6 +276,7 @@ def test_text_missing_and_incomplete(tmp_path):
     msg = str(e.value)
     assert str(tmp_path / "aclImdb" / "train" / "pos") in msg and "imdb_reviews" in msg
     assert "aclImdb_v1.tar.gz" in msg and "python -m lra.data prepare text" in msg
+    assert f"to fix: run `python -m lra.data download text --data_dir {tmp_path}`" in msg  # the one command first
     write_aclimdb(tmp_path)
     for f in (tmp_path / "aclImdb" / "test" / "neg").iterdir():
         f.unlink()
@@ -340,6 +341,7 @@ def test_matching_missing_file(tmp_path):
         matching.load(make_config("matching", tmp_path))
     assert str(folder / "new_aan_pairs.test.tsv") in str(e.value)
     assert "lra_release.gz" in str(e.value) and "python -m lra.data prepare matching" in str(e.value)
+    assert "python -m lra.data download matching" in str(e.value)
 
 
 # ----------------------------------------------------------------------------------------- image
@@ -402,6 +404,7 @@ def test_image_refuses_foreign_pickle_and_missing(tmp_path):
     with pytest.raises(DataError) as e:
         image.load(make_config("image", tmp_path))
     assert "cifar-10-python.tar.gz" in str(e.value) and str(tmp_path / "cifar-10-batches-py") in str(e.value)
+    assert "python -m lra.data download image" in str(e.value)
     write_cifar_pickles(tmp_path)
     path = tmp_path / "cifar-10-batches-py" / "data_batch_3"
     path.write_bytes(pickle.dumps({b"data": print}, protocol=2))  # a global that is not numpy

@@ -40,7 +40,8 @@ FIELDS = 5
 
 
 def fix_message(root: Path) -> str:
-    return (f"download the LRA release ({URL}, about 7 GB) and extract it into {root} "
+    return (f"run `python -m lra.data download matching --data_dir {root}` (downloads, verifies, extracts and "
+            f"prepares it), or by hand: download the LRA release ({URL}, about 7 GB) and extract it into {root} "
             f"(mkdir -p {root} && tar xzf lra_release.gz -C {root}, giving {root}/lra_release/tsv_data/{FILES['train']}), "
             f"then run `python -m lra.data prepare matching --data_dir {root}`")
 

@@ -40,7 +40,8 @@ TFDS_NAME, TFDS_CONFIG = "imdb_reviews", "plain_text"
 
 
 def fix_message(root: Path) -> str:
-    return (f"download the IMDB reviews ({URL}) and extract them into {root} "
+    return (f"run `python -m lra.data download text --data_dir {root}` (downloads, verifies, extracts and "
+            f"prepares it), or by hand: download the IMDB reviews ({URL}) and extract them into {root} "
             f"(mkdir -p {root} && tar xzf aclImdb_v1.tar.gz -C {root}, giving {root}/aclImdb/train/pos/*.txt), then run "
             f"`python -m lra.data prepare text --data_dir {root}` (with tensorflow-datasets installed, "
             f"that command downloads it itself)")
