@@ -15,7 +15,9 @@ from typing import Callable
 import pytest
 
 from lra.experiments import sweep
-from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, registry
+from lra.reproduce import (
+    agglomerative, cheap_linear, cheap_linear_speedup, clustered, clustered_prop2, convluna, dispersed, registry,
+)
 from lra.reproduce.registry import HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, PARTLY, REPRODUCED
 from test_reproduce import _ablation_rows, _attribution_records, _masked_copy, _seeds, _write
 
@@ -135,6 +137,12 @@ def _swap(gaps: dict[int, tuple[float, float]]) -> Writer:
     return write
 
 
+def _prop2(violations: int) -> Writer:
+    row = dict(queries=100, violations=violations, max_excess=0.1 if violations else -0.2,
+               mean_error_clustered=0.5, mean_error_improved=0.3)
+    return lambda root: _write(root, clustered_prop2.RECORD, {"rows": [row, {**row, "violations": 0}]})
+
+
 GROWING = {31: 0, 63: 1, 127: 3}.get
 CLUSTERED: dict[str, dict[str, tuple[Writer, str]]] = {
     "fig5-masked-copy": {
@@ -145,6 +153,10 @@ CLUSTERED: dict[str, dict[str, tuple[Writer, str]]] = {
         "partly (improved solves all, clustered never fails)": (_fig5(0, lambda L: 0), PARTLY),
         "not reproduced": (_fig5(4, {31: 3, 63: 1, 127: 0}.get), NOT_REPRODUCED),
         "not reproduced (full attention solves no length)": (_fig5(0, GROWING, full_solves=False), NOT_REPRODUCED),
+    },
+    "prop2-approximation": {
+        "reproduced": (_prop2(0), HOLDS_BY_CONSTRUCTION),
+        "not reproduced": (_prop2(1), NOT_REPRODUCED),
     },
     "table1-swap-eval": {
         "reproduced": (_swap({8: (5.0, 0.5), 16: (1.0, 0.0)}), REPRODUCED),
@@ -229,7 +241,17 @@ def _table1(lookup_lin: float, lookup_soft: float, enc_ratio: float, linear_byte
     return write
 
 
+def _speedup(*speedups: float) -> Writer:
+    timings = [dict(lookup_seconds_linear=1.0, lookup_seconds_softmax=x, speedup=x) for x in speedups]
+    return lambda root: _write(root, cheap_linear_speedup.RECORD, {"timings": timings, "documents": 512})
+
+
 CHEAP_LINEAR: dict[str, dict[str, tuple[Writer, str]]] = {
+    "lookup-speedup": {
+        "reproduced": (_speedup(6.0, 9.0), REPRODUCED),
+        "partly": (_speedup(6.0, 2.0), PARTLY),  # faster in both, one timing outside [3.75, 15]
+        "not reproduced": (_speedup(6.0, 0.9), NOT_REPRODUCED),
+    },
     "table1-lookup": {
         "reproduced": (_table1(1.2, 60.0, 1.5), HOLDS_BY_CONSTRUCTION),
         "partly": (_table1(1.2, 2.0, 1.5), PARTLY),

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lra.reproduce import evidence
+from lra.reproduce import clustered_prop2, evidence
 from lra.reproduce.registry import (
-    INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
 )
 
 LENGTHS = (31, 63, 127)
@@ -185,6 +185,19 @@ PAPER = Paper(
                "clustered:clusters=32 improved_clustered:clusters=8 improved_clustered:clusters=16 "
                "improved_clustered:clusters=32",),
               (SWAP,), cpu_minutes=3),
+        Claim("prop2-approximation", "Section 3.3.1, Proposition 2 (proof: Appendix B)",
+              "For every query, improved clustered attention's row is at least as close (L1) to full attention's "
+              "row as clustered attention's: ||A^t_i - A_i||_1 <= ||A^c_j - A_i||_1.",
+              "a proof; no numbers",
+              "the dense rows of `lra.attention.clustered.attention_matrix` (which the modules' outputs are tested "
+              "to equal) against float64 softmax rows, every real query, on random queries and keys clustered by "
+              f"the module's LSH + K-means: N {clustered_prop2.LENGTHS} x clusters {clustered_prop2.CLUSTERS} x "
+              f"top-k {clustered_prop2.TOPK} x scale {clustered_prop2.SCALES} x seeds {clustered_prop2.SEEDS}, one "
+              "sequence of each batch padded; no trained model's inputs (no checkpoint is committed)",
+              f"reproduced if no query's improved error exceeds its clustered error by more than "
+              f"{clustered_prop2.TOLERANCE:g} (float32 rounding); not reproduced if any does",
+              clustered_prop2.judge, (clustered_prop2.COMMAND,), (clustered_prop2.RECORD,), cpu_minutes=2,
+              kind=CONSTRUCTION),
         not_testable("speech-wsj-switchboard", "Tables 1-2, Figures 2-3",
                      "Clustered attention matches full attention's phone/word error rate on WSJ and Switchboard "
                      "at a fraction of the GPU time.",
