@@ -348,3 +348,16 @@ def test_stale_extraction_folders_are_removed_and_live_ones_kept(tmp_path, monke
     monkeypatch.setattr(download, "present", lambda *a: True)  # the task is there: only the clean-up runs
     download.download("listops", root)
     assert leftovers(root) == sorted([names["alive"], names["other_host"]])
+
+
+def test_stale_extraction_cleanup_keeps_a_symlink_and_does_not_say_it_removed_it(tmp_path, monkeypatch, capsys):
+    """Issue 38 DL1: a .lra-extract-* name that is a symlink (to a folder) is kept, and never logged as removed."""
+    root = tmp_path / "data"
+    (tmp_path / "elsewhere" / "keep").mkdir(parents=True)
+    root.mkdir()
+    link = root / f".lra-extract-lra_release-{socket.gethostname()}-99999999-0a1b2c3d"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    assert download.remove_stale_extractions(root) == []
+    assert link.is_symlink() and (tmp_path / "elsewhere" / "keep").is_dir()
+    captured = capsys.readouterr()
+    assert "removed" not in captured.out + captured.err

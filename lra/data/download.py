@@ -457,14 +457,18 @@ def remove_stale_extractions(root: Path, started: float | None = None) -> list[P
     removed = []
     for folder in sorted(root.glob(EXTRACT_PREFIX + "*")) if root.is_dir() else []:
         head, pid, _ = (folder.name.rsplit("-", 2) + ["", ""])[:3]
-        if not pid.isdigit() or not folder.is_dir() or _running(int(pid)):
-            continue
+        if not pid.isdigit() or folder.is_symlink() or not folder.is_dir() or _running(int(pid)):
+            continue  # a symlink is no extraction folder of ours: kept, and not reported as removed
         try:
             stale = head.endswith(f"-{host}") or (head in legacy and folder.stat().st_mtime < started)
         except OSError:
             continue
         if stale:
             shutil.rmtree(folder, ignore_errors=True)
+            if folder.exists():  # only what is gone is said to be
+                log(f"warning: could not remove {folder}, left by a download killed while extracting "
+                    f"(process {pid} is gone); delete it by hand")
+                continue
             log(f"removed {folder}, left by a download killed while extracting (process {pid} is gone)")
             removed.append(folder)
     return removed
