@@ -561,3 +561,15 @@ def test_commands_run_with_this_interpreter_not_paths_python(tmp_path, monkeypat
     out = tmp_path / "which"
     assert cli._run_batch([f"python -c \"import sys; open('{out}', 'w').write(sys.executable)\""], tmp_path) == 0
     assert out.read_text() == sys.executable
+
+
+def test_list_never_cuts_the_where_column_into_the_verdict(capsys):
+    """Issue 39 point 8: each claim's "where" is printed whole, then two spaces, then its verdict."""
+    assert main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for paper in registry.papers().values():
+        for claim in paper.claims:
+            line = next(x for x in lines if x.split() and x.split()[0] == claim.id)
+            after = line.split(claim.where, 1)
+            assert len(after) == 2 and after[1].startswith("  "), line
+            assert after[1].strip().startswith(registry.VERDICTS), line

@@ -28,14 +28,15 @@ def _print_list(papers: dict[str, registry.Paper], root: Path) -> None:
 
     regs = audit.audit(root, {f"{k}/{c.id}": c.records for k, p in papers.items() for c in p.claims},
                        audit.default_cache())
+    # the "where" column is as wide as its longest entry: never cut, never run into the verdict
+    width = max(len(c.where) for p in papers.values() for c in p.claims)
     for key, paper in papers.items():
         print(f"{key}: {paper.title} ({paper.citation})")
         for claim in paper.claims:
             outcome = claim.outcome(root)
             extra = f" ({len(outcome.missing)} record(s) missing)" if outcome.missing else ""
-            where = claim.where if len(claim.where) <= 34 else claim.where[:33] + "~"
             label = f"  [{regs[f'{key}/{claim.id}'].short}]" if claim.testable else ""
-            print(f"  {claim.id:28s} {where:34s} {outcome.verdict}{extra}{label}")
+            print(f"  {claim.id:28s} {claim.where:{width}s}  {outcome.verdict}{extra}{label}")
 
 
 def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str]]:
