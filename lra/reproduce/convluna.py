@@ -264,6 +264,13 @@ def _with_plans(paper: Paper) -> Paper:
     return dataclasses.replace(paper, claims=claims)
 
 
+def _confirmatory() -> tuple[Claim, ...]:
+    """The pre-registered confirmatory claims on fresh seeds (issue 35): their own module, never edited after."""
+    from lra.reproduce import convluna_confirm
+
+    return convluna_confirm.CLAIMS
+
+
 PAPER = Paper(
     key="convluna",
     title="On Difficulties of Attention Factorization through Shared Memory",
@@ -383,6 +390,6 @@ PAPER = Paper(
                      "a GPU/TPU: one paper-scale ListOps step takes 9.4 s for ConvLuna on this CPU and the "
                      "Transformer does not fit 24 GiB at batch 32",
                      "python scripts/sweep.py convluna_table1 --preset paper --tasks listops --run"),
-    ),
+    ) + _confirmatory(),
 )
 PAPER = _with_plans(PAPER)

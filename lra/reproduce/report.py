@@ -117,6 +117,13 @@ def paper_figures(paper: Paper, root: Path) -> list[str]:
         if rows:
             figures.seed_dots(rows, out / "listops_rows.png", f"ConvLuna paper's ListOps rows at laptop scale: {convluna.SCALE}")
             names.append("listops_rows.png")
+        from lra.reproduce import convluna_confirm
+
+        confirm = convluna_confirm.rows_with_runs(root)
+        if confirm:
+            figures.seed_dots(confirm, out / "listops_rows_confirm.png",
+                              f"CONFIRMATORY ListOps rows: {convluna_confirm.SCALE}")
+            names.append("listops_rows_confirm.png")
     if paper.key == "agglomerative":
         from lra.reproduce import agglomerative, evidence, figures
 
