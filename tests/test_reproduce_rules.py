@@ -16,7 +16,8 @@ import pytest
 
 from lra.experiments import sweep
 from lra.reproduce import (
-    agglomerative, cheap_linear, cheap_linear_speedup, clustered, clustered_prop2, convluna, dispersed, registry,
+    agglomerative, cheap_linear, cheap_linear_speedup, clustered, clustered_prop2, convluna, dispersed,
+    dispersed_formulas, registry,
 )
 from lra.reproduce.registry import HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, PARTLY, REPRODUCED
 from test_reproduce import _ablation_rows, _attribution_records, _masked_copy, _seeds, _write
@@ -209,7 +210,31 @@ def _counts(dispersed_off: set[int], window_off: set[int] = frozenset(), module_
     return write
 
 
+def _formulas(equation_10_off: set[int], wide_window: Callable[[int], float]) -> Writer:
+    """Equation 10 off by one at the given N; window 16's deviation ``wide_window(N)`` times w = 4's."""
+    def write(root: Path) -> None:
+        rows = [dict(n=n, pattern=100, equation_10=100 + (n in equation_10_off), algorithm_1_plus_window=100,
+                     deviation={"4": 0.01, "2": 0.01, "8": 0.01, "16": 0.01 * wide_window(n)})
+                for n in dispersed_formulas.LENGTHS]
+        _write(root, dispersed_formulas.RECORD, {"rows": rows})
+    return write
+
+
+def SAME(n: int) -> float:  # window 16's deviation equal to w = 4's
+    return 1.0
+
+
 DISPERSED: dict[str, dict[str, tuple[Writer, str]]] = {
+    "equation-10": {
+        "reproduced": (_formulas(set(), SAME), REPRODUCED),
+        "partly": (_formulas({10, 50}, SAME), PARTLY),
+        "not reproduced": (_formulas(set(dispersed_formulas.LENGTHS), SAME), NOT_REPRODUCED),
+    },
+    "window-invariance": {
+        "reproduced": (_formulas(set(), lambda n: 1.09), REPRODUCED),
+        "partly": (_formulas(set(), lambda n: 1.5 if n < dispersed_formulas.LONG else 1.05), PARTLY),
+        "not reproduced": (_formulas(set(), lambda n: 1.5 if n == 16384 else 1.0), NOT_REPRODUCED),
+    },
     "table1-counts": {
         "reproduced": (_counts(set()), HOLDS_BY_CONSTRUCTION),
         "partly": (_counts({50}), PARTLY),
@@ -306,6 +331,14 @@ def test_every_testable_claim_has_a_case_for_each_branch_its_words_name():
             assert cases, f"{key} {claim.id}: no synthetic-record cases in tests/test_reproduce_rules.py"
             covered = {_branch_verdict(expected) for _, expected in cases.values()}
             assert covered == _named_branches(claim.rule), (key, claim.id, covered)
+
+
+def test_dispersed_formulas_at_the_hand_worked_length():
+    """N = 10, w = 4, worked by hand from the paper: eq. 3 gives 44 (Table 1's window column), Algorithm 1
+    18 (62 - 44), and equation 10 as printed (x = 1, S_1 = 3, remainder 3 x 0) 47."""
+    assert dispersed_formulas.window_count(10, 4) == 44
+    assert dispersed_formulas.algorithm_1(10, 4) == 18
+    assert dispersed_formulas.equation_10(10, 4) == 47
 
 
 def test_words_and_code_name_the_same_branches():

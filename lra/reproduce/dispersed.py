@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from lra.reproduce import evidence
+from lra.reproduce import dispersed_formulas, evidence
 from lra.reproduce.registry import (
     CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
 )
@@ -147,6 +147,27 @@ PAPER = Paper(
               "constant of the window and the gaps, independent of N), at every N of the grid: then scores <= K N "
               "for every N, not only where the grid stops; not reproduced if scores / N exceeds K at any N",
               _linear_growth, (COMMAND,), (RECORD,), cpu_minutes=1, kind=CONSTRUCTION),
+        Claim("equation-10", "Section 3, equations 3-10",
+              "The closed form Att = Att_Window + S_x + Remainder gives the number of attention scores.",
+              "equation 10 (with eqs. 3, 4, 8, 9); Table 1's dispersed column is what it should give",
+              "equation 10 as printed, reading the undefined d of equation 9 as x (the sum then runs over the x "
+              "complete groups of the series), against the pattern's count (equal to Table 1) at Table 1's N, "
+              "window 4; Algorithm 1 + eq. 3 recorded beside it",
+              "reproduced if equation 10 equals the pattern's count at every N of Table 1; partly if at some; "
+              "not reproduced if at none",
+              dispersed_formulas.judge_equation_10, (dispersed_formulas.COMMAND,), (dispersed_formulas.RECORD,),
+              cpu_minutes=1),
+        Claim("window-invariance", "Section 5",
+              "Varying the sliding window size does not change the deviation from full attention substantially.",
+              "\"Even if the sliding window size w is varied, the results don't vary substantially in terms of "
+              "deviation\" (no numbers; hence w = 4)",
+              f"the pattern's scores / N^2 at Table 1's N for windows {dispersed_formulas.OTHER_WINDOWS} against "
+              f"{dispersed_formulas.WINDOW}",
+              f"reproduced if at every N of Table 1 each window's deviation is within "
+              f"{dispersed_formulas.RELATIVE:.0%} (relative) of w = 4's; partly if that holds at every "
+              f"N >= {dispersed_formulas.LONG} only; else not reproduced",
+              dispersed_formulas.judge_window, (dispersed_formulas.COMMAND,), (dispersed_formulas.RECORD,),
+              cpu_minutes=1),
         not_testable("downstream-tasks", "Section 6",
                      "The attention serves machine translation and language understanding on long documents.",
                      "none: the paper reports no task results",
