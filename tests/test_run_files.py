@@ -107,3 +107,17 @@ def test_export_never_replaces_a_valid_record_with_a_broken_one(tmp_path, capsys
     assert export_records(tmp_path / "runs", tmp_path / "out") == []
     assert (tmp_path / "out" / "a" / "seed0" / "result.json").read_bytes() == good
     assert "not exported" in capsys.readouterr().err
+
+
+def test_start_over_removes_the_runs_evaluations_too(tmp_path):
+    """Issue 38 TR3: evaluations.jsonl (lra.evaluate, swap_eval.py) belongs to the run --start_over deletes;
+    the sweep's record and the lock are not the run's."""
+    from lra.training.run_files import remove_run
+
+    for name in ("config.json", "metrics.jsonl", "result.json", "evaluations.jsonl", "sessions.jsonl",
+                 "sweep_run.json", ".lock"):
+        (tmp_path / name).write_text("{}\n")
+    (tmp_path / "checkpoints" / "latest").mkdir(parents=True)
+    removed = remove_run(tmp_path)
+    assert "evaluations.jsonl" in removed and "checkpoints" in removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "sweep_run.json"]

@@ -181,6 +181,21 @@ def test_model_that_cannot_fit_is_refused_before_allocating(data_dir, tmp_path):
     assert time.perf_counter() - t0 < 60 and not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("overrides, message", [
+    ({"model.max_len": 1_000_000_000, "data.max_len": 1_000_000_000}, r"cannot fit: .*model.max_len=1000000000"),
+    ({"data.num_train": 10**12, "data.max_len": 2000, "model.max_len": 2000},
+     r"ListOps set cannot be stored: .* = 1000000000000/32/32\).*Nothing was generated"),
+])
+def test_sizes_that_cannot_work_are_refused_before_generating_data(tmp_path, overrides, message):
+    """Issue 38 TR2/TR4: a billion positions or examples: exit 2 before any data is generated, the data
+    folder and the workdir left as they were (nothing in either)."""
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ValueError, match=message) as refused:  # ConfigError, DataError: exit 2
+        train_and_evaluate(smoke(tmp_path / "data", **overrides), tmp_path / "run")
+    assert exit_code(refused.value) == EXIT_INVALID
+    assert list((tmp_path / "data").iterdir()) == [] and not (tmp_path / "run").exists()
+
+
 # 7 -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("empty", ["basic_val.tsv", "basic_test.tsv"])
 def test_empty_split_is_an_error_naming_the_file(data_dir, tmp_path, empty):

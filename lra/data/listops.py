@@ -313,6 +313,20 @@ def _write_set(folder: Path, min_len: int, max_len: int, counts: Sequence[int], 
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
+def _check_disk(root: Path, max_len: int, counts: Sequence[int]) -> None:
+    """A set whose token cache alone (every example padded to ``max_len``, int16) exceeds the data
+    folder's free disk is refused before anything is generated (a billion examples: issue 38 TR4)."""
+    need = sum(counts) * max_len * np.dtype(np.int16).itemsize
+    existing = next(p for p in (root, *root.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if need > free:
+        raise DataError(
+            f"this ListOps set cannot be stored: {sum(counts):,} examples (config.data.num_train/num_val/num_test = "
+            f"{'/'.join(map(str, counts))}) padded to config.data.max_len={max_len} need at least "
+            f"{need / 2**30:.1f} GiB of token cache, {existing} has {free / 2**30:.1f} GiB free. Nothing was "
+            f"generated: ask for fewer or shorter examples")
+
+
 def ensure_generated(root: Path, min_len: int, max_len: int, counts: Sequence[int], seed: int) -> Path:
     """Generate the set into its cache folder unless it is there; returns the folder.
 
@@ -330,6 +344,7 @@ def ensure_generated(root: Path, min_len: int, max_len: int, counts: Sequence[in
     final = generated_dir(root, min_len, max_len, counts, seed)
     if _complete(final):
         return final
+    _check_disk(root, max_len, counts)
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(final)
     tmp = final.parent / f".{final.name}.tmp-{socket.gethostname()}-{os.getpid()}"

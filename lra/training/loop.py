@@ -36,7 +36,7 @@ from lra.training.memory_stats import log_memory_stats
 from lra.model import build_model
 from lra.training import cpu_speed, distributed, resume
 from lra.training.checkpoints import Checkpoints
-from lra.training.memory_estimate import check_fits
+from lra.training.memory_estimate import check_before_data, check_fits
 from lra.training.profiling import ProfileWindow
 from lra.training.progress import Progress
 from lra.training.run_errors import Interrupted, NonFiniteLossError, RunStateError, StorageError
@@ -85,6 +85,7 @@ def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[Ta
     validate_config(config, num_devices=jax.device_count())
     for workdir in workdirs:
         check_workdir_path(workdir)
+    check_before_data(config, num_seeds=len(workdirs))  # a billion examples or positions: refused before generating
     data = load_task(config)
     if data.max_len > config.model.max_len:
         raise ValueError(f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="

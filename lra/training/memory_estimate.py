@@ -79,3 +79,14 @@ def check_fits(param_shapes: Any, config: ml_collections.ConfigDict, max_len: in
             + f"Lower config.model.max_len={m.max_len} (the position table), config.batch_size="
             f"{config.batch_size}, config.model.emb_dim={m.emb_dim}, mlp_dim={m.mlp_dim} or num_layers={m.num_layers}."
         )
+
+
+def check_before_data(config: ml_collections.ConfigDict, num_seeds: int = 1) -> None:
+    """A model that surely cannot fit, refused before any data is generated or read (ConfigError,
+    exit 2, nothing written): the position table alone (``model.max_len`` x ``emb_dim``: every model
+    has one) against the device's memory. (A generated set too large for its disk is refused by
+    ``lra.data.listops.ensure_generated`` before generating.)"""
+    m = config.model
+    table = [jax.ShapeDtypeStruct((int(m.max_len), int(m.emb_dim)), np.float32)]
+    check_fits(table, config, 1, False, num_seeds)  # activations of one token: a lower bound
+
