@@ -349,6 +349,23 @@ def test_cell_pools_only_runs_of_one_config(tmp_path):
                                  "Transformer [learning_rate=0.05, model.num_layers=2]": [90.0]}
 
 
+def test_an_option_written_out_pools_with_its_default(tmp_path):
+    """Issue 39 point 8: ConvLuna's default 16 cells and ``mem=16`` written out are one model, one row;
+    another memory size is still a row of its own."""
+    base = {"model": {"attention": "convluna", "attention_kwargs": {}}}
+    for seed in range(2):
+        write_run(tmp_path / "runs", "listops", "ConvLuna-16", seed, 0.4, config=base)
+    for seed in range(2, 4):
+        write_run(tmp_path / "runs", "listops", "ConvLuna-16", seed, 0.4,
+                  config={"model": {"attention": "convluna", "attention_kwargs": {"memory_size": 16}}})
+    write_run(tmp_path / "runs", "listops", "ConvLuna-16", 4, 0.9,
+              config={"model": {"attention": "convluna", "attention_kwargs": {"memory_size": 8}}})
+    with pytest.warns(UserWarning, match="2 different configs"):
+        summary = make(tmp_path / "runs", tmp_path / "out", "--no-plots")
+    assert cells_of(summary) == {"ConvLuna-16": [40.0] * 4,
+                                 "ConvLuna-16 [model.attention_kwargs.memory_size=8]": [90.0]}
+
+
 def test_invalid_or_damaged_records_are_skipped_by_name(tmp_path):
     """Issue 26 D5 and U7: an accuracy of 31.25 or NaN, a cut-short result.json, a torn metrics line:
     a warning naming the file, the run left out, every output written."""

@@ -58,3 +58,10 @@ def option_names(name: str) -> list[str]:
         for f in dataclasses.fields(get(name))
         if f.init and f.name not in common and f.name not in ("parent", "name")
     ]
+
+
+def option_defaults(name: str) -> dict[str, object]:
+    """Each family option of ``name`` with its paper default: what a config that leaves an option out
+    trains with (``memory_size`` absent is ``memory_size=16`` for Luna and ConvLuna)."""
+    fields = {f.name: f for f in dataclasses.fields(get(name))}
+    return {k: fields[k].default for k in option_names(name) if fields[k].default is not dataclasses.MISSING}

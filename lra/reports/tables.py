@@ -196,7 +196,23 @@ def run_config(workdir: Path) -> dict[str, Any] | None:
         if key not in flat:
             flat[key] = (flat.get("model.emb_dim", 1) ** -0.5 if key == "model.memory_init_scale"
                          else list(value) if isinstance(value, tuple) else value)
+    _fill_option_defaults(flat)
     return {k: v for k, v in flat.items() if k not in POOL_IGNORED}
+
+
+def _fill_option_defaults(flat: dict[str, Any]) -> None:
+    """A family option left out of the config is its default: ``mem=16`` written out and ConvLuna's
+    default 16 cells are one model, so they pool (issue 39: they were split into two rows)."""
+    from lra.attention import option_defaults
+
+    try:
+        defaults = option_defaults(flat.get("model.attention", ""))
+    except ValueError:  # a family this checkout does not know: compare what is written
+        return
+    if flat.get("model.attention_kwargs") == {}:  # no option written: an empty leaf, not a field
+        del flat["model.attention_kwargs"]
+    for key, value in defaults.items():
+        flat.setdefault(f"model.attention_kwargs.{key}", list(value) if isinstance(value, tuple) else value)
 
 
 def _difference(config: dict[str, Any] | None, others: Sequence[dict[str, Any] | None]) -> list[str]:
