@@ -338,6 +338,33 @@ def test_failed_metrics_write_is_a_storage_error_and_tensorboard_only_warns(tmp_
     assert err.count("TensorBoard logging") == 1 and "No space left on device" in err
 
 
+def test_a_full_disk_reaching_tensorboard_first_leaves_no_traceback_at_exit(tmp_path):
+    """Issue 38 TR1: tensorboardX's event thread fails first (ENOSPC); after the run's own error line
+    neither its atexit hook nor its thread prints a traceback: the writers are discarded."""
+    code = (
+        "import errno, sys, time\n"
+        "from pathlib import Path\n"
+        "import tensorboardX.record_writer as rw\n"
+        "from lra.training.progress import Progress\n"
+        "def full(self, *a, **k):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "progress = Progress(10, 0, Path(sys.argv[1]))\n"
+        "rw.RecordWriter.write = rw.RecordWriter.flush = full\n"
+        "progress.update(1, 'train', {'loss': 1.0})\n"
+        "deadline = time.monotonic() + 30\n"
+        "while progress.writer is not None and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "progress.update(2, 'train', {'loss': 1.0})\n"
+        "progress.close()\n"
+        "print('error: cannot write metrics.jsonl: No space left on device', file=sys.stderr)\n"
+        "sys.exit(4)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=120, env=run_env())
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 4 and len(lines) == 2, proc.stderr
+    assert lines[0].startswith("warning: TensorBoard logging") and lines[1].startswith("error: cannot write")
+
+
 def test_unwritable_workdir_is_a_storage_error(data_dir, tmp_path, monkeypatch):
     real_mkdir = Path.mkdir
 

@@ -54,6 +54,33 @@ def terminal_bar_possible(stream: Any = None) -> bool:
     return shutil.get_terminal_size(fallback=(0, 0)).columns > 0
 
 
+def _discard(writer: Any) -> None:
+    """Close a tensorboardX writer that failed and make sure it never writes again: left as it is,
+    its atexit hook and its event thread retry the failed write at exit and print tracebacks after
+    the run's own error line (issue 38 TR1). Its pending events are dropped (metrics.jsonl has them)."""
+    file_writers = list((getattr(writer, "all_writers", None) or {}).values())
+    try:
+        writer.close()
+    except Exception:  # noqa: BLE001 -- the disk that failed fails again; dropped below
+        pass
+    for file_writer in file_writers:
+        events = getattr(file_writer, "event_writer", None)
+        if events is None or getattr(events, "_closed", True):
+            continue
+        worker = getattr(events, "_worker", None)
+        if worker is not None and worker.is_alive() and worker is not threading.current_thread():
+            try:
+                events._event_queue.put(worker._shutdown_signal, timeout=1)
+            except Exception:  # noqa: BLE001 -- a full queue of a dead thread: nothing to stop
+                pass
+            worker.join(timeout=5)
+        try:
+            events._ev_writer.close()  # the file is closed even when its last flush fails
+        except Exception:  # noqa: BLE001
+            pass
+        events._closed = True  # its atexit hook and add_event now do nothing
+
+
 class Progress:
     """Shows training progress; ``enabled=False`` on non-primary hosts."""
 
@@ -173,10 +200,7 @@ class Progress:
               f"keeps every metric", file=sys.stderr, flush=True)
         for writer in writers:
             if writer is not None:
-                try:
-                    writer.close()
-                except Exception:
-                    pass
+                _discard(writer)
 
     def _thread_failed(self, args: Any) -> None:
         """tensorboardX writes from a thread: a full disk there must not print a traceback."""
