@@ -74,4 +74,20 @@ def load_task(config: ml_collections.ConfigDict) -> TaskData:
     return data
 
 
-__all__ = ["DataError", "Split", "TaskData", "TASKS", "get_loader", "load_task"]
+def missing_data(config: ml_collections.ConfigDict) -> str | None:
+    """Why ``config.task``'s data cannot be read here (the loader's own error: what is missing and
+    ``to fix: ...``), or None when it can be read or made (generated ListOps, Pathfinder). Cheap:
+    the loader's ``locate`` only looks at paths; nothing is read, generated or cached."""
+    if config.task not in _LOADERS:
+        raise ValueError(f"unknown task {config.task!r}; valid tasks: {', '.join(sorted(_LOADERS))}")
+    locate = getattr(importlib.import_module(_LOADERS[config.task].split(":")[0]), "locate", None)
+    if locate is None:
+        return None
+    try:
+        locate(config)
+    except DataError as e:
+        return str(e)
+    return None
+
+
+__all__ = ["DataError", "Split", "TaskData", "TASKS", "get_loader", "load_task", "missing_data"]

@@ -38,9 +38,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from lra.training.cpu_speed import child_environment
+
+if TYPE_CHECKING:
+    import argparse
+
+    import ml_collections
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -302,26 +307,39 @@ def expected_steps(run: Run) -> int:
     return int(steps) if steps is not None else int(config.num_train_steps)
 
 
+def run_fields(run: Run) -> dict[str, str]:
+    """The config fields the run's command sets: its row's settings, then the sweep's --set."""
+    return {**dict(run.variant.settings), **dict(run.overrides)}
+
+
+def run_config(run: Run) -> "ml_collections.ConfigDict":
+    """The config ``run``'s lra.train process trains (its file, options, settings and --set);
+    a misspelt or mistyped field is a ValueError naming it."""
+    from lra.defaults import apply_override, load_config_file
+
+    config = load_config_file(run.config_path).get_config(run.config_arg)
+    for dotted, text in run_fields(run).items():
+        try:
+            apply_override(config, dotted, text)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"--set {dotted}={text}: {e}") from None
+    return config
+
+
 def check_overrides(runs: Sequence[Run]) -> None:
     """Build each distinct config of ``runs`` with its row settings and the sweep's --set, and
     validate it as lra.train would (unknown field, wrong type, invalid value): one ValueError
     naming the field, before any run starts or any workdir is written (issue 38 SW1/SW2)."""
-    from lra.defaults import apply_override, load_config_file
     from lra.training.validation import validate_config
 
     seen = set()
     for run in runs:
-        fields = {**dict(run.variant.settings), **dict(run.overrides)}
+        fields = run_fields(run)
         key = (run.config_path, run.config_arg, tuple(sorted(fields.items())))
         if key in seen:
             continue
         seen.add(key)
-        config = load_config_file(run.config_path).get_config(run.config_arg)
-        for dotted, text in fields.items():
-            try:
-                apply_override(config, dotted, text)
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"--set {dotted}={text}: {e}") from None
+        config = run_config(run)
         try:
             validate_config(config)
         except ValueError as e:
@@ -530,3 +548,75 @@ def slurm_script(runs: Sequence[Run], sweep_argv: Sequence[str], root: Path, *, 
         "",
     ]
     return "\n".join(lines)
+
+
+# -- the command line's selection (scripts/sweep.py; lra.reproduce reads its claims' sweep commands) --
+
+
+def _accelerator() -> bool:
+    """Whether JAX sees a GPU or TPU here (grouped seeds pay off there)."""
+    import jax
+
+    return jax.default_backend() in ("gpu", "cuda", "rocm", "tpu")
+
+
+def make_parser(description: str = "") -> "argparse.ArgumentParser":
+    """scripts/sweep.py's arguments: the selection (grid, preset, tasks, seeds, variants, root, --set,
+    --group-seeds) and one mode (--list, --commands, --run, --index, --slurm)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("grid", choices=sorted(GRIDS))
+    p.add_argument("--preset", default="paper", choices=PRESETS)
+    p.add_argument("--tasks", nargs="+", help=f"subset of {', '.join(TASKS)}")
+    p.add_argument("--seeds", nargs="+", type=int, help="default: 0 1 2 3 4")
+    p.add_argument("--variants", nargs="+", help="subset of the grid's rows, e.g. ConvLuna-16 Transformer")
+    p.add_argument("--group-seeds", choices=("auto", "on", "off"), default="auto",
+                   help="train the seeds of one setup in one vmapped program (auto: on with a GPU/TPU and for "
+                        "--slurm, off on CPU)")
+    p.add_argument("--root", type=Path, help="folder of the workdirs (default runs/sweeps/<grid>_<preset>[_<overrides>])")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override for every run, e.g. --set num_train_steps=300 (repeatable; recorded "
+                        "in each workdir's sweep_run.json and shown in the tables)")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--list", action="store_true",
+                      help="print the runs: done / started / missing / data absent, with the estimated CPU time "
+                           "from earlier records (lra.experiments.plan)")
+    mode.add_argument("--commands", action="store_true", help="print one shell command per run")
+    mode.add_argument("--run", action="store_true", help="run them here, one after another")
+    mode.add_argument("--index", type=int, help="run only run INDEX (0-based; the SLURM array task id)")
+    mode.add_argument("--slurm", type=Path, metavar="OUT.sh", help="write a SLURM job-array script")
+    p.add_argument("--time", default="24:00:00", help="--slurm: time limit per array task")
+    p.add_argument("--cpus", type=int, default=8, help="--slurm: CPUs per array task")
+    p.add_argument("--max-parallel", type=int, help="--slurm: at most this many array tasks at once")
+    p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
+                   help="--slurm: extra #SBATCH line, e.g. --sbatch=--partition=gpu (repeatable)")
+    p.add_argument("--setup", action="append", default=[], metavar="LINE",
+                   help="--slurm: shell line run before training, e.g. 'source .venv/bin/activate'")
+    return p
+
+
+def select(args: "argparse.Namespace") -> tuple[list[Run], Path]:
+    """The runs and root the parsed arguments name (sets ``args.group`` and ``args.overrides``);
+    ValueError for an unknown task, variant or a malformed --set."""
+    args.group = args.group_seeds == "on" or (args.group_seeds == "auto" and (args.slurm is not None
+                                                                                or _accelerator()))
+    args.overrides = parse_overrides(args.sets)
+    runs = expand(args.grid, args.preset, tasks=args.tasks, seeds=args.seeds, variants=args.variants,
+                  root=args.root, overrides=args.overrides, group_seeds=args.group)
+    root = args.root if args.root is not None else default_root(args.grid, args.preset, args.overrides)
+    return runs, root
+
+
+SWEEP_SCRIPT = "scripts/sweep.py"
+
+
+def command_selection(command: str) -> tuple[list[Run], "argparse.Namespace"] | None:
+    """The runs a ``python scripts/sweep.py ...`` command line selects and its parsed arguments
+    (None for any other command): how lra.reproduce plans its claims' commands."""
+    argv = shlex.split(command)
+    if SWEEP_SCRIPT not in argv:
+        return None
+    args = make_parser().parse_args(argv[argv.index(SWEEP_SCRIPT) + 1:])
+    runs, _ = select(args)
+    return runs, args
