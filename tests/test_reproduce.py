@@ -573,3 +573,26 @@ def test_list_never_cuts_the_where_column_into_the_verdict(capsys):
             after = line.split(claim.where, 1)
             assert len(after) == 2 and after[1].startswith("  "), line
             assert after[1].strip().startswith(registry.VERDICTS), line
+
+
+def test_dry_run_names_each_run_once_with_its_state_and_estimate(tmp_path, monkeypatch, capsys):
+    """Issue 39 point 7: several claims read the same rows; the plan trains each once, and says per
+    run done / started / missing / data absent with its estimated CPU time, then sums them."""
+    monkeypatch.setattr(registry, "REPO", tmp_path)
+    assert main(["convluna", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    commands = [line for line in lines if not line.startswith("#")]
+    seen: set = set()
+    for command in commands:
+        selection = sweep.command_selection(command, tmp_path)
+        if selection is None:
+            continue
+        workdirs = [w for run in selection[0] for w in run.seed_workdirs]
+        assert not seen & set(workdirs), command  # no run in two commands
+        seen |= set(workdirs)
+        listed = lines[lines.index(command) + 1: lines.index(command) + 1 + len(selection[0])]
+        assert all(line.startswith("#") and line.split()[2] == "missing" for line in listed), listed
+    assert len(seen) > 0 and lines[-1].startswith("# ") and " runs: " in lines[-1]
+    assert "ConvLuna-16 (reference)" in " ".join(commands)
+    # Table 1's pair is read by several claims: one command trains it
+    assert sum('"ConvLuna-16 (reference)"' in c for c in commands if "convluna_listops_confirm" in c) == 1

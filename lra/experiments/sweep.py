@@ -611,12 +611,31 @@ def select(args: "argparse.Namespace") -> tuple[list[Run], Path]:
 SWEEP_SCRIPT = "scripts/sweep.py"
 
 
-def command_selection(command: str) -> tuple[list[Run], "argparse.Namespace"] | None:
+def command_selection(command: str, cwd: Path | None = None) -> tuple[list[Run], "argparse.Namespace"] | None:
     """The runs a ``python scripts/sweep.py ...`` command line selects and its parsed arguments
-    (None for any other command): how lra.reproduce plans its claims' commands."""
+    (None for any other command): how lra.reproduce plans its claims' commands. With ``cwd`` (where
+    the command would run) the workdirs are under it."""
     argv = shlex.split(command)
     if SWEEP_SCRIPT not in argv:
         return None
     args = make_parser().parse_args(argv[argv.index(SWEEP_SCRIPT) + 1:])
+    if cwd is not None:
+        args.root = cwd / (args.root if args.root is not None
+                           else default_root(args.grid, args.preset, parse_overrides(args.sets)))
     runs, _ = select(args)
     return runs, args
+
+
+def with_variants(command: str, labels: Sequence[str]) -> str:
+    """``command`` (a sweep command line) selecting only the rows ``labels``: its ``--variants``
+    replaced (or added before the mode flag); labels are double-quoted as the claims write them."""
+    argv = shlex.split(command)
+    if "--variants" in argv:
+        at = argv.index("--variants")
+        end = next((i for i in range(at + 1, len(argv)) if argv[i].startswith("--")), len(argv))
+        argv[at:end] = []
+    else:
+        at = len(argv) - 1 if argv[-1].startswith("--") else len(argv)
+    quoted = [f'"{label}"' for label in labels]
+    words = [shlex.quote(word) for word in argv]
+    return " ".join(words[:at] + ["--variants", *quoted] + words[at:])

@@ -40,7 +40,8 @@ def _print_list(papers: dict[str, registry.Paper], root: Path) -> None:
 
 
 def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str]]:
-    """Per claim with missing records, its commands (claims sharing a command list run it once)."""
+    """Per claim with missing records, its commands (claims sharing a command list run it once),
+    no sweep row repeated (:func:`_without_repeats`)."""
     seen: set[tuple[str, ...]] = set()
     batches = []
     for claim in claims:
@@ -50,7 +51,60 @@ def _missing_commands(claims: list[registry.Claim], root: Path) -> list[list[str
         if commands and commands not in seen:
             seen.add(commands)
             batches.append(list(commands))
-    return batches
+    return _without_repeats(batches, root)
+
+
+def _without_repeats(batches: list[list[str]], root: Path) -> list[list[str]]:
+    """Several claims read the same runs (Table 1's pair feeds Table 3 and Figure 2): each sweep row
+    is trained by the first command that names it; later commands name only their other rows (a
+    command left with none is dropped, and so is its batch's repeated export). The sweeps would skip
+    finished runs anyway, but a plan that repeats rows says nothing about what is new, and two claims
+    running side by side (--jobs) would start the same run twice."""
+    from lra.experiments import sweep
+
+    planned: set[Path] = set()
+    done_commands: set[str] = set()
+    out = []
+    for batch in batches:
+        kept, swept = [], False
+        for command in batch:
+            selection = sweep.command_selection(command, root)
+            if selection is None:  # an export or a measurement: once, unless this batch trained something
+                if swept or command not in done_commands:
+                    kept.append(command)
+                done_commands.add(command)
+                continue
+            runs, _ = selection
+            labels = list(dict.fromkeys(r.variant.label for r in runs))
+            fresh = [label for label in labels
+                     if not all(set(r.seed_workdirs) <= planned for r in runs if r.variant.label == label)]
+            planned.update(w for r in runs for w in r.seed_workdirs)
+            if fresh:
+                kept.append(command if fresh == labels else sweep.with_variants(command, fresh))
+                swept = True
+        if kept:
+            out.append(kept)
+    return out
+
+
+def _print_plan(batches: list[list[str]], root: Path) -> None:
+    """The dry run: each command, and under each sweep its runs as comments (done / started /
+    missing / data absent, estimated CPU time: lra.experiments.plan), then one summary line."""
+    from lra.experiments import plan, sweep
+
+    plans = []
+    for batch in batches:
+        for command in batch:
+            print(command)
+            selection = sweep.command_selection(command, root)
+            if selection is None:
+                continue
+            these = plan.plan_runs(selection[0], [root / "results" / "runs"])
+            plans += these
+            for item in these:
+                print("#   " + plan.run_line(item).strip())
+    if plans:
+        print(f"# {len(plans)} runs: {plan.summary(plans)}")
 
 
 CHILDREN = ChildSignals("passing it to {count} running command(s) and waiting for them to save; nothing new starts")
@@ -146,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         if not batches:
             print(f"{paper.key}: nothing missing; `python -m lra.reproduce {paper.key}` rewrites the report")
-        for batch in batches:
-            print("\n".join(batch))
+        _print_plan(batches, root)
         return 0
     rc = 0
     if batches:
