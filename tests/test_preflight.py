@@ -223,6 +223,39 @@ def test_sweep_render_totals_and_flags_configs_that_do_not_fit():
     assert "1 config(s) do not fit as configured (see each row's fix), 20.00 of these hours are theirs" in text
 
 
+def test_price_per_hour_gives_the_cost_in_money_in_the_table_and_the_report(capsys):
+    """Issue 39 point 9: money = device-hours x price, per run, in the grid total and in the one-config report."""
+    from lra.preflight.check import report_lines
+    from lra.preflight.sweep_table import render
+
+    row = dict(task="text", variant="Transformer", config="c", verdict="fits", detail="1 GiB of 80", runs=5,
+               memory_gib=1.0, gflop_per_step=10.0, hours_per_run=2.0, compile_seconds=1.0, num_params=1)
+    none = dict(row, variant="Unknown", verdict="cannot tell", hours_per_run=None)
+    summary = dict(grid="g", preset="paper", target="h100x8", target_description="8 x H100", devices=8,
+                   tasks=None, variants=None, group_seeds=False, seeds_per_program=1, programs=10,
+                   assumed_mfu=0.3, rows=[row, none], total_hours=10.0, device_hours=80.0, hours_not_fitting=0.0,
+                   configs_not_fitting=0, configs_without_estimate=1)
+    plain = render(summary)
+    assert "USD" not in plain and "| est. hours per run | runs |" in plain  # without a price: as before
+    text = render({**summary, "price_per_hour": 2.5, "currency": "EUR"})
+    assert "| est. hours per run | est. EUR per run | runs |" in text
+    assert "| text | Transformer | fits | 1.00 | 10 | 2.00 | 40.00 | 5 |" in text  # 2 h x 8 devices x 2.5
+    assert "| text | Unknown | cannot tell | 1.00 | 10 |  |  | 5 |" in text
+    assert "80.0 device-hours (estimate at 30% MFU, run one after another), about 200.00 EUR at 2.50 EUR per " \
+           "device-hour" in text
+    result = {"config": "c", "target": "v5e:2x2", "status": "ok", "variant": "V", "task": "listops", "num_params": 1,
+              "length": 8, "dtype": "float32", "global_batch": 8, "devices": 4, "seeds": 1, "memory": {},
+              "cost": {"flops": 1e9, "bytes_accessed": 1e9}, "compile_seconds": 1.0, "num_train_steps": 36_000,
+              "step_time": {"lower_bound": 0.05, "estimate": 0.1, "peak_flops": 1e12, "bandwidth": 1e11, "mfu": 0.3},
+              "verdict": "fits", "verdict_detail": "ok"}
+    lines = report_lines(result, 1.2)
+    assert "  cost: 4 device(s) x 1.00 h = 4.00 device-hours x 1.20 USD = 4.80 USD (estimate, at the price given " \
+           "per device-hour)" in lines
+    assert not any("cost:" in line for line in report_lines(result))
+    assert main(["--config", "configs/listops_convluna.py:smoke", "--target", "cpu", "--price-per-hour", "-1"]) == 2
+    assert "--price-per-hour -1.0: give the price of one device-hour" in capsys.readouterr().err
+
+
 def test_committed_preflight_tables_are_their_records_rendered():
     # every results/preflight sweep table is exactly what its JSON record renders to
     import json

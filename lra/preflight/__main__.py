@@ -11,6 +11,7 @@ from typing import Any
 
 from lra.preflight import targets
 from lra.preflight.check import COMPILES, PreflightError, check_python, preflight, report_lines
+from lra.preflight.estimate import check_price
 from lra.training.run_errors import EXIT_INVALID, EXIT_STORAGE, Interrupted, describe
 from lra.training.run_files import check_can_write
 
@@ -18,6 +19,7 @@ EPILOG = """examples:
   python -m lra.preflight --config configs/listops_convluna.py --target v5e:2x2
   python -m lra.preflight --config configs/listops_transformer.py:cpu --target cpu --measure-steps 5
   python -m lra.preflight sweep convluna_table1 --preset paper --target v5e:2x2 --out results/preflight
+  python -m lra.preflight --config configs/listops_convluna.py --target h100 --price-per-hour 2.50
 targets: """ + ", ".join(targets.known())
 
 
@@ -37,6 +39,14 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def add_price_options(p: argparse.ArgumentParser) -> None:
+    """--price-per-hour and --currency: the estimate's cost in money (device-hours x price)."""
+    p.add_argument("--price-per-hour", type=float, metavar="PRICE",
+                   help="price of one device-hour (a GPU, a TPU chip), e.g. 2.50: adds the cost, "
+                        "device-hours x PRICE, to the report or table")
+    p.add_argument("--currency", default="USD", help="the price's currency, as printed (default USD)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -54,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--jobs", type=int, default=1,
                            help="compilations at a time (each a child process: about one core and 3.5 GB)")
             p.add_argument("--out", type=Path, help="write <out>/<grid>_<preset>_<target>.md")
+            add_price_options(p)
             a = p.parse_args(argv[1:])
             targets.parse(a.target)
+            check_price(a.price_per_hour)
             if a.jobs < 1:
                 raise PreflightError(f"--jobs {a.jobs}: need >= 1 (compilations at a time)")
             check_python(a.python)
@@ -67,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 summary = sweep_summary(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
                                         group_seeds=a.group_seeds == "on", python=a.python,
                                         use_cache=not a.no_cache, jobs=a.jobs)
+            if a.price_per_hour is not None:  # in the record too: the table is rendered from it alone
+                summary.update(price_per_hour=a.price_per_hour, currency=a.currency)
             table = render(summary)
             print(table)
             if a.out:
@@ -92,16 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--python", default=sys.executable, help="the interpreter that compiles (e.g. a libtpu venv)")
         p.add_argument("--no-cache", action="store_true")
         p.add_argument("--json", type=Path, help="also write the result as JSON")
+        add_price_options(p)
         a = p.parse_args(argv)
         if a.seeds < 1:
             raise PreflightError(f"--seeds {a.seeds}: need >= 1")
+        check_price(a.price_per_hour)
         check_python(a.python)
         if a.json:
             check_can_write(a.json)  # PF8: refused before anything compiles
         with COMPILES.forwarding():
             r = preflight(a.config, a.target, batch=a.batch, seeds=a.seeds, measure_steps=a.measure_steps,
                           python=a.python, use_cache=not a.no_cache, overrides=parse_sets(a.set))
-        print("\n".join(report_lines(r)))
+        print("\n".join(report_lines(r, a.price_per_hour, a.currency)))
         if a.json:
             from lra.training.run_files import write_json_atomic
 

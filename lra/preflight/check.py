@@ -214,7 +214,8 @@ def _rate(flops_per_s: float) -> str:
     return f"{flops_per_s / 1e12:,.1f} TFLOP/s" if flops_per_s >= 1e12 else f"{flops_per_s / 1e9:,.4g} GFLOP/s"
 
 
-def report_lines(r: dict[str, Any]) -> list[str]:
+def report_lines(r: dict[str, Any], price_per_hour: float | None = None, currency: str = "USD") -> list[str]:
+    """The one-config report; with ``price_per_hour`` (per device-hour) the run line adds its cost."""
     lines = [f"{r['config']} on {r['target']}{' (cached)' if r.get('cached') else ''}"]
     if r.get("status") != "ok":
         lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
@@ -238,6 +239,12 @@ def report_lines(r: dict[str, Any]) -> list[str]:
                      "slower than the bound)")
         lines.append(f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
                      f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)")
+        if price_per_hour is not None:
+            from lra.preflight.estimate import cost_text
+
+            lines.append(f"  cost: {r['devices']} device(s) x {run_hours:,.2f} h = "
+                         f"{cost_text(run_hours * r['devices'], price_per_hour, currency)} (estimate, at the "
+                         f"price given per device-hour)")
     if r.get("measured"):
         ms = r["measured"]["step_seconds_median"]
         lines.append(f"  measured on this CPU: {ms * 1e3:,.1f} ms per step (median of {r['measured']['steps']})"

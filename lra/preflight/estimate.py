@@ -85,3 +85,17 @@ def verdict(result: dict[str, Any], target: Target, capacity: int | None) -> tup
     fixes = _fixes(result, total, memory["argument"] + memory["generated_code"], usable, "memory")
     return "does not fit", (f"needs {total / GIB:.2f} GiB per device, {(total - usable) / GIB:.2f} GiB over "
                             f"{HEADROOM:.0%} of {capacity / GIB:.2f} GiB; try " + fixes)
+
+
+def cost_text(device_hours: float, price_per_hour: float, currency: str) -> str:
+    """What the device time costs: ``"12.3 device-hours x 2.50 USD = 30.75 USD"`` (``price_per_hour``
+    is per device-hour, the way clouds price a chip or a GPU; the estimate's hours are the roofline's
+    at the assumed MFU, so the money is as rough as they are)."""
+    return (f"{device_hours:,.2f} device-hours x {price_per_hour:,.2f} {currency} = "
+            f"{device_hours * price_per_hour:,.2f} {currency}")
+
+
+def check_price(price_per_hour: float | None) -> None:
+    """A price must be a positive, finite number (one ValueError naming the option)."""
+    if price_per_hour is not None and not (math.isfinite(price_per_hour) and price_per_hour > 0):
+        raise ValueError(f"--price-per-hour {price_per_hour}: give the price of one device-hour, a positive number")

@@ -73,17 +73,28 @@ def render(s: dict[str, Any]) -> str:
     subset = ((f" --tasks {' '.join(s['tasks'])}" if s["tasks"] else "")
               + (f" --variants {' '.join(s['variants'])}" if s["variants"] else ""))
     mfu = f"{s['assumed_mfu']:.0%}"
+    price, currency = s.get("price_per_hour"), s.get("currency", "USD")  # absent: hours only
     head = [f"# Preflight: {s['grid']}, preset {s['preset']}, on {s['target']} ({s['target_description']})", "",
             f"Command: `python -m lra.preflight sweep {s['grid']} --preset {s['preset']} --target {s['target']}"
             f"{subset}{' --group-seeds on' if s['group_seeds'] else ''}`{' (a subset of the grid)' if subset else ''}. "
             "Each distinct config was compiled once for the target (abstract inputs, nothing trained); "
             + (f"seeds vmapped: {s['seeds_per_program']} per program. " if s["group_seeds"] else "one seed per program. ")
             + f"Hours are roofline estimates at {mfu} assumed MFU: real runs are slower (evaluation, input "
-            "pipeline and overheads not included).", "",
-            "| task | variant | verdict | GiB per device | GFLOP per step | est. hours per run | runs | detail |",
-            "|---|---|---|---:|---:|---:|---:|---|"]
+            "pipeline and overheads not included)."
+            + (f" Cost: device-hours x {price:,.2f} {currency} per device-hour (`--price-per-hour {price:g}`)."
+               if price is not None else ""), "",
+            "| task | variant | verdict | GiB per device | GFLOP per step | est. hours per run | "
+            + (f"est. {currency} per run | " if price is not None else "") + "runs | detail |",
+            "|---|---|---|---:|---:|---:|" + ("---:|" if price is not None else "") + "---:|---|"]
+
+    def cost(r: dict[str, Any]) -> str:
+        if price is None:
+            return ""
+        hours = r["hours_per_run"]
+        return f"{_num(None if hours is None else hours * s['devices'] * price, ',.2f')} | "
+
     rows = [f"| {r['task']} | {r['variant']} | {r['verdict']} | {_num(r['memory_gib'], '.2f')} | "
-            f"{_num(r['gflop_per_step'], ',.0f')} | {_num(r['hours_per_run'], ',.2f')} | {r['runs']} | "
+            f"{_num(r['gflop_per_step'], ',.0f')} | {_num(r['hours_per_run'], ',.2f')} | {cost(r)}{r['runs']} | "
             f"{r['detail'][:240].replace('|', '/')} |" for r in s["rows"]]
     notes = []
     if s["configs_not_fitting"]:
@@ -95,6 +106,8 @@ def render(s: dict[str, Any]) -> str:
     foot = ["", f"Grid total: {s['programs']} program(s) (runs{', seeds vmapped' if s['group_seeds'] else ''}), "
                 f"about {s['total_hours']:,.2f} hours on {s['target_description']}, i.e. {s['device_hours']:,.1f} "
                 f"device-hours (estimate at {mfu} MFU, run one after another)"
+                + (f", about {s['device_hours'] * price:,.2f} {currency} at {price:,.2f} {currency} per device-hour"
+                   if price is not None else "")
                 + "".join(f"; {n}" for n in notes) + "."]
     return "\n".join(head + rows + foot) + "\n"
 
