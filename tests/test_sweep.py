@@ -253,3 +253,21 @@ def test_apply_override_types_like_the_command_line():
     for field, text in (("model", "1"), ("model.mask_padding", "maybe"), ("nope", "1")):
         with pytest.raises(ValueError):
             apply_override(c, field, text)
+
+
+def test_the_runbooks_table1_commands_and_slurm_example_are_the_sweeps_own():
+    """Issue 39 point 9: docs/gpu_runbook.md gives one command per Table 1 cell and an example SLURM
+    script; both must stay what scripts/sweep.py would run."""
+    runs = sweep.expand("convluna_table1", "paper", group_seeds=True)
+    expected = [shlex.join(run.command("python")).replace(f"{sweep.REPO}/", "") for run in runs]
+    page = (sweep.REPO / "docs" / "gpu_runbook.md").read_text()
+    documented = [line.strip() for line in page.splitlines() if line.strip().startswith("python -m lra.train --config=")]
+    assert documented == expected and len(expected) == 28
+    script = sweep.REPO / "scripts" / "slurm_table1_example.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert re.search(r"^#SBATCH --array=0-27%8$", text, re.M) and "#SBATCH --gres=gpu:1" in text
+    line = next(l for l in text.splitlines() if l.startswith("exec python scripts/sweep.py"))
+    args = sweep.make_parser().parse_args(shlex.split(line)[3:-2] + ["--list"])
+    selected, _ = sweep.select(args)
+    assert [(r.task, r.variant.label, r.seeds) for r in selected] == [(r.task, r.variant.label, r.seeds) for r in runs]
