@@ -34,6 +34,11 @@ def main(argv: list[str] | None = None) -> None:
             parser.add_argument(
                 flag, nargs="+", default=list(default),
                 help="softmax, clustered:C, improved_clustered:C (default: %(default)s)")
+        elif field.name == "swap_eval":
+            parser.add_argument(
+                flag, nargs="+", default=[],
+                help="also evaluate the trained softmax variant with each of clustered:C, improved_clustered:C "
+                     "(the paper's Table 1: train with one, evaluate with another)")
         else:
             parser.add_argument(flag, type=type(default), default=default,
                                 help="default: %(default)s")
@@ -43,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="discard the finished variants of an interrupted call in --out")
     args = vars(parser.parse_args(argv))
     out, restart = pathlib.Path(args.pop("out")), args.pop("restart")
-    args["variants"] = tuple(args["variants"])
+    args["variants"], args["swap_eval"] = tuple(args["variants"]), tuple(args["swap_eval"])
     settings = masked_copy.Settings(**args)
     command = shlex.join(["python", "scripts/masked_copy.py", *(sys.argv[1:] if argv is None else argv)])
     try:

@@ -402,3 +402,24 @@ def test_masked_copy_resumes_a_killed_call_exactly(tmp_path, monkeypatch):
     assert strip(resumed) == strip(whole)
     assert json.loads((out / "results.json").read_text())["runs"][0]["masked_accuracy"] == whole["runs"][0]["masked_accuracy"]
     assert not (out / mc.PARTIAL).exists()
+
+
+def test_masked_copy_swap_evaluates_the_softmax_weights_with_another_attention(tmp_path):
+    """Table 1's "train with one, evaluate with another": with top-k covering every key improved clustered
+    is softmax, so evaluating the softmax weights with it gives the softmax numbers (other weights would
+    not); a record without the option keeps its old settings (no swap_eval key)."""
+    from lra.experiments import masked_copy as mc
+
+    settings = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4, steps=2,
+                           eval_batches=1, log_every=1, topk=12, variants=("softmax",),
+                           swap_eval=("clustered:12", "improved_clustered:12"))
+    result = mc.run_resumable(settings, tmp_path / "swap", "cmd", log=lambda line: None)
+    full, = result["runs"]
+    assert [s["variant"] for s in full["swap_eval"]] == ["clustered-12", "i-clustered-12"]
+    clustered_run, improved = full["swap_eval"]
+    assert improved["masked_accuracy"] == full["masked_accuracy"]
+    assert improved["eval_loss"] == pytest.approx(full["eval_loss"], abs=1e-5)
+    assert 0.0 <= clustered_run["masked_accuracy"] <= 1.0
+    assert result["settings"]["swap_eval"] == ["clustered:12", "improved_clustered:12"]
+    assert "swap_eval" not in mc.settings_record(dataclasses.replace(settings, swap_eval=()))
+    assert "--swap-eval" in mc.settings_problem(dataclasses.replace(settings, variants=("clustered:2",)))

@@ -63,6 +63,18 @@ class Settings:
     bits: int = 63
     iterations: int = 10
     variants: tuple[str, ...] = ("softmax", "clustered:4", "clustered:16", "improved_clustered:4")
+    # Table 1 of the paper, "train with one, evaluate with another": the trained softmax variant is also
+    # evaluated with each of these (clustered:C, improved_clustered:C), on the same batches. Left out of
+    # the recorded settings when empty, so records from before the option still match.
+    swap_eval: tuple[str, ...] = ()
+
+
+def settings_record(settings: Settings) -> dict[str, Any]:
+    """The settings as a record stores them (JSON types; ``swap_eval`` only when used)."""
+    record = json.loads(json.dumps(dataclasses.asdict(settings)))
+    if not settings.swap_eval:
+        del record["swap_eval"]
+    return record
 
 
 MAX_TOKENS = 1 << 16  # 2 (L + 1) tokens per example: beyond this the attention arrays outgrow a laptop
@@ -84,6 +96,16 @@ def settings_problem(settings: Settings) -> str | None:
         return "--learning-rate must be > 0 and --warmup-steps >= 0"
     if not settings.variants:
         return "--variants: name at least one"
+    if settings.swap_eval:
+        if "softmax" not in settings.variants:
+            return "--swap-eval evaluates the trained softmax variant: add softmax to --variants"
+        for spec in settings.swap_eval:
+            if spec.partition(":")[0] == "softmax":
+                return f"--swap-eval {spec}: name clustered:C or improved_clustered:C"
+            try:
+                parse_variant(spec, settings)
+            except ValueError as e:
+                return f"--swap-eval {e}"
     return None
 
 
@@ -195,6 +217,16 @@ def train_variant(
             log(f"  {label:>16} step {step:5d}  loss {float(loss):.4f}  ({elapsed:.0f}s)")
     train_seconds = time.time() - start
 
+    run = {"variant": label, "attention": name, "attention_kwargs": kwargs, **evaluate(settings, eval_step, params),
+           "final_loss": curve[-1]["loss"], "train_seconds": round(train_seconds, 1), "curve": curve}
+    if name == "softmax" and settings.swap_eval:
+        run["swap_eval"] = [swap_evaluate(settings, spec, params, metrics) for spec in settings.swap_eval]
+    return run
+
+
+def evaluate(settings: Settings, eval_step: Callable, params: Any) -> dict[str, float]:
+    """Masked-symbol and all-token accuracy and loss over ``eval_batches`` fixed batches (the same
+    batches for every variant and every swap: one seeded generator)."""
     eval_rng = np.random.default_rng([settings.seed, 2])
     hits = total = 0
     losses, token_acc = [], []
@@ -203,12 +235,28 @@ def train_variant(
         hits, total = hits + int(h), total + int(t)
         losses.append(float(loss))
         token_acc.append(float(acc))
-    return {
-        "variant": label, "attention": name, "attention_kwargs": kwargs,
-        "masked_accuracy": hits / max(total, 1), "token_accuracy": float(np.mean(token_acc)),
-        "eval_loss": float(np.mean(losses)), "final_loss": curve[-1]["loss"],
-        "train_seconds": round(train_seconds, 1), "curve": curve,
-    }
+    return {"masked_accuracy": hits / max(total, 1), "token_accuracy": float(np.mean(token_acc)),
+            "eval_loss": float(np.mean(losses))}
+
+
+def swap_evaluate(settings: Settings, spec: str, params: Any, metrics: Callable) -> dict[str, Any]:
+    """The softmax-trained ``params`` evaluated with the attention of ``spec`` (one parameter tree)."""
+    label, name, kwargs = parse_variant(spec, settings)
+    model = CopyModel(attention.get(name), kwargs, settings.num_layers, settings.num_heads,
+                      settings.head_dim, settings.mlp_dim)
+
+    @jax.jit
+    def eval_step(params, batch):
+        inputs, targets, masked = batch
+        return metrics(model.apply(params, inputs), targets, masked)  # fixed hashing key
+
+    # flax names each block's attention after its class (SoftmaxAttention_0, ...): the same weights under
+    # the other class's names (renaming the modules instead would change every variant's initialisation)
+    source, target = attention.get("softmax").__name__, attention.get(name).__name__
+    renamed = {"params": {key.replace(f"{source}_", f"{target}_", 1) if key.startswith(f"{source}_") else key: value
+                          for key, value in params["params"].items()}}
+    return {"variant": label, "attention": name, "attention_kwargs": kwargs,
+            **evaluate(settings, eval_step, renamed)}
 
 
 def run_experiment(
@@ -238,7 +286,7 @@ def run_experiment(
     for r in runs:
         log(f"{r['variant']:>16}: masked-token accuracy {r['masked_accuracy']:.3f}, "
             f"all-token accuracy {r['token_accuracy']:.3f}")
-    return {"settings": dataclasses.asdict(settings), "device_kind": jax.devices()[0].device_kind,
+    return {"settings": settings_record(settings), "device_kind": jax.devices()[0].device_kind,
             "jax_version": jax.__version__, "runs": runs}
 
 
@@ -261,6 +309,9 @@ def markdown_report(result: dict[str, Any], command: str) -> str:
     for r in result["runs"]:
         lines.append(f"| {r['variant']} | {r['masked_accuracy']:.3f} | {r['token_accuracy']:.3f} | "
                      f"{r['eval_loss']:.3f} | {r['train_seconds']} |")
+        for swap in r.get("swap_eval", []):  # the same trained weights, evaluated with another attention
+            lines.append(f"| {r['variant']} weights, evaluated as {swap['variant']} | {swap['masked_accuracy']:.3f} | "
+                         f"{swap['token_accuracy']:.3f} | {swap['eval_loss']:.3f} | - |")
     return "\n".join(lines) + "\n"
 
 
@@ -276,13 +327,12 @@ def _finished_result(out: Path, settings: Settings) -> dict[str, Any] | None:
     recorded = result.get("settings") if isinstance(result, dict) else None
     if not isinstance(recorded, dict):
         return None
-    want = json.loads(json.dumps(dataclasses.asdict(settings)))  # tuples as lists, as the record has them
-    return result if recorded == want else None
+    return result if recorded == settings_record(settings) else None
 
 
 def _partial_settings(settings: Settings) -> dict[str, Any]:
     """What a partial file's runs must share with this call to be reused (not the variant list)."""
-    return {k: v for k, v in dataclasses.asdict(settings).items() if k != "variants"}
+    return {k: v for k, v in settings_record(settings).items() if k != "variants"}
 
 
 def partial_entries(path: Path) -> list[dict[str, Any]]:
