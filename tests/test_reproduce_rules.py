@@ -364,12 +364,20 @@ def _named_branches(rule: str) -> set[str]:
     return named
 
 
+def _all_cases() -> dict[str, dict[str, dict[str, tuple[Writer, str]]]]:
+    """These cases and those of the claims whose tests live in their own file (run there, counted here)."""
+    from test_reproduce_confirm import CONFIRM_CASES
+
+    return {**CASES, "convluna": {**CASES["convluna"], **CONFIRM_CASES}}
+
+
 def test_every_testable_claim_has_a_case_for_each_branch_its_words_name():
+    all_cases = _all_cases()
     for key, paper in registry.papers().items():
         for claim in paper.claims:
             if not claim.testable:
                 continue
-            cases = CASES.get(key, {}).get(claim.id)
+            cases = all_cases.get(key, {}).get(claim.id)
             assert cases, f"{key} {claim.id}: no synthetic-record cases in tests/test_reproduce_rules.py"
             covered = {_branch_verdict(expected) for _, expected in cases.values()}
             assert covered == _named_branches(claim.rule), (key, claim.id, covered)
