@@ -140,12 +140,50 @@ def check_overrides(argv: list[str]) -> str | None:
     return None
 
 
+FAMILY_FIELD = "--config.model.attention_kwargs."
+
+
+def fold_family_options(argv: list[str]) -> list[str]:
+    """``--config.model.attention_kwargs.memory_size=8`` is the family option ``memory_size=8``: it is
+    moved after the config's colon (``configs/X.py:cpu,memory_size=8``), the one place family options
+    are read (the variant's name and default workdir follow it), so both spellings train one model.
+    An option the family does not have is left for :func:`check_overrides` to name."""
+    from lra import attention as registry
+    from lra.defaults import OPTION_ALIASES, load_config_file
+
+    spec = _config_arg(argv)
+    folded = [a for a in argv if a.startswith(FAMILY_FIELD) and "=" in a]
+    if not spec or not folded or not Path(spec.split(":", 1)[0]).is_file():
+        return argv
+    path, _, options = spec.partition(":")
+    try:
+        family = load_config_file(path).get_config(options or None).model.attention
+    except Exception:  # noqa: BLE001 -- the config file's own error is reported by parse_flags, with its text
+        return argv
+    known = set(registry.option_names(family))
+    moved = [a for a in folded if OPTION_ALIASES.get(k := a[len(FAMILY_FIELD):].split("=", 1)[0], k) in known]
+    if not moved:
+        return argv
+    new_spec = ",".join(filter(None, [options, *(a[len(FAMILY_FIELD):] for a in moved)]))
+    out = []
+    for i, arg in enumerate(argv):
+        if arg in moved:
+            continue
+        if arg.startswith("--config="):
+            arg = f"--config={path}:{new_spec}"
+        elif i > 0 and argv[i - 1] == "--config":
+            arg = f"{path}:{new_spec}"
+        out.append(arg)
+    return out
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's parsing, with a bad flag, config file or config field as one ``error:`` line (exit 2)."""
     from absl import flags
 
     if any(a in ("--help", "-h", "--helpfull") for a in argv[1:]):
         _help(argv)
+    argv = fold_family_options(argv)
     problem = check_overrides(argv)
     if problem:
         _fail(problem, EXIT_INVALID)

@@ -235,3 +235,17 @@ def test_cli_help_lists_the_presets_and_exits_0():
     out = subprocess.run([sys.executable, "-m", "lra.train", "--help"], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and "paper, cpu, smoke" in out.stdout and "start_over" in out.stdout
+
+
+def test_a_family_option_as_its_config_field_is_the_option_after_the_colon():
+    """Issue 39 point 5: memory size can be set as a --config field, model.attention_kwargs.memory_size,
+    and means exactly ``:...,memory_size=8`` (the variant's name and workdir follow it)."""
+    from lra.train import fold_family_options
+
+    spec = f"{REPO}/configs/listops_convluna.py"
+    argv = ["lra.train", f"--config={spec}:cpu", "--config.model.attention_kwargs.memory_size=8", "--config.seed=1"]
+    assert fold_family_options(argv) == ["lra.train", f"--config={spec}:cpu,memory_size=8", "--config.seed=1"]
+    argv = ["lra.train", "--config", spec, "--config.model.attention_kwargs.mem=4"]  # aliases too
+    assert fold_family_options(argv) == ["lra.train", "--config", f"{spec}:mem=4"]
+    other = ["lra.train", f"--config={spec}:cpu", "--config.model.attention_kwargs.clusters=8"]
+    assert fold_family_options(other) == other  # not a ConvLuna option: check_overrides names it
