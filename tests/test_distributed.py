@@ -242,6 +242,71 @@ def test_two_processes_train_like_one_with_two_devices_and_resume_after_a_kill(t
     assert strip(tmp_path / "killed" / "metrics.jsonl") == strip(tmp_path / "two" / "metrics.jsonl")
 
 
+def test_one_process_decides_to_stop_alone_without_a_collective(monkeypatch):
+    """Issue 38: the multi-host stop agreement costs a single host nothing (no per-step collective)."""
+    from types import SimpleNamespace
+
+    from jax.experimental import multihost_utils
+
+    from lra.training.loop import Trainer
+
+    def collective(*args, **kwargs):
+        raise AssertionError("a collective on one process")
+
+    monkeypatch.setattr(multihost_utils, "process_allgather", collective)
+    assert Trainer._agreed_stop(SimpleNamespace(stop=SimpleNamespace(signum=None)), 3) is None
+    assert Trainer._agreed_stop(SimpleNamespace(stop=SimpleNamespace(signum=15)), 3) == 15
+
+
+@pytest.mark.slow
+def test_a_sigterm_reaching_one_process_stops_both_after_a_save(tmp_path: Path):
+    """Issue 38: the stop-and-save is collective, so a SIGTERM that reaches one host only must
+    reach the decision of every host: the processes agree on a stop flag at every step, both save
+    the same step's checkpoint and exit 143. (Before: jax.distributed's preemption notifier took
+    SIGTERM, and the run never stopped; with the run's handler alone, the signalled process would
+    wait for ever in the collective save.) Process 1 is signalled: process 0, which writes the
+    files, stops too. About 2 minutes on two loaded cores: slow."""
+    import signal
+    import time
+
+    if not hasattr(jax.config, "jax_cpu_collectives_implementation"):
+        pytest.skip(f"this jax ({jax.__version__}) has no CPU cross-process collectives option")
+    from lra.data import load_task
+    from test_train import smoke
+
+    data = tmp_path / "data"
+    load_task(smoke(data))  # generated once here, so the two processes only read it
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
+    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2",
+               PYTHONPATH=str(REPO))
+    workdir = tmp_path / "w"
+    command = _train_cmd(workdir, data)[:-4] + ["--config.num_train_steps=100000", "--config.eval_every=50000",
+                                                 "--config.checkpoint_every=10", "--config.log_every=10"]
+    logs = [tmp_path / f"process{i}.log" for i in range(2)]  # files, not pipes: a full pipe would block a process
+    procs = [subprocess.Popen(command, env={**env, "JAX_PROCESS_ID": str(i)}, cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=logs[i].open("w")) for i in range(2)]
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and all(p.poll() is None for p in procs):
+            if (workdir / "checkpoints" / "latest" / "10").is_dir():
+                break
+            time.sleep(0.05)
+        assert all(p.poll() is None for p in procs), "a process ended before the signal"
+        procs[1].send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=120)
+        errs = [log.read_text() for log in logs]
+        assert [p.returncode for p in procs] == [143, 143], "\n".join(e[-2000:] for e in errs)
+        assert "process 1 got SIGTERM: all stop after step" in errs[0] and "Traceback" not in errs[0] + errs[1]
+        saved = max(int(p.name) for p in (workdir / "checkpoints" / "latest").iterdir() if p.name.isdigit())
+        assert saved > 10 and f"after step {saved} " in errs[0] and not (workdir / "result.json").exists()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+
+
 def _one_error_line(stderr: str) -> str:
     assert "Traceback" not in stderr and "Check failed" not in stderr, stderr[-3000:]
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]

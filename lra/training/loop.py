@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -153,6 +154,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
         pin_core = cpu_speed.requested_core()  # a bad LRA_PIN_CORE fails before anything is compiled
         cpu_speed.unroll_threefry_on_cpu()  # bit-identical, faster dropout bits (lra.training.cpu_speed)
         distributed.initialize()
+        if jax.process_count() > 1:
+            stop.reclaim()  # from jax's preemption notifier: Trainer._agreed_stop passes the flag to every host
         distributed.check_same_config({  # data_dir may differ (each host's own disk)
             "config": {k: v for k, v in config_to_dict(config).items() if k != "data_dir"},
             "workdir": None if workdir is None else str(Path(workdir).absolute()),
@@ -399,10 +402,30 @@ class Trainer:
             elif step % config.checkpoint_every == 0:
                 self._save_latest(step)
                 self.window_start = time.perf_counter()
-            if self.stop.signum is not None:
+            signum = self._agreed_stop(step)
+            if signum is not None:
                 self._save_latest(step)
-                raise Interrupted(self.stop.signum, step)
+                raise Interrupted(signum, step)
         self.stop.training = False  # a signal during the test evaluation stops at once: nothing to save
+
+    def _agreed_stop(self, step: int) -> int | None:
+        """The signal this run stops on after ``step`` (None: go on). One process: its own, no
+        collective. Several: every process's flag is gathered at every step, so a SIGTERM that
+        reaches only some hosts stops all of them after the same step, where each takes its part in
+        the collective save; alone, the signalled host would leave the others waiting in the next
+        collective for ever (issue 38). The largest signal number wins (SIGTERM over SIGINT)."""
+        own = self.stop.signum
+        if jax.process_count() == 1:
+            return own
+        from jax.experimental import multihost_utils
+
+        flags = np.asarray(multihost_utils.process_allgather(np.int32(own or 0)))
+        signum = int(flags.max())
+        if signum and not own:
+            senders = ", ".join(str(i) for i in np.flatnonzero(flags))
+            print(f"process {jax.process_index()}: process {senders} got {signal.Signals(signum).name}: all stop "
+                  f"after step {step} and save a checkpoint", file=sys.stderr, flush=True)
+        return signum or None
 
     def _flush_train_metrics(self) -> None:
         """Fetch pending step metrics, check each seed's, log their mean."""

@@ -30,6 +30,14 @@ class StopSignals:
         self._old = {s: signal.signal(s, self) for s in SIGNALS}
         return self
 
+    def reclaim(self) -> None:
+        """Take SIGTERM/SIGINT back after a library installed its own handler: jax.distributed's
+        preemption notifier catches SIGTERM, and the run would never hear of it (the multi-host loop
+        agrees on this handler's flag at every step instead). ``restore`` still restores the handlers
+        from before ``install``."""
+        for s in SIGNALS:
+            signal.signal(s, self)
+
     def restore(self) -> None:
         for s, handler in self._old.items():
             signal.signal(s, handler)
