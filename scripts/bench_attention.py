@@ -27,6 +27,9 @@ from lra.bench import attention as bench
 
 
 def main(argv: list[str] | None = None) -> None:
+    from lra.training.provenance import mark_start
+
+    mark_start()  # the record names the commit the measurement began at
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--families", nargs="+", default=["projections", *attention.ATTENTIONS],
                    help="registry names, each optionally with module options: luna:memory_size=256")

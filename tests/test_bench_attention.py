@@ -20,6 +20,7 @@ def test_tiny_run_writes_reports(tmp_path):
     report = json.loads(paths["json"].read_text())
     assert report["environment"]["command"] == "bench_attention.py --tiny"
     assert {"device_kind", "jax_version", "date"} <= set(report["environment"])
+    assert {"git_commit_start", "git_commit", "dirty", "date"} <= set(report)  # issue 37: the audit reads these
     assert "| luna | 32 | ok |" in paths["md"].read_text()
     assert paths["png"].stat().st_size > 0
 

@@ -172,6 +172,20 @@ def _budget(full: float, improved_solved: int) -> Writer:
     return write
 
 
+def _fig4(clustered_power: float, memory_power: float) -> Writer:
+    """Full attention ~ N^2 in time and memory; the clustered families ~ 300 N^power (faster from N ~ 300^(1/(2-p)))."""
+    def write(root: Path) -> None:
+        cases = []
+        for n in clustered.FIG4_LENGTHS:
+            for family in clustered.FIG4_FAMILIES:
+                full = family == clustered.FIG4_FAMILIES[0]
+                seconds = 1e-9 * n ** 2 if full else 3e-7 * n ** clustered_power * (1.2 if "improved" in family else 1)
+                memory = 1e3 * n ** 2 if full else 3e5 * n ** memory_power
+                cases.append(dict(family=family, n=n, status="ok", seconds=seconds, memory={"total_bytes": memory}))
+        _write(root, clustered.FIG4, {"cases": cases})
+    return write
+
+
 GROWING = {31: 0, 63: 1, 127: 3}.get
 CLUSTERED: dict[str, dict[str, tuple[Writer, str]]] = {
     "fig5-masked-copy": {
@@ -200,6 +214,12 @@ CLUSTERED: dict[str, dict[str, tuple[Writer, str]]] = {
         "partly": (_budget(1.0, 2), PARTLY),
         "not reproduced": (_budget(1.0, 1), NOT_REPRODUCED),
         "not reproduced (full attention does not solve L = 63)": (_budget(0.5, 4), NOT_REPRODUCED),
+    },
+    "fig4-cost": {
+        "reproduced": (_fig4(1.0, 1.0), REPRODUCED),
+        "partly (time only)": (_fig4(1.0, 2.0), PARTLY),
+        "partly (memory only)": (_fig4(2.0, 1.0), PARTLY),
+        "not reproduced": (_fig4(2.0, 2.0), NOT_REPRODUCED),
     },
     "table1-swap-eval": {
         "reproduced": (_swap({8: (5.0, 0.5), 16: (1.0, 0.0)}), REPRODUCED),

@@ -489,7 +489,10 @@ def write_report(cases: list[dict[str, Any]], s: Settings, out: Path, command: S
                  name: str = "attention_scaling") -> dict[str, Path]:
     """Write ``name``.json, .md and .png under ``out``; return their paths."""
     out.mkdir(parents=True, exist_ok=True)
-    report = {"environment": environment(command), "settings": dataclasses.asdict(s),
+    from lra.training.provenance import stamp
+
+    # the start and end commits at top level, as every experiment record has them (the audit reads them)
+    report = {**stamp(), "environment": environment(command), "settings": dataclasses.asdict(s),
               "cases": cases, "checks": checks(cases)}
     paths = {ext: out / f"{name}.{ext}" for ext in ("json", "md", "png")}
     paths["json"].write_text(json.dumps(report, indent=1) + "\n")
