@@ -241,6 +241,9 @@ def _timing(full_power: float, agg_power: float, agg_scale: float) -> Writer:
                 for layer, t in (("full", 1e-6 * n ** full_power), ("agglomerative", agg_scale * 1e-6 * n ** agg_power)):
                     rows.append(dict(layer=layer + suffix, length=n, seconds=t, sem=0.0, replicas=[t] * 5))
         _write(root, agglomerative.RECORD, {"rows": rows})
+        small = [dict(r, layer=r["layer"] + core) for r in rows for core in ("", agglomerative.CORE)
+                 if r["length"] in agglomerative.PROJECTIONS_LENGTHS]
+        _write(root, agglomerative.PROJECTIONS, {"rows": small})
     return write
 
 
@@ -359,6 +362,15 @@ CASES: dict[str, dict[str, dict[str, tuple[Writer, str]]]] = {
     "convluna": CONVLUNA, "clustered": CLUSTERED, "agglomerative": AGGLOMERATIVE, "dispersed": DISPERSED,
     "cheap_linear": CHEAP_LINEAR,
 }
+
+
+def test_agglomerative_reports_the_attention_alone(tmp_path):
+    """The projections record's cores are reported in the detail; without it the claim is incomplete."""
+    _timing(2.0, 1.0, 300.0)(tmp_path)
+    outcome = registry.find("agglomerative", "fig1-timing")[1][0].outcome(tmp_path)
+    assert "attention alone, projections excluded" in outcome.detail and "unmasked" in outcome.detail
+    (tmp_path / agglomerative.PROJECTIONS).unlink()
+    assert registry.find("agglomerative", "fig1-timing")[1][0].outcome(tmp_path).missing == (agglomerative.PROJECTIONS,)
 
 
 def _branch_verdict(expected: str) -> str:
