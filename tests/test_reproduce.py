@@ -596,3 +596,59 @@ def test_dry_run_names_each_run_once_with_its_state_and_estimate(tmp_path, monke
     assert "ConvLuna-16 (reference)" in " ".join(commands)
     # Table 1's pair is read by several claims: one command trains it
     assert sum('"ConvLuna-16 (reference)"' in c for c in commands if "convluna_listops_confirm" in c) == 1
+
+
+def test_masked_copy_cuts_a_torn_partial_line_before_appending(tmp_path, monkeypatch):
+    """Issue 38 MC1: a line of partial.jsonl torn by a full disk is cut before the next append, so
+    the next resume reads every finished variant (the appended line never joins the fragment)."""
+    from lra.experiments import masked_copy
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / masked_copy.PARTIAL).write_text('{"spec": "clustered:2", "settings": {"st')  # torn, no newline
+    seen = []
+
+    def one_variant(settings, log, done, on_run):
+        on_run("softmax", {"variant": "softmax", "masked_accuracy": 0.5})
+        seen.append(masked_copy.partial_entries(out / masked_copy.PARTIAL))
+        raise KeyboardInterrupt  # killed before the next variant
+
+    monkeypatch.setattr(masked_copy, "run_experiment", one_variant)
+    settings = masked_copy.Settings(seq_len=5, steps=2, eval_batches=1, variants=("softmax",))
+    with pytest.raises(KeyboardInterrupt):
+        masked_copy.run_resumable(settings, out, "cmd", log=lambda line: None)
+    assert [e["spec"] for e in seen[0]] == ["softmax"]
+    assert set(masked_copy.read_partial(out / masked_copy.PARTIAL, settings)) == {"softmax"}
+
+
+def test_masked_copy_on_a_full_disk_is_one_line_exit_4(tmp_path, monkeypatch, capsys):
+    """Issue 38 MC2: the first write that fails ends the call with one error line naming the file."""
+    from conftest import script_main
+
+    _full_disk(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        script_main("masked_copy")(["--seq-len", "5", "--steps", "2", "--eval-batches", "1", "--variants", "softmax",
+                                    "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 4 and len(err) == 1
+    assert err[0].startswith("error: cannot write ") and "partial.jsonl: No space left on device" in err[0]
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_record_of_another_scale_is_not_judged_and_records_keep_the_real_command(tmp_path, monkeypatch):
+    """Issue 38 R4: a record stores the command as typed, not the default one; cheap_linear's claims
+    judge only a record of their two runs (`--runs 1` leaves them incomplete, the record named)."""
+    import sys
+
+    from lra.training import provenance
+
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "lra.reproduce.agglomerative", "--lengths", "32",
+                                           "64", "--replicas", "2"])
+    assert provenance.command_line() == "python -m lra.reproduce.agglomerative --lengths 32 64 --replicas 2"
+    row = {k: 1.0 for k in ("lookup_seconds_linear", "lookup_seconds_softmax", "encode_seconds_linear",
+                            "encode_seconds_softmax")}
+    one_run = [[dict(row, n=n, representation_bytes_linear=1, representation_bytes_softmax=n) for n in
+                cheap_linear.LENGTHS]]
+    _write(tmp_path, cheap_linear.RECORD, {"runs": one_run})
+    judged = [claim for claim in cheap_linear.PAPER.claims if tuple(claim.records) == (cheap_linear.RECORD,)]
+    assert judged and all(claim.outcome(tmp_path).missing == (cheap_linear.RECORD,) for claim in judged)

@@ -121,3 +121,38 @@ def test_start_over_removes_the_runs_evaluations_too(tmp_path):
     removed = remove_run(tmp_path)
     assert "evaluations.jsonl" in removed and "checkpoints" in removed
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "sweep_run.json"]
+
+
+def test_two_writers_of_one_file_never_collide_or_tear_it(tmp_path):
+    """Issue 38 EX2: each writer has its own temporary file (pid and a random tag): two writers of one
+    record at once both succeed, a reader sees one whole version, and no temporary file is left."""
+    import threading
+
+    from lra.training.run_files import write_json_atomic
+
+    path = tmp_path / "result.json"
+    versions = [{"writer": w, "pad": "x" * 20_000} for w in range(2)]
+    errors: list[BaseException] = []
+    torn: list[str] = []
+
+    def write(w: int) -> None:
+        try:
+            for _ in range(150):
+                write_json_atomic(path, versions[w])
+        except BaseException as e:  # noqa: BLE001 -- collected, asserted below
+            errors.append(e)
+
+    def read() -> None:
+        for _ in range(300):
+            if path.exists():
+                text = path.read_text()
+                if json.loads(text) not in versions:
+                    torn.append(text[:80])
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(2)] + [threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and torn == []
+    assert json.loads(path.read_text()) in versions and [p.name for p in tmp_path.iterdir()] == ["result.json"]

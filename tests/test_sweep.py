@@ -271,3 +271,14 @@ def test_the_runbooks_table1_commands_and_slurm_example_are_the_sweeps_own():
     args = sweep.make_parser().parse_args(shlex.split(line)[3:-2] + ["--list"])
     selected, _ = sweep.select(args)
     assert [(r.task, r.variant.label, r.seeds) for r in selected] == [(r.task, r.variant.label, r.seeds) for r in runs]
+
+
+def test_prepare_refuses_a_misspelt_set_field_before_anything_is_written(tmp_path, capsys):
+    """Issue 38 DP1: `python -m lra.data prepare listops --set num_trian=100`: one line naming the
+    nearest fields, exit 2, nothing generated."""
+    from lra.data.prepare import main as prepare
+
+    assert prepare(["prepare", "listops", "--set", "num_trian=100", "--data_dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "num_trian" in err[0] and "data.num_train" in err[0]
+    assert not (tmp_path / "data").exists()

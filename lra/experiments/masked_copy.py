@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -379,7 +378,7 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
     variant trains from the seed alone); ``results.json`` and ``results.md`` are written atomically
     at the end and the partial file removed. One process per folder (``out/.lock``)."""
     from lra.training.provenance import mark_start, stamp
-    from lra.training.run_files import truncate_to_last_newline, write_text_atomic
+    from lra.training.run_files import append_jsonl, write_text_atomic
     from lra.training.workdir_lock import WorkdirLock
 
     problem = settings_problem(settings)
@@ -403,12 +402,8 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
 
         def append(spec: str, run: dict[str, Any]) -> None:
             run["git_commit_start"] = mark_start()["git_commit_start"]  # each variant's own provenance
-            line = json.dumps({"spec": spec, "settings": _partial_settings(settings), "run": run})
-            truncate_to_last_newline(partial)  # a line torn by a full disk must not swallow this one
-            with open(partial, "a") as f:
-                f.write(line + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            # fsynced; a line torn by a full disk is cut first, so it never swallows this one (MC1)
+            append_jsonl(partial, {"spec": spec, "settings": _partial_settings(settings), "run": run})
 
         result = run_experiment(settings, log, done=done, on_run=append)
         result.update({k: v for k, v in stamp().items() if k != "command"}, command=command)

@@ -383,12 +383,15 @@ def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str,
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append ``record`` as one JSON line; a line torn by a full disk or a kill is cut off first, so
-    this one never joins the fragment. StorageError (exit 4) naming the file when it cannot be written."""
+    """Append ``record`` as one JSON line, fsynced; a line torn by a full disk or a kill is cut off
+    first, so this one never joins the fragment. StorageError (exit 4) naming the file when it cannot
+    be written."""
     try:
         truncate_to_last_newline(path)
         with path.open("a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
     except OSError as e:
         raise StorageError(path, e) from None
 
