@@ -26,6 +26,7 @@ from lra.data.listops import NUM_CLASSES, VOCAB
 from lra.model import build_model
 from lra.training.schedules import make_optimizer
 from lra.training.validation import validate_config
+from test_golden import assert_golden_steps
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 STEPS = 4
@@ -127,6 +128,7 @@ def test_bf16_training_steps_track_float32(family):
     update = _jit(update)
     loss32 = _train_losses(_grad_fn(c32), update, tx, params, batches)
     loss16 = _train_losses(_grad_fn(c16), update, tx, params, batches)
+    assert_golden_steps(family, loss32)  # float32 to the bit: the refactor guard (tests/test_golden.py)
     assert np.isfinite(loss16).all(), f"{family} bf16 losses {loss16}"
     assert np.isfinite(loss32).all(), f"{family} float32 losses {loss32}"
     gap = np.abs(np.asarray(loss16) - np.asarray(loss32))
