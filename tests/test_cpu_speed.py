@@ -23,7 +23,8 @@ def _train(workdir: Path, data_dir: Path, env: dict[str, str]) -> subprocess.Com
     argv = [sys.executable, "-m", "lra.train", "--config", "configs/listops_transformer.py:smoke",
             "--config.num_train_steps=20", "--config.log_every=1", "--config.eval_every=10",
             "--config.checkpoint_every=10", f"--config.data_dir={data_dir}", "--workdir", str(workdir)]
-    base = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED")}
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LD_PRELOAD", "MIMALLOC_PURGE_DELAY")}
     return subprocess.run(argv, cwd=REPO, env={**base, "JAX_PLATFORMS": "cpu", **env}, capture_output=True,
                           text=True, timeout=600)
 
@@ -49,13 +50,42 @@ def default_run(tmp_path_factory, smoke_data_dir) -> Path:
 def test_fast_allocator_is_on_by_default_and_changes_no_logged_number(default_run, tmp_path, smoke_data_dir):
     off = _train(tmp_path / "off", smoke_data_dir, {"LRA_FAST_ALLOC": "0"})
     assert off.returncode == 0, off.stderr[-2000:]
+    expected = "mimalloc" if cpu_speed.mimalloc_library() else "glibc-tunables"
+    assert _settings(default_run)["allocator"] == expected
     assert _settings(default_run)["fast_allocator"] is True
     assert _settings(tmp_path / "off")["fast_allocator"] is False
+    assert _settings(tmp_path / "off")["allocator"] == "default"
     logged = _logged(default_run)
     assert len([r for r in logged if r[1] == "train"]) == 20
     assert logged == _logged(tmp_path / "off")
     result = json.loads((default_run / "result.json").read_text())
-    assert result["speed_settings"]["fast_allocator"] is True
+    assert result["speed_settings"]["allocator"] == expected
+
+
+@pytest.mark.skipif(not cpu_speed.fast_allocator_wanted({}), reason="the allocator settings are glibc's")
+def test_glibc_tunables_are_the_fallback_and_change_no_logged_number(default_run, tmp_path, smoke_data_dir):
+    done = _train(tmp_path / "glibc", smoke_data_dir, {"LRA_FAST_ALLOC": "glibc"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _settings(tmp_path / "glibc")["allocator"] == "glibc-tunables"
+    assert "note:" not in done.stderr  # asked for by name: no advice
+    assert _logged(tmp_path / "glibc") == _logged(default_run)
+
+
+def test_without_the_mimalloc_wheel_the_tunables_are_used(monkeypatch):
+    monkeypatch.setattr(cpu_speed, "mimalloc_library", lambda: None)
+    env = cpu_speed.child_environment({})
+    if cpu_speed.fast_allocator_wanted({}):
+        assert cpu_speed.chosen_allocator({}) == "glibc-tunables"
+        assert cpu_speed.GLIBC_TUNABLES in env["GLIBC_TUNABLES"] and "LD_PRELOAD" not in env
+
+
+@pytest.mark.skipif(cpu_speed.mimalloc_library() is None, reason="cmeel-mimalloc is not installed")
+def test_child_environment_preloads_mimalloc_once_and_keeps_the_users():
+    env = cpu_speed.child_environment({"LD_PRELOAD": "/x/libother.so", "MIMALLOC_PURGE_DELAY": "5"})
+    assert env["LD_PRELOAD"] == f"{cpu_speed.mimalloc_library()} /x/libother.so"
+    assert env["MIMALLOC_PURGE_DELAY"] == "5"  # a user's own setting wins
+    assert cpu_speed.child_environment(env)["LD_PRELOAD"] == env["LD_PRELOAD"]
+    assert cpu_speed.child_environment({})["MIMALLOC_PURGE_DELAY"] == "-1"
 
 
 def test_a_run_pinned_after_start_up_logs_what_an_unpinned_one_does(default_run, tmp_path, smoke_data_dir):
@@ -82,7 +112,7 @@ def test_the_start_commit_is_recorded_once_and_kept_across_resumes(default_run):
 
 
 def test_child_environment_adds_the_tunables_once_and_keeps_the_users():
-    env = cpu_speed.child_environment({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"})
+    env = cpu_speed.child_environment({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0", "LRA_FAST_ALLOC": "glibc"})
     if cpu_speed.fast_allocator_wanted(env):
         assert env["GLIBC_TUNABLES"] == f"glibc.malloc.tcache_count=0:{cpu_speed.GLIBC_TUNABLES}"
         assert cpu_speed.child_environment(env)["GLIBC_TUNABLES"] == env["GLIBC_TUNABLES"]
@@ -92,21 +122,38 @@ def test_child_environment_adds_the_tunables_once_and_keeps_the_users():
 
 _BITS = ("import json, jax; from lra.training import cpu_speed; on = cpu_speed.unroll_threefry_on_cpu(); "
          "k = jax.random.key(3); d, a = jax.random.split(jax.random.fold_in(k, 7)); "
-         "print(json.dumps([on, jax.jit(lambda: jax.random.bits(d, (4, 257))).__call__().tolist(), "
-         "jax.jit(lambda: jax.random.bernoulli(a, 0.9, (3, 100))).__call__().tolist()]))")
+         "keys = jax.vmap(jax.random.key)(jax.numpy.arange(2)); "
+         "print(json.dumps([on, cpu_speed.settings()['threefry'], jax.jit(lambda: jax.random.bits(d, (4, 257))).__call__().tolist(), "
+         "jax.jit(lambda: jax.random.bernoulli(a, 0.9, (3, 100))).__call__().tolist(), "
+         "jax.jit(jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 5), (2, 3, 7)))).__call__(keys).tolist()]))")
 
 
-def test_unrolled_threefry_gives_the_same_bits_and_breaks_loudly_if_jax_moves_it():
-    """The one use of jax internals: if a jax upgrade moves them, ``on`` is False and this fails."""
+def test_faster_threefry_lowerings_give_the_same_bits_and_break_loudly_if_jax_moves_them():
+    """The one use of jax internals (lra.training.threefry_lowering): if a jax upgrade moves them,
+    the one-pass lowering is not in force and this fails."""
     outs = {}
-    for value in ("0", "1"):
+    for value in ("0", "", "1"):
         done = subprocess.run([sys.executable, "-c", _BITS], cwd=REPO, capture_output=True, text=True, timeout=300,
                               env={**os.environ, "JAX_PLATFORMS": "cpu", cpu_speed.THREEFRY_SWITCH: value})
         assert done.returncode == 0, done.stderr[-2000:]
         outs[value] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outs["0"][0] is False
-    assert outs["1"][0] is True, "jax moved the threefry lowering: update lra/training/cpu_speed.py"
-    assert outs["0"][1:] == outs["1"][1:]
+    assert outs["0"][:2] == [False, "rolled"]
+    assert outs[""][:2] == [True, "one-pass"], "jax moved the threefry lowering: update lra/training/threefry_lowering.py"
+    assert outs["1"][:2] == [True, "fused"]
+    assert outs["0"][2:] == outs[""][2:] == outs["1"][2:]
+
+
+def test_the_one_pass_threefry_is_the_default_and_changes_no_logged_number(default_run, tmp_path, smoke_data_dir):
+    rolled = _train(tmp_path / "rolled", smoke_data_dir, {cpu_speed.THREEFRY_SWITCH: "0"})
+    assert rolled.returncode == 0, rolled.stderr[-2000:]
+    assert _settings(default_run)["threefry"] == "one-pass"
+    assert _settings(tmp_path / "rolled")["threefry"] == "rolled"
+    assert _logged(tmp_path / "rolled") == _logged(default_run)
+
+
+def test_a_threefry_setting_that_is_not_one_is_refused():
+    with pytest.raises(ValueError, match="LRA_UNROLLED_THREEFRY"):
+        cpu_speed.threefry_mode({cpu_speed.THREEFRY_SWITCH: "fast"})
 
 
 def test_the_laptop_benchmark_takes_ratios_within_rounds():

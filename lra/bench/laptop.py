@@ -3,7 +3,9 @@ suite's CPU speed settings (lra.training.cpu_speed), alternated on one machine.
 
 Each case is a config with options (``configs/listops_convluna.py:cpu,mem=16,reference``) and a
 seed count; each variant is an environment (``default``: jax as it comes, ``LRA_FAST_ALLOC=0``;
-``fast``: the suite's defaults; ``fast+threefry``: also ``LRA_UNROLLED_THREEFRY=1``). Rounds run
+``glibc``: glibc's allocator tunables instead of mimalloc, jax's rolled threefry; ``fast``: the suite's
+defaults, mimalloc and the one-pass threefry; ``fast+threefry``: jax's fused threefry instead,
+``LRA_UNROLLED_THREEFRY=1``, not bit-identical). Rounds run
 every (case, variant) once, in alternating order, so that a shared machine's load hits every
 variant alike; the record keeps every run and the ratios are taken within a round.
 
@@ -35,14 +37,16 @@ CASES = ("configs/listops_convluna.py:cpu,mem=16,reference", "configs/listops_lu
          "configs/listops_transformer.py:cpu", "configs/listops_convluna.py:cpu")
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {"LRA_FAST_ALLOC": "0", "LRA_UNROLLED_THREEFRY": "0"},
-    "fast": {"LRA_UNROLLED_THREEFRY": "0"},
+    "glibc": {"LRA_FAST_ALLOC": "glibc", "LRA_UNROLLED_THREEFRY": "0"},
+    "fast": {},
     "fast+threefry": {"LRA_UNROLLED_THREEFRY": "1"},
 }
 
 
 def _clean_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LRA_FAST_ALLOC", "LRA_UNROLLED_THREEFRY")}
+           if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LRA_FAST_ALLOC", "LRA_UNROLLED_THREEFRY",
+                        "LD_PRELOAD", "MIMALLOC_PURGE_DELAY")}
     return {**env, "JAX_PLATFORMS": "cpu", **extra}
 
 

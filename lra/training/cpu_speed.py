@@ -6,34 +6,43 @@ Three knobs, each on by default for processes that train, each measured and reco
 * **allocator** (``LRA_FAST_ALLOC``): XLA's CPU runtime takes its per-step buffers from glibc
   ``malloc``. Buffers above the mmap threshold are mapped and unmapped every step, so the kernel
   zeroes the whole working set again each step: up to a third of the step's CPU time in minor page
-  faults. glibc's own tunables (no root, no extra library) keep the buffers: ``mmap_max=0`` serves
-  every block from the heap, ``arena_max=1`` keeps XLA's threads off per-thread arenas (whose heaps
-  are mapped and unmapped as wholes), and a huge ``trim_threshold`` stops freed memory going back
-  to the kernel. Measured: 8.9M -> 0.3M minor faults for 300 ConvLuna steps, system time 30 s -> 5 s
-  (benchmark records: ``results/bench/laptop_steps_*.json``). Tunables are read at process start,
-  so a command re-executes itself once with them (:func:`reexec_with_fast_allocator`) and parents
-  pass them to children (:func:`child_environment`). Other libcs ignore the variable.
-* **unrolled threefry** (``LRA_UNROLLED_THREEFRY=1``, off by default: see
-  :func:`unroll_threefry_on_cpu`): jax lowers the threefry2x32 hash on CPU as a
-  rolled 5-round ``fori_loop`` that XLA cannot fuse; dropout's random bits then cost 17-29% of the
-  step. jax's own unrolled lowering (the one it uses on GPU/TPU: the same integer arithmetic) is
-  registered for CPU here. jax has no public switch for it, so this is the one place that touches
-  ``jax._src``; :func:`unroll_threefry_on_cpu` returns False (and the run keeps jax's default) when
-  a jax upgrade moves it, and ``tests/test_cpu_speed.py`` fails loudly then.
+  faults. By default a training process runs with **mimalloc** preloaded (``LD_PRELOAD`` of the
+  ``libmimalloc.so`` that the ``cmeel-mimalloc`` wheel ships, a dependency of ``lra`` on Linux; no
+  root) and told never to return freed memory to the kernel (``MIMALLOC_PURGE_DELAY=-1``): it keeps
+  and reuses the buffers. Where that library is missing, glibc's own tunables do most of it
+  (``mmap_max=0`` serves every block from the heap, ``arena_max=1`` keeps XLA's threads off
+  per-thread arenas, whose heaps are mapped and unmapped as wholes, and a huge ``trim_threshold``
+  stops freed memory going back to the kernel), with one line of advice. Measured in 60-step
+  ``lra.train`` runs (minor faults per step, whole process: default / glibc tunables / mimalloc):
+  ConvLuna-16 :reference 32.5k / 4.0k / 0.76k, Luna-16 :reference 50.8k / 5.9k / 0.73k, user CPU
+  per step 10-15% below the tunables' (``results/bench/laptop_steps_cpu.md``). Both are read at
+  process start, so a command re-executes itself once with them
+  (:func:`reexec_with_fast_allocator`) and parents pass them to children
+  (:func:`child_environment`). ``LRA_FAST_ALLOC=glibc`` picks the tunables, ``LRA_FAST_ALLOC=0``
+  neither.
+* **one-pass threefry** (``LRA_UNROLLED_THREEFRY``; default ``one-pass``): jax lowers the
+  threefry2x32 hash on CPU as a rolled 5-iteration loop that XLA cannot fuse; dropout's random bits
+  then cost 17-29% of the step. :mod:`lra.training.threefry_lowering` computes all rounds in one pass
+  behind the same fusion boundary, bit-identical (the module says why jax's own unrolled lowering is
+  not: ``LRA_UNROLLED_THREEFRY=1`` or ``fused`` opts into it, faster, logged numbers move by an ulp;
+  ``0`` or ``rolled`` keeps jax's). It is the one place that touches ``jax._src``; a jax upgrade that
+  moves it leaves jax's default in force, and ``tests/test_cpu_speed.py`` fails loudly then.
 * **pinning** (``LRA_PIN_CORE=N``): runners that start two programs at once pin each to its own
   core *after* XLA has started its intra-op threads (:func:`pin_process_to_core`), so each keeps
   its two threads and computes exactly what an unpinned run does. ``taskset -c N`` at start-up
   would give XLA one thread and change the losses at ulp level.
 
-``LRA_FAST_ALLOC=0`` switches the allocator settings off; ``LRA_UNROLLED_THREEFRY=1`` switches the
-unrolled lowering on.
+``LRA_FAST_ALLOC=0`` switches the allocator settings off (``glibc``: the tunables, not mimalloc);
+``LRA_UNROLLED_THREEFRY=0`` keeps jax's rolled threefry loop, ``=1`` picks jax's fused unrolled one.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
@@ -43,6 +52,9 @@ PIN_VARIABLE = "LRA_PIN_CORE"
 # trim_threshold is a size_t: 2**62 is "never"; mmap_max=0 and arena_max=1 as explained above.
 GLIBC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=4611686018427387904"
 _REEXEC_MARK = "LRA_FAST_ALLOC_APPLIED"
+MIMALLOC_WHEEL = "cmeel-mimalloc"
+# mimalloc's own setting: never give freed memory back to the kernel (it would fault it in again next step).
+MIMALLOC_SETTINGS = {"MIMALLOC_PURGE_DELAY": "-1"}
 
 _threefry_unrolled = False
 
@@ -57,33 +69,86 @@ def _is_glibc() -> bool:
 
 
 def fast_allocator_wanted(env: Mapping[str, str] | None = None) -> bool:
-    """Whether a process started with ``env`` should get the tunables (on glibc, unless switched off)."""
+    """Whether a process started with ``env`` should get a faster allocator (on glibc, unless switched off)."""
     return _is_glibc() and _switched_on(ALLOC_SWITCH, env)
 
 
+@lru_cache(maxsize=1)
+def mimalloc_library() -> Path | None:
+    """The ``libmimalloc.so`` of the installed ``cmeel-mimalloc`` wheel, or None."""
+    try:
+        dist = importlib.metadata.distribution(MIMALLOC_WHEEL)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for name in sorted(str(f) for f in dist.files or () if Path(str(f)).name == "libmimalloc.so"):
+        path = Path(dist.locate_file(name)).resolve()
+        if path.is_file():
+            return path
+    return None
+
+
+def chosen_allocator(env: Mapping[str, str] | None = None) -> str:
+    """``mimalloc``, ``glibc-tunables`` or ``default``: what a training process started with ``env`` gets."""
+    env = os.environ if env is None else env
+    if not fast_allocator_wanted(env):
+        return "default"
+    if env.get(ALLOC_SWITCH, "").strip().lower() == "glibc" or mimalloc_library() is None:
+        return "glibc-tunables"
+    return "mimalloc"
+
+
 def child_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this process's) with the allocator tunables added for a child that trains.
-    A user's own ``GLIBC_TUNABLES`` is kept, ours appended after it."""
+    """``env`` (default: this process's) with the allocator settings added for a child that trains.
+    A user's own ``LD_PRELOAD``, ``GLIBC_TUNABLES`` and ``MIMALLOC_*`` are kept, ours added beside them."""
     out = dict(os.environ if env is None else env)
-    if not fast_allocator_wanted(out):
+    kind = chosen_allocator(out)
+    if kind == "default":
         return out
-    mine = out.get("GLIBC_TUNABLES", "")
-    if GLIBC_TUNABLES not in mine:
-        out["GLIBC_TUNABLES"] = f"{mine}:{GLIBC_TUNABLES}" if mine else GLIBC_TUNABLES
+    if kind == "mimalloc":
+        library = str(mimalloc_library())
+        preload = out.get("LD_PRELOAD", "").split()
+        if library not in preload:
+            out["LD_PRELOAD"] = " ".join([library, *preload])
+        for name, value in MIMALLOC_SETTINGS.items():
+            out.setdefault(name, value)
+    else:
+        mine = out.get("GLIBC_TUNABLES", "")
+        if GLIBC_TUNABLES not in mine:
+            out["GLIBC_TUNABLES"] = f"{mine}:{GLIBC_TUNABLES}" if mine else GLIBC_TUNABLES
     out[_REEXEC_MARK] = "1"
     return out
 
 
+def allocator_in_force() -> str:
+    """The allocator this process runs with: ``mimalloc`` (loaded, as /proc/self/maps shows),
+    ``glibc-tunables`` (read at start-up) or ``default``."""
+    if not _is_glibc():
+        return "default"
+    try:
+        if "libmimalloc" in Path("/proc/self/maps").read_text():
+            return "mimalloc"
+    except OSError:
+        pass
+    return "glibc-tunables" if GLIBC_TUNABLES in os.environ.get("GLIBC_TUNABLES", "") else "default"
+
+
 def fast_allocator_active() -> bool:
-    """Whether this process started with the tunables (they are read at start-up only)."""
-    return _is_glibc() and GLIBC_TUNABLES in os.environ.get("GLIBC_TUNABLES", "")
+    """Whether this process runs with a faster allocator (they are set up at start-up only)."""
+    return allocator_in_force() != "default"
 
 
 def reexec_with_fast_allocator() -> None:
-    """Re-execute this command once with the allocator tunables, before jax loads (a command line's
-    first step). No-op when they are already in force, switched off, or not on glibc; a failed exec
-    leaves the process running as it is, with one line of advice."""
-    if not fast_allocator_wanted() or fast_allocator_active() or os.environ.get(_REEXEC_MARK):
+    """Re-execute this command once with the allocator settings, before jax loads (a command line's
+    first step). No-op when they are already in force, switched off, or not on glibc; without the
+    mimalloc wheel, the glibc tunables and one line of advice; a failed exec leaves the process
+    running as it is, with one line of advice."""
+    if not fast_allocator_wanted() or os.environ.get(_REEXEC_MARK):
+        return
+    if chosen_allocator() == "glibc-tunables" and os.environ.get(ALLOC_SWITCH, "").strip().lower() != "glibc":
+        print(f"note: {MIMALLOC_WHEEL} is not installed (pip install {MIMALLOC_WHEEL}); using glibc's allocator "
+              f"tunables instead (slower, same numbers). {ALLOC_SWITCH}=glibc silences this.",
+              file=sys.stderr, flush=True)
+    if allocator_in_force() == chosen_allocator():
         return
     argv = list(getattr(sys, "orig_argv", [])) or [sys.executable, *sys.argv]
     try:
@@ -95,40 +160,29 @@ def reexec_with_fast_allocator() -> None:
               f"defaults (slower, same numbers). {ALLOC_SWITCH}=0 silences this.", file=sys.stderr, flush=True)
 
 
+def threefry_mode(env: Mapping[str, str] | None = None) -> str:
+    """The threefry lowering ``LRA_UNROLLED_THREEFRY`` asks for: ``one-pass`` (default), ``rolled``
+    (``0``: jax's) or ``fused`` (``1``: jax's unrolled, not bit-identical)."""
+    value = (os.environ if env is None else env).get(THREEFRY_SWITCH, "").strip().lower()
+    if value in ("", "one-pass", "onepass", "default"):
+        return "one-pass"
+    if value in ("0", "false", "off", "no", "rolled"):
+        return "rolled"
+    if value in ("1", "true", "on", "yes", "fused", "unrolled"):
+        return "fused"
+    raise ValueError(f"{THREEFRY_SWITCH}={value!r}: one-pass (default), 0/rolled or 1/fused")
+
+
 def unroll_threefry_on_cpu() -> bool:
-    """Register jax's unrolled threefry2x32 lowering for the CPU when ``LRA_UNROLLED_THREEFRY=1``
-    (idempotent). Returns whether the unrolled lowering is in force; False when not asked for or when
-    this jax has moved its internals.
-
-    Off by default: the random bits are the same (a 300-step ConvLuna run's train losses and
-    parameters matched to the bit), but XLA fuses the surrounding program differently, and 2 of its
-    8 logged numbers (one 50-step loss mean, the validation loss) moved in the last float32 place:
-    the suite promises logged numbers identical to jax's default path."""
+    """Register the threefry2x32 CPU lowering that ``LRA_UNROLLED_THREEFRY`` asks for (once per
+    process, before the first compile). Returns whether a faster lowering than jax's is in force."""
     global _threefry_unrolled
-    if _threefry_unrolled:
-        return True
-    if os.environ.get(THREEFRY_SWITCH, "0").strip().lower() not in ("1", "true", "on", "yes"):
-        return False
-    try:
-        from jax._src.interpreters import mlir
-        from jax._src.random import threefry2x32 as tf
+    from lra.training import threefry_lowering
 
-        mlir.register_lowering(tf.threefry2x32_p, tf._threefry2x32_lowering_rule, platform="cpu")
-    except (ImportError, AttributeError) as e:  # a jax that reorganised these modules: keep its default
-        print(f"note: jax {_jax_version()} has no unrolled threefry lowering where lra looks for it ({e}); "
-              "dropout uses jax's default CPU lowering (slower, same numbers)", file=sys.stderr, flush=True)
-        return False
-    _threefry_unrolled = True
-    return True
-
-
-def _jax_version() -> str:
-    try:
-        import jax
-
-        return jax.__version__
-    except ImportError:
-        return "?"
+    mode = threefry_mode()
+    threefry_lowering.register(mode)
+    _threefry_unrolled = threefry_lowering.registered() == "fused"
+    return threefry_lowering.registered() != "rolled"
 
 
 def pin_process_to_core(core: int) -> int:
@@ -155,10 +209,18 @@ def requested_core() -> int | None:
     return int(text)
 
 
+def _threefry_in_force() -> str:
+    from lra.training import threefry_lowering
+
+    return threefry_lowering.registered()
+
+
 def settings() -> dict[str, object]:
     """What a run records about these knobs."""
     return {
         "fast_allocator": fast_allocator_active(),
-        "unrolled_threefry": _threefry_unrolled,
+        "allocator": allocator_in_force(),
+        "unrolled_threefry": _threefry_unrolled,  # jax's fused lowering (not bit-identical)
+        "threefry": _threefry_in_force(),
         "pinned_core": os.environ.get(PIN_VARIABLE) or None,
     }
