@@ -85,6 +85,7 @@ def test_projection_sizes():
     assert progress_module._duration(214 * 3600) == "~214 h (8.9 days)"
     assert progress_module._duration(3.24 * 3600) == "~3.2 h"
     assert progress_module._duration(700) == "~12 min"
+    assert progress_module._duration(3.2) == "~3 s"
 
 
 def test_paper_scale_on_cpu_warns_and_other_presets_do_not():

@@ -37,13 +37,13 @@ def _clock(seconds: float) -> str:
 
 
 def _duration(seconds: float) -> str:
-    """``"~214 h (8.9 days)"``, ``"~3.2 h"``, ``"~12 min"``: a projection's size, not a clock."""
+    """``"~214 h (8.9 days)"``, ``"~3.2 h"``, ``"~12 min"``, ``"~3 s"``: a projection's size, not a clock."""
     hours = seconds / 3600
     if hours >= 48:
         return f"~{hours:.0f} h ({hours / 24:.1f} days)"
     if hours >= 1:
         return f"~{hours:.2g} h"
-    return f"~{max(seconds / 60, 1):.0f} min"
+    return f"~{seconds / 60:.0f} min" if seconds >= 60 else f"~{seconds:.0f} s"
 
 
 def terminal_bar_possible(stream: Any = None) -> bool:
