@@ -13,6 +13,11 @@ resumes from them (``--restart`` discards them).
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before jax loads: the faster allocator is set up at process start (lra.training.cpu_speed)
+    from lra.training.cpu_speed import reexec_with_fast_allocator
+
+    reexec_with_fast_allocator()
+
 import argparse
 import dataclasses
 import pathlib

@@ -163,3 +163,24 @@ def test_the_laptop_benchmark_takes_ratios_within_rounds():
             for v, r, x in (("default", 0, 2.0), ("fast", 0, 3.0), ("default", 1, 1.0), ("fast", 1, 2.0))]
     (ratio,) = laptop.ratios(rows)
     assert ratio["ratios"] == [1.5, 2.0] and ratio["median_ratio"] == 1.75
+
+
+_MASKED_COPY = ("import json, os; from lra.experiments import masked_copy as mc; "
+                "s = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4, steps=6, "
+                "eval_batches=1, log_every=1, variants=('clustered:2',)); run = mc.train_variant(s, 'clustered:2', "
+                "lambda line: None); print(json.dumps([len(os.sched_getaffinity(0)), "
+                "{k: v for k, v in run.items() if k != 'train_seconds'}]))")
+
+
+def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_run_does():
+    """lra.reproduce --jobs pins the masked-copy program too (LRA_PIN_CORE); in a child, so that the
+    test process keeps its cores."""
+    core = str(min(os.sched_getaffinity(0)))
+    outs = {}
+    for pin in ("", core):
+        done = subprocess.run([sys.executable, "-c", _MASKED_COPY], cwd=REPO, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu", cpu_speed.PIN_VARIABLE: pin})
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs[pin] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outs[core][0] == 1  # pinned: one core left to the whole process
+    assert outs[core][1] == outs[""][1]  # every loss of the curve and every accuracy, to the bit

@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 from lra import attention
+from lra.training import cpu_speed
 
 SEPARATOR, MASK_TOKEN, NUM_SYMBOLS = 0, 11, 10
 VOCAB = 12  # separator, symbols 1..10, mask
@@ -206,10 +207,13 @@ def train_variant(
 
     train_rng = np.random.default_rng([settings.seed, 1])
     curve, start = [], time.time()
+    pin_core = cpu_speed.requested_core()  # LRA_PIN_CORE (lra.reproduce --jobs): a bad one fails here
     for step in range(1, settings.steps + 1):
         batch = make_batch(settings, train_rng)
         step_key = jax.random.fold_in(key, step)  # fresh hashing planes every step
         params, opt_state, loss = train_step(params, opt_state, batch, step_key)
+        if step == 1 and pin_core is not None:  # after the first compile: XLA's threads exist, each keeps them
+            cpu_speed.pin_process_to_core(pin_core)
         if step % settings.log_every == 0 or step == settings.steps:
             curve.append({"step": step, "loss": float(loss)})
             elapsed = time.time() - start
