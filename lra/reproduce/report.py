@@ -8,6 +8,7 @@ from lra.reproduce import audit
 from lra.reproduce.registry import INCOMPLETE, NOT_TESTABLE, REPO, Claim, Outcome, Paper
 
 OUT = Path("results/reproductions")
+PILOT_CURVES = Path("results/listops_pilot/curves.png")  # the ConvLuna ListOps pilot (issue 35), drawn apart
 
 
 def _cell(text: str) -> str:
@@ -61,8 +62,12 @@ def paper_report(paper: Paper, outcomes: dict[str, Outcome], figures: list[str],
             "", "| claim | where | verdict | registration | ours |", "|---|---|---|---|---|"]
     head += [f"| `{c.id}` | {_cell(c.where)} | {outcomes[c.id].verdict} | {_registration_cell(regs.get(c.id), c)} | "
              f"{_cell(outcomes[c.id].ours or '')} |" for c in paper.claims]
-    head += [""] + [f"![{f}]({f})" for f in figures] + ([""] if figures else [])
+    head += [""] + [f"![{_alt(f)}]({f})" for f in figures] + ([""] if figures else [])
     return "\n".join(head + [claim_section(paper, c, outcomes[c.id], regs.get(c.id)) for c in paper.claims])
+
+
+def _alt(figure: str) -> str:
+    return "EXPLORATORY ListOps pilot (one seed per row): learning curves" if "listops_pilot" in figure else figure
 
 
 def _registration_cell(registration: audit.Registration | None, claim: Claim) -> str:
@@ -124,6 +129,8 @@ def paper_figures(paper: Paper, root: Path) -> list[str]:
             figures.seed_dots(confirm, out / "listops_rows_confirm.png",
                               f"CONFIRMATORY ListOps rows: {convluna_confirm.SCALE}")
             names.append("listops_rows_confirm.png")
+        if (root / PILOT_CURVES).exists():  # exploratory: it chose the confirmatory design, it judges nothing
+            names.append("../../" + PILOT_CURVES.relative_to("results").as_posix())
     if paper.key == "agglomerative":
         from lra.reproduce import agglomerative, evidence, figures
 
