@@ -6,11 +6,17 @@
 # pinned to its lane's core after its first compile (LRA_PIN_CORE). Every run resumes from its
 # checkpoint: rerunning this script after an interruption loses nothing. Run it from a work tree at
 # the registration commit (or a later fixed one), e.g.
-#     git worktree add ../confirm <commit> && cd ../confirm && pip install -e . && bash scripts/convluna_confirm.sh
+#     git worktree add ../confirm 93fbbb9 && cd ../confirm && bash scripts/convluna_confirm.sh
+# PYTHONPATH is set to the work tree below, so the sweep (a script: its own folder is first on sys.path,
+# not the tree) and every training process import the work tree's lra and read its configs, not those of
+# whichever checkout `pip install -e` points at. (The study's first runs resolved their config files in
+# the main checkout, identical to 93fbbb9's then; lra.train compares each resumed run's config with the
+# config.json it sealed, so a config that changed would have been refused, never mixed.)
 # then export finished records with `python scripts/export_runs.py runs/sweeps/convluna_listops_confirm
 # results/runs/convluna_listops_confirm` and judge them with `python -m lra.reproduce convluna --report-only`.
 # NICE=19 runs the lanes at low priority on a shared machine (it changes no number).
 set -uo pipefail
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mapfile -t COMMANDS < <(python -m lra.reproduce.convluna_confirm --commands)
 mkdir -p runs/sweeps/convluna_listops_confirm
 lane() {  # core
