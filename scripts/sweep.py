@@ -45,6 +45,8 @@ def _selection_argv(args: argparse.Namespace, root: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = sweep.make_parser(__doc__)
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs must be >= 1, got {args.jobs}")
     try:
         runs, root = sweep.select(args)
         sweep.check_overrides(runs)  # a misspelt or mistyped --set: one line, nothing started or written
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--index {args.index} out of range: this selection has {len(runs)} runs (0-{len(runs) - 1})")
         return sweep.exec_run(runs[args.index], len(runs))
     sweep.write_manifest(runs, root, ["scripts/sweep.py", *(argv if argv is not None else sys.argv[1:])])
-    return sweep.run_sweep(runs, sweep.subprocess_runner).exit_code
+    return sweep.run_sweep(runs, sweep.subprocess_runner, jobs=args.jobs).exit_code
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -141,6 +142,19 @@ def test_interrupted_run_stops_the_sweep(tmp_path):
     fake = FakeRunner({runs[1].name: 143})
     report = sweep.run_sweep(runs, fake, out=lambda line: None)
     assert len(fake.calls) == 2 and report.interrupted == runs[1] and report.exit_code == 130
+
+
+def test_a_signal_to_the_sweep_stops_it_even_when_its_run_died_of_it(tmp_path):
+    """A second SIGTERM kills lra.train at once (exit -15, not 143): the sweep, signalled too, starts nothing new."""
+    runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0], variants=TABLE1[:3], root=tmp_path)
+
+    def runner(run, log, core=None):
+        sweep.SIGNALLED.set()  # what subprocess_runner's handler does when the sweep is signalled
+        return -15
+
+    report = sweep.run_sweep(runs, runner, out=lambda line: None)
+    assert report.interrupted == runs[0] and report.exit_code == 130
+    sweep.SIGNALLED.clear()
 
 
 def test_index_execs_one_run(tmp_path, cli, monkeypatch, capsys):
@@ -282,3 +296,66 @@ def test_prepare_refuses_a_misspelt_set_field_before_anything_is_written(tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "num_trian" in err[0] and "data.num_train" in err[0]
     assert not (tmp_path / "data").exists()
+
+
+def test_jobs_run_two_at_once_each_pinned_to_its_own_core(tmp_path):
+    """Issue 36: --run --jobs 2 keeps two runs going, each given a core of its own (LRA_PIN_CORE after
+    its first compile: tests/test_cpu_speed.py shows a pinned run logs what an unpinned one does);
+    an interrupted run stops new starts."""
+    import threading
+    import time as _time
+
+    runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0, 1], variants=TABLE1[:2], root=tmp_path)
+    fake, lock, running, overlap, cores = FakeRunner(), threading.Lock(), [0], [0], []
+
+    def runner(run, log, core=None):
+        with lock:
+            running[0] += 1
+            overlap[0] = max(overlap[0], running[0])
+            cores.append(core)
+        deadline = _time.monotonic() + 30
+        while overlap[0] < 2 and _time.monotonic() < deadline:  # the other lane starts meanwhile (load-proof)
+            _time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+        return fake(run, log)
+
+    lines: list[str] = []
+    report = sweep.run_sweep(runs, runner, jobs=2, out=lines.append)
+    assert report.exit_code == 0 and len(report.ran) == 4 and overlap[0] == 2
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert set(cores) == set(sorted(os.sched_getaffinity(0))[:2])
+        assert sum("pinned to core" in line for line in lines) == 4
+    else:
+        assert cores == [None] * 4
+
+    again = tmp_path / "again"
+    runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0, 1, 2], variants=TABLE1[:2], root=again)
+    stopper, started = FakeRunner({r.name: 130 for r in runs}), []
+
+    def interrupted(run, log, core=None):
+        started.append(run.name)
+        deadline = _time.monotonic() + 30
+        while len(started) < 2 and _time.monotonic() < deadline:  # both lanes hold a run when the signal comes
+            _time.sleep(0.01)
+        return stopper(run, log)
+
+    report = sweep.run_sweep(runs, interrupted, jobs=2, out=lines.append)
+    assert report.exit_code == 130 and len(stopper.calls) == 2  # the two running saved; nothing new started
+
+
+def test_a_lane_streams_its_childs_lines_with_the_run_name_and_pins_it(tmp_path, capsys):
+    """subprocess_runner off the main thread (a --jobs lane): the child's lines prefixed with the run's
+    name, in the log as they are, LRA_PIN_CORE passed, the exit code returned."""
+    import threading
+    from types import SimpleNamespace
+
+    code = "import os, sys; print('pin', os.environ.get('LRA_PIN_CORE')); sys.exit(3)"
+    run = SimpleNamespace(name="lane-run", command=lambda: [sys.executable, "-c", code])
+    got = []
+    thread = threading.Thread(target=lambda: got.append(sweep.subprocess_runner(run, tmp_path / "log", core=0)))
+    thread.start()
+    thread.join(60)
+    assert got == [3]
+    assert "[lane-run] pin 0" in capsys.readouterr().out
+    assert "pin 0\n" in (tmp_path / "log").read_text()

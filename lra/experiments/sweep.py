@@ -31,16 +31,20 @@ import dataclasses
 import datetime
 import json
 import os
+import queue
 import re
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from lra.training.cpu_speed import child_environment
+from lra.training.child_signals import ChildSignals
+from lra.training.cpu_speed import PIN_VARIABLE, child_environment
 
 if TYPE_CHECKING:
     import argparse
@@ -368,14 +372,30 @@ def status(run: Run, steps: int | None = None) -> str:
 Runner = Callable[[Run, Path], int]
 
 
-def subprocess_runner(run: Run, log: Path) -> int:
+LANES = ChildSignals("passing it to {count} running run(s) ({labels}) and waiting for them to save; "
+                     "nothing new starts")
+_PRINT = threading.Lock()
+
+
+# Set when the sweep itself got SIGINT/SIGTERM/SIGHUP (the one-after-another path); run_sweep clears it.
+SIGNALLED = threading.Event()
+
+
+def subprocess_runner(run: Run, log: Path, core: int | None = None) -> int:
     """Run ``run.command()`` in a child process; its output goes to our stdout and to ``log``.
 
     The child runs in its own session, so a Ctrl-C (SIGINT to the terminal's process group) or a
     SIGTERM reaches it exactly once: through this process, which passes it on. lra.train then
     saves a checkpoint and exits (130/143), and the sweep stops; a second signal stops it at once.
+    ``core``: pinned there after its first compile (``--jobs``: LRA_PIN_CORE, bit-identical); a lane
+    of ``--jobs`` (not the main thread) prefixes its lines with the run's name and leaves the signals
+    to :data:`LANES`, which ``run_sweep`` installs.
     """
     env = dict(child_environment(), PYTHONUNBUFFERED="1")  # the faster allocator (lra.training.cpu_speed)
+    if core is not None:
+        env[PIN_VARIABLE] = str(core)
+    if threading.current_thread() is not threading.main_thread():
+        return _lane_runner(run, log, env)
     with log.open("a") as sink:
         sink.write(f"\n=== {datetime.datetime.now().isoformat(timespec='seconds')} {shlex.join(run.command())}\n")
         sink.flush()
@@ -383,6 +403,7 @@ def subprocess_runner(run: Run, log: Path) -> int:
                                  bufsize=1, start_new_session=True)
 
         def forward(signum: int, frame: object) -> None:
+            SIGNALLED.set()  # whatever the child's exit (a second signal kills it: -15), start nothing new
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
@@ -399,6 +420,24 @@ def subprocess_runner(run: Run, log: Path) -> int:
                 child.wait()
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+
+def _lane_runner(run: Run, log: Path, env: dict[str, str]) -> int:
+    """One run of ``--jobs`` in a worker thread: started through :data:`LANES` (signals passed on)."""
+    with log.open("a") as sink:
+        sink.write(f"\n=== {datetime.datetime.now().isoformat(timespec='seconds')} {shlex.join(run.command())}\n")
+        sink.flush()
+        child = LANES.start(run.command(), run.name, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            text=True, bufsize=1)
+        try:
+            for line in child.stdout:
+                with _PRINT:
+                    sys.stdout.write(f"[{run.name}] {line}")
+                    sys.stdout.flush()
+                sink.write(line)
+            return child.wait()
+        finally:
+            LANES.done(child)
 
 
 def exec_run(run: Run, total: int, out: Callable[[str], None] = print) -> int:
@@ -450,47 +489,80 @@ def _clock(seconds: float) -> str:
 
 
 def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total: int | None = None,
-              out: Callable[[str], None] = print) -> SweepReport:
-    """Run ``runs`` one after another: skip finished ones, (re)start the others in their workdir.
+              out: Callable[[str], None] = print, jobs: int = 1) -> SweepReport:
+    """Run ``runs``: skip finished ones, (re)start the others in their workdir; one after another, or
+    ``jobs`` at once, each pinned to a core of its own after its first compile when there are enough
+    (``runner(run, log, core=N)``; bit-identical, lra.training.cpu_speed).
 
     A failing run is reported and the sweep goes on; an interrupted one (exit 130/143: Ctrl-C or
-    SIGTERM, checkpoint saved) stops the sweep. ``runner(run, log_path)`` returns the exit code;
-    tests inject a fake one.
+    SIGTERM, checkpoint saved) stops the sweep (with ``jobs``, nothing new starts and the running
+    ones save). ``runner(run, log_path)`` returns the exit code; tests inject a fake one.
     """
     report = SweepReport()
+    SIGNALLED.clear()
     total = total if total is not None else len(runs)
     start = time.perf_counter()
-    for run in runs:
+
+    def one(run: Run, core: int | None = None) -> None:
         head = f"[{run.index + 1}/{total}] {run.name}"
         steps = expected_steps(run)
         if status(run, steps) == "finished":
             out(f"{head}: finished, skipped ({run.workdir})")
             report.skipped.append(run)
-            continue
+            return
         state = "resuming" if status(run) == "started" else "starting"
-        out(f"{head}: {state} in {run.workdir} (sweep elapsed {_clock(time.perf_counter() - start)})")
+        pinned = f", pinned to core {core} after its first compile" if core is not None else ""
+        out(f"{head}: {state} in {run.workdir} (sweep elapsed {_clock(time.perf_counter() - start)}{pinned})")
         _write_run_record(run)
         t0 = time.perf_counter()
-        code = runner(run, run.workdir / "sweep.log")
+        code = runner(run, run.workdir / "sweep.log") if jobs == 1 else runner(run, run.workdir / "sweep.log", core=core)
         took = _clock(time.perf_counter() - t0)
         if code in INTERRUPTED:
             out(f"{head}: interrupted after {took}; rerun the same sweep command to resume it")
-            report.interrupted = run
-            break
+            report.interrupted = report.interrupted or run
+            return
         if code == IN_USE:
             out(f"{head}: in use by another process, skipped (its holder is training it; see "
                 f"{run.workdir / 'sweep.log'})")
             report.in_use.append(run)
-            continue
+            return
         if code != 0 or status(run, steps) != "finished":
             out(f"{head}: FAILED (exit code {code}) after {took}; log: {run.workdir / 'sweep.log'}")
             report.failed.append((run, code))
-            continue
+            return
         accuracies = [100 * json.loads((w / "result.json").read_text())["test_accuracy"] for w in run.seed_workdirs]
         shown = (f"{accuracies[0]:.2f}%" if len(accuracies) == 1 else
                  f"{', '.join(f'{a:.2f}' for a in accuracies)}% (mean {sum(accuracies) / len(accuracies):.2f}%)")
         out(f"{head}: done in {took}, test accuracy {shown}")
         report.ran.append(run)
+
+    if jobs == 1:
+        for run in runs:
+            one(run)
+            if report.interrupted is not None or SIGNALLED.is_set():
+                if report.interrupted is None:  # the child died of the signal (e.g. a second one)
+                    report.interrupted = run
+                break
+    else:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        free: queue.Queue[int | None] = queue.Queue()
+        for i in range(jobs):
+            free.put(cores[i] if len(cores) >= jobs else None)
+        if len(cores) < jobs:
+            out(f"sweep: {jobs} runs at once on {len(cores)} core(s): not pinned")
+
+        def lane(run: Run) -> None:
+            if report.interrupted is not None or LANES.signum is not None:
+                return  # a run was interrupted: start nothing new
+            core = free.get()
+            try:
+                one(run, core)
+            finally:
+                free.put(core)
+
+        LANES.reset()
+        with LANES.forwarding(), ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(lane, runs))
     out(f"sweep: {len(report.ran)} ran, {len(report.skipped)} skipped (finished), "
         + (f"{len(report.in_use)} in use (skipped), " if report.in_use else "") + f"{len(report.failed)} failed"
         + (f", interrupted at {report.interrupted.name}" if report.interrupted else "")
@@ -583,12 +655,14 @@ def make_parser(description: str = "") -> "argparse.ArgumentParser":
                       help="print the runs: done / started / missing / data absent, with the estimated CPU time "
                            "from earlier records (lra.experiments.plan)")
     mode.add_argument("--commands", action="store_true", help="print one shell command per run")
-    mode.add_argument("--run", action="store_true", help="run them here, one after another")
+    mode.add_argument("--run", action="store_true", help="run them here, one after another (--jobs: several at once)")
     mode.add_argument("--index", type=int, help="run only run INDEX (0-based; the SLURM array task id)")
     mode.add_argument("--slurm", type=Path, metavar="OUT.sh", help="write a SLURM job-array script")
     p.add_argument("--time", default="24:00:00", help="--slurm: time limit per array task")
     p.add_argument("--cpus", type=int, default=8, help="--slurm: CPUs per array task")
     p.add_argument("--max-parallel", type=int, help="--slurm: at most this many array tasks at once")
+    p.add_argument("--jobs", type=int, default=1, help="--run: runs at once, each pinned to a core of its own after "
+                   "its first compile (2 on a 2-core laptop; bit-identical)")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                    help="--slurm: extra #SBATCH line, e.g. --sbatch=--partition=gpu (repeatable)")
     p.add_argument("--setup", action="append", default=[], metavar="LINE",
