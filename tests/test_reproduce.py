@@ -158,6 +158,20 @@ def test_swap_eval_rule_needs_a_difference_beyond_noise(tmp_path):
     assert record(0.355, 0.358) == NOT_REPRODUCED  # 0.3 points apart: within noise
 
 
+def test_agglomerative_record_of_another_scale_is_not_judged(tmp_path):
+    """R4: `--lengths 32 64 --replicas 2` writes the default record; the claim is then incomplete, named."""
+    from test_reproduce_rules import _timing
+
+    _timing(2.0, 1.0, 300.0)(tmp_path)
+    claim = registry.find("agglomerative", "fig1-timing")[1][0]
+    assert claim.outcome(tmp_path).verdict == REPRODUCED
+    record = json.loads((tmp_path / agglomerative.RECORD).read_text())
+    record["rows"] = [dict(r, replicas=r["replicas"][:2]) for r in record["rows"] if r["length"] in (32, 64)]
+    (tmp_path / agglomerative.RECORD).write_text(json.dumps(record))
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == INCOMPLETE and "another scale (lengths [32, 64]" in outcome.missing[0], outcome
+
+
 def test_agglomerative_crossover_and_slopes():
     full = {n: 1e-6 * n * n for n in (64, 128, 256, 512, 1024)}
     agg = {n: 1e-3 + 1e-4 * n for n in full}

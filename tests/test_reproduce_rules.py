@@ -240,7 +240,8 @@ def _timing(full_power: float, agg_power: float, agg_scale: float) -> Writer:
             for n in agglomerative.LENGTHS:
                 for layer, t in (("full", 1e-6 * n ** full_power), ("agglomerative", agg_scale * 1e-6 * n ** agg_power)):
                     rows.append(dict(layer=layer + suffix, length=n, seconds=t, sem=0.0, replicas=[t] * 5))
-        _write(root, agglomerative.RECORD, {"rows": rows})
+        _write(root, agglomerative.RECORD, {"rows": rows, "batch": agglomerative.BATCH, "dim": agglomerative.DIM,
+                                            "heads": agglomerative.HEADS})
         small = [dict(r, layer=r["layer"] + core) for r in rows for core in ("", agglomerative.CORE)
                  if r["length"] in agglomerative.PROJECTIONS_LENGTHS]
         _write(root, agglomerative.PROJECTIONS, {"rows": small})

@@ -162,7 +162,30 @@ def measure(lengths=LENGTHS, replicas: int = REPLICAS, calls: int = 3, cores: bo
                 jax_version=jax.__version__, device=jax.devices()[0].device_kind)
 
 
+class OtherScale(ValueError):
+    """The record is a measurement of another setting than the claim's (issue 38, R4)."""
+
+
+def _scale_problem(record: dict[str, Any]) -> str | None:
+    """Why ``record`` is not a measurement at the claim's scale (None: it is)."""
+    lengths = sorted({r.get("length") for r in record.get("rows", [])})
+    if lengths != sorted(LENGTHS):
+        return f"lengths {lengths}, not {list(LENGTHS)}"
+    for name, want in (("batch", BATCH), ("dim", DIM), ("heads", HEADS)):
+        if record.get(name) != want:
+            return f"{name} {record.get(name)!r}, not {want}"
+    short = [r for r in record.get("rows", []) if len(r.get("replicas", ())) != REPLICAS]
+    if short:
+        return f"{len(short)} row(s) with other than {REPLICAS} replicas"
+    return None
+
+
 def _times(record: dict[str, Any], layer: str) -> dict[int, float]:
+    """Seconds per call by length, from a record of the claim's own scale only (else OtherScale:
+    the claim is then incomplete, the reason named, never judged on a smaller grid)."""
+    problem = _scale_problem(record)
+    if problem:
+        raise OtherScale(f"{RECORD} was measured at another scale ({problem}); rerun: {COMMAND}")
     return {r["length"]: r["seconds"] for r in record.get("rows", []) if r.get("layer") == layer}
 
 
