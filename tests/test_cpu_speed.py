@@ -184,3 +184,16 @@ def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_ru
         outs[pin] = json.loads(done.stdout.strip().splitlines()[-1])
     assert outs[core][0] == 1  # pinned: one core left to the whole process
     assert outs[core][1] == outs[""][1]  # every loss of the curve and every accuracy, to the bit
+
+
+def test_the_laptop_record_states_its_note_and_each_runs_numbers():
+    from lra.bench import laptop
+
+    run = dict(config="c", seeds=1, round=0, seed_steps_per_second=2.0, minor_faults_per_step=10.0,
+               system_seconds_per_step=0.01, compile_seconds=3.0)
+    runs = [dict(run, variant="default"), dict(run, variant="fast", seed_steps_per_second=5.0)]
+    record = {"command": "python -m lra.bench.laptop", "git_commit": "abc", "date": "d", "machine": "2 CPUs",
+              "steps": 9, "note": "Shared with two other jobs.", "runs": runs, "step_costs": {},
+              "ratios": laptop.ratios(runs), "identical": []}
+    text = laptop.markdown(record)
+    assert "Shared with two other jobs." in text and "| `c` | 1 | fast | 5.00 | 2.50x |" in text

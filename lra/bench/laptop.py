@@ -151,6 +151,7 @@ def markdown(record: dict[str, Any]) -> str:
     lines = ["# Laptop benchmark: whole `lra.train` runs, jax's default path against the suite's CPU settings", "",
              f"`{record['command']}` at commit `{record['git_commit']}`, {record['date']}, "
              f"{record['machine']}; {record['steps']} steps per run, rounds alternated.", "",
+             *([record["note"], ""] if record.get("note") else []),
              "| config | seeds | variant | seed-steps/s (per round) | ratio to default (per round) | "
              "minor faults / step | system s / step | compile s | MFU |", "|---|---|---|---|---|---|---|---|---|"]
     ratio_of = {(r["config"], r["seeds"], r["variant"]): r for r in record["ratios"]}
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-mfu", action="store_true", help="skip the FLOP count and matmul rate")
+    parser.add_argument("--note", default="", help="a sentence for the record, e.g. what else shared the machine")
     parser.add_argument("--out", type=Path, required=True, help="the JSON record (a .md table is written beside it)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.rounds < 1 or min(args.seeds) < 1:
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "command": " ".join(["python -m lra.bench.laptop", *(argv if argv is not None else sys.argv[1:])]),
         "git_commit": git_commit(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} CPUs ({os.uname().machine})", "steps": args.steps, "runs": [],
+        "machine": f"{os.cpu_count()} CPUs ({os.uname().machine})", "steps": args.steps, "note": args.note, "runs": [],
         "step_costs": {}}
     scratch = Path(tempfile.mkdtemp(prefix="lra_laptop_"))
     try:
