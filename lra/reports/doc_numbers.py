@@ -42,9 +42,11 @@ ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!--\s*rec\s+(\S+)\s+(\S+)(\s+%)?\s*-->")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 VERDICTS_MARKER = re.compile(r"^\s*<!--\s*verdicts\s+(\S+)\s*-->\s*$")
-# The verdict columns of a README table, plus "exploratory": claims whose registration (the audit's
-# column of the generated table, lra.reproduce.audit) says the rule came after the data.
-VERDICTS = (*REPRODUCE_VERDICTS, "exploratory")
+# The verdict columns of a README table, plus the registration counts: "exploratory" (the audit's
+# column of the generated table, lra.reproduce.audit, says the rule came after the data) and
+# "pre-registered" (git shows the rule committed before every record).
+REGISTRATIONS = ("exploratory", "pre-registered")
+VERDICTS = (*REPRODUCE_VERDICTS, *REGISTRATIONS)
 ALL_ROWS = ("all", "total", "all papers")
 
 
@@ -133,8 +135,10 @@ def verdict_counts(table: Path) -> dict[str, Counter]:
         if "paper" in header and "verdict" in header:
             paper, verdict = _paper(cells[header.index("paper")]), cells[header.index("verdict")].lower()
             counts.setdefault(paper, Counter())[verdict] += 1
-            if "registration" in header and cells[header.index("registration")].lower().startswith("exploratory"):
-                counts[paper]["exploratory"] += 1
+            if "registration" in header:
+                for label in REGISTRATIONS:
+                    if cells[header.index("registration")].lower().startswith(label):
+                        counts[paper][label] += 1
     return counts
 
 
@@ -180,7 +184,7 @@ def check_verdicts(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tupl
                 problems.append(f"{_where(readme, root, lineno)}: {source} has no paper {paper!r}")
                 continue
             for i, verdict in columns.items():
-                want = (sum(n for v, n in expected.items() if v != "exploratory") if verdict == "claims"
+                want = (sum(n for v, n in expected.items() if v not in REGISTRATIONS) if verdict == "claims"
                         else expected[verdict])
                 got = cells[i] if i < len(cells) else ""
                 count += 1
