@@ -329,6 +329,32 @@ def test_holm():
     assert evidence.holm([0.5, 0.9]) == [1.0, 1.0]
 
 
+def test_the_judges_statistics_are_the_suites():
+    """One Friedman and one Holm (lra.reports.stats) serve the tables, lra.reports.compare and the
+    judges; Holm (statsmodels) equals the step-down procedure written out, the hand-rolled one it
+    replaced, to the bit, ties included; a Friedman whose every block ties is p = 1 (not NaN)."""
+    from lra.reports import stats
+
+    assert evidence.holm is stats.holm and evidence.friedman_p is stats.friedman_p
+
+    def step_down(ps: list[float]) -> list[float]:
+        order = sorted(range(len(ps)), key=lambda i: ps[i])
+        adjusted, running = [1.0] * len(ps), 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+            adjusted[i] = running
+        return adjusted
+
+    for ps in ([0.01, 0.04, 0.03], [0.5, 0.9], [0.02, 0.02, 0.01, 0.2, 1e-300], [0.3] * 4,
+               [0.004, 0.011, 0.039, 0.015, 0.5, 0.0123456789]):
+        assert stats.holm(ps) == step_down(ps), ps
+    assert stats.holm([]) == []
+    ties = [[0.5, 0.6, 0.7]] * 3
+    assert stats.friedman_test(ties) is None and stats.friedman_p(ties) == 1.0
+    statistic, p = stats.friedman_test([[1, 2, 3, 4], [2, 3, 4, 5], [3, 1, 5, 6]])
+    assert 0 < p < 1 and statistic > 0
+
+
 def test_convluna_report_draws_the_rows_that_have_runs(tmp_path):
     _seeds(tmp_path, "Luna-16", [0.35, 0.36, 0.34, 0.35, 0.37])
     _seeds(tmp_path, "ConvLuna-16 (reference)", [0.40, 0.41, 0.39, 0.42, 0.40])

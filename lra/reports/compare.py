@@ -58,20 +58,21 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], confidence: float = 0
 def friedman_holm(rows: Mapping[str, Mapping[int, float]]) -> dict[str, Any]:
     """Friedman over >= 3 rows on the seeds all of them have, and Holm-corrected pairwise paired t."""
     from scipy import stats
-    from statsmodels.stats.multitest import multipletests
+
+    from lra.reports.stats import friedman_p, holm
 
     names = list(rows)
     seeds = sorted(set.intersection(*(set(rows[n]) for n in names)))
     if len(seeds) < 2:
         raise ValueError(f"Friedman needs at least 2 seeds common to every row; common: {seeds}")
     samples = [[rows[n][k] for k in seeds] for n in names]
-    friedman = float(stats.friedmanchisquare(*samples).pvalue)
+    friedman = friedman_p(samples)
     pairs = list(itertools.combinations(names, 2))
     raw = []
     for a, b in pairs:
         x, y = np.array([rows[a][k] for k in seeds]), np.array([rows[b][k] for k in seeds])
         raw.append(float(stats.ttest_rel(x, y).pvalue) if np.any(x != y) else 1.0)
-    adjusted = multipletests(raw, method="holm")[1] if raw else []
+    adjusted = holm(raw)
     return {"seeds": seeds, "friedman_p": friedman,
             "pairs": [{"a": a, "b": b, "mean_difference": float(np.mean([rows[a][k] - rows[b][k] for k in seeds])),
                        "t_p": p, "t_p_holm": float(q)} for (a, b), p, q in zip(pairs, raw, adjusted)]}

@@ -1,4 +1,9 @@
-"""Statistics of the results tables: mean ± sample std over seeds, Friedman test with Holm correction.
+"""The suite's statistics: mean ± sample std over seeds, the Friedman test and Holm's correction.
+
+One module for every caller (the results tables, ``lra.reports.compare``, the reproduction judges
+through ``lra.reproduce.evidence``), so a test and its tie rule are written once: ``friedman_test``
+is scipy's, ``holm`` is statsmodels' ``multipletests(method="holm")``. scipy and statsmodels (the
+``tables`` extra) are imported when a test runs, not with this module.
 
 - Spread over seeds is the *sample* standard deviation (``ddof=1``, the unbiased variance's
   root), the usual choice for "mean ± std over five runs"; a single seed has no std.
@@ -15,8 +20,6 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy.stats import friedmanchisquare
-from statsmodels.stats.multitest import multipletests
 
 MEMORY_SIZES = (1, 16, 256)
 MIN_FRIEDMAN_SEEDS = 2  # fewer paired seeds: not tested
@@ -70,19 +73,44 @@ def friedman(model: str, task: str, by_size: Mapping[int, Mapping[int, float]],
     elif len(common) < MIN_FRIEDMAN_SEEDS:
         result.note = f"{len(common)} seed(s) shared by all sizes; need {MIN_FRIEDMAN_SEEDS}"
     else:
-        samples = [[by_size[s][seed] for seed in common] for s in sizes]
-        if all(len(set(block)) == 1 for block in zip(*samples)):
+        tested = friedman_test([[by_size[s][seed] for seed in common] for s in sizes])
+        if tested is None:
             result.note = "every seed ties across sizes: the statistic is undefined"
         else:
-            stat = friedmanchisquare(*samples)
-            result.statistic, result.p_value = float(stat.statistic), float(stat.pvalue)
+            result.statistic, result.p_value = tested
     return result
 
 
-def holm(results: Sequence[FriedmanResult]) -> None:
+def correct_holm(results: Sequence[FriedmanResult]) -> None:
     """Set ``p_holm`` of the tested results, correcting over all of them together."""
     tested = [r for r in results if r.tested]
-    if tested:
-        corrected = multipletests([r.p_value for r in tested], method="holm")[1]
-        for r, p in zip(tested, corrected):
-            r.p_holm = float(p)
+    for r, p in zip(tested, holm([r.p_value for r in tested])):
+        r.p_holm = p
+
+
+def friedman_test(samples: Sequence[Sequence[float]]) -> tuple[float, float] | None:
+    """scipy's Friedman statistic and p over k >= 3 related samples (one list per treatment, blocks =
+    seeds in the same order); None when every block ties (each seed scores the same under every
+    treatment), where the statistic is 0/0 (scipy returns NaN)."""
+    from scipy.stats import friedmanchisquare
+
+    if all(len(set(block)) == 1 for block in zip(*samples)):
+        return None
+    stat = friedmanchisquare(*samples)
+    return float(stat.statistic), float(stat.pvalue)
+
+
+def friedman_p(samples: Sequence[Sequence[float]]) -> float:
+    """:func:`friedman_test`'s p, and 1.0 when every block ties (no evidence against equal treatments)."""
+    tested = friedman_test(samples)
+    return 1.0 if tested is None else tested[1]
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values in the input's order (step-down, monotone, capped at 1):
+    statsmodels' ``multipletests(method="holm")``."""
+    if not pvalues:
+        return []
+    from statsmodels.stats.multitest import multipletests
+
+    return [float(p) for p in multipletests(list(pvalues), method="holm")[1]]

@@ -389,7 +389,7 @@ def friedman_tests(runs: Sequence[RunResult], tasks: Sequence[str],
     models = [m for m in sorted(acc, key=lambda m: variant_order(f"{m}-0"))
               if len({s for by_size in acc[m].values() for s in by_size}) >= 2]
     results = [stats.friedman(m, t, acc[m].get(t, {}), sizes) for m in models for t in tasks]
-    stats.holm(results)
+    stats.correct_holm(results)
     return results
 
 

@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from lra.reports.stats import friedman_p, holm  # noqa: F401  (the judges' statistics: one module for the suite)
+
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object at ``path``, or None if it is absent or not a JSON object."""
@@ -108,23 +110,3 @@ def paired_greater(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[floa
         return mean, (0.0 if mean > 0 else 1.0), len(diffs)
     p = float(stats.ttest_rel([a[k] for k in seeds], [b[k] for k in seeds], alternative="greater").pvalue)
     return mean, p, len(diffs)
-
-
-def friedman_p(samples: Sequence[Sequence[float]]) -> float:
-    """Friedman test's p over k >= 3 related samples (blocks = seeds), as the ConvLuna paper's Figure 2."""
-    from scipy import stats
-
-    if all(list(s) == list(samples[0]) for s in samples):  # identical samples: nothing to reject (scipy: NaN)
-        return 1.0
-    return float(stats.friedmanchisquare(*samples).pvalue)
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values, in the input's order (step-down, kept monotone, capped at 1)."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    adjusted = [1.0] * len(pvalues)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
