@@ -34,7 +34,6 @@ import argparse
 import dataclasses
 import errno
 import gzip
-import hashlib
 import http.client
 import os
 import re
@@ -50,7 +49,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Sequence
 
-from lra.data.cache import log
+from lra.data.cache import file_digest, log
 from lra.data.paths import data_dir
 from lra.data.types import DataError
 
@@ -311,14 +310,6 @@ def fetch(url: str, dest: Path, size: int | None, timeout: float = 60.0) -> int 
                             f"to fix: run the command again (a mirror: --url URL)")
     os.replace(part, dest)
     return total
-
-
-def file_digest(path: Path, algorithm: str) -> str:
-    h = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _quarantine(path: Path) -> Path:

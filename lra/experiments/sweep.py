@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from lra.training.child_signals import ChildSignals
 from lra.training.cpu_speed import PIN_VARIABLE, child_environment
+from lra.training.run_files import slug, write_json_atomic  # slug: also lra.reproduce's run folders
 
 if TYPE_CHECKING:
     import argparse
@@ -162,11 +163,6 @@ GRIDS: dict[str, Grid] = {
         description="Every attention family at its paper defaults, side by side on ListOps",
     ),
 }
-
-
-def slug(text: str) -> str:
-    """File-name form of a label, as lra.training.seeds.default_workdir makes it."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -464,9 +460,7 @@ def _write_run_record(run: Run) -> None:
     one grid may write it at once), so the tables never read a torn one."""
     for seed, workdir in zip(run.seeds or (run.seed,), run.seed_workdirs):
         workdir.mkdir(parents=True, exist_ok=True)
-        tmp = workdir / f".sweep_run.json.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps(run.record(seed), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, workdir / "sweep_run.json")
+        write_json_atomic(workdir / "sweep_run.json", run.record(seed))
 
 
 @dataclasses.dataclass
@@ -576,8 +570,7 @@ def write_manifest(runs: Sequence[Run], root: Path, argv: Sequence[str]) -> Path
     """``<root>/sweep.json``: the command that made the sweep and every run of it."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / "sweep.json"
-    path.write_text(json.dumps({"command": shlex.join(argv), "runs": [r.record() for r in runs]},
-                               indent=2, sort_keys=True) + "\n")
+    write_json_atomic(path, {"command": shlex.join(argv), "runs": [r.record() for r in runs]})
     return path
 
 

@@ -200,8 +200,10 @@ def check_same_config(payload: Mapping[str, Any]) -> None:
     padded = np.zeros(length, np.uint8)
     padded[: len(text)] = np.frombuffer(text, np.uint8)
     texts = np.asarray(multihost_utils.process_allgather(padded))
+    from lra.training.run_files import flatten_config
+
     decoded = [json.loads(bytes(t).rstrip(b"\0").decode()) for t in texts]
-    flat = [_flat(d) for d in decoded]
+    flat = [flatten_config(d) for d in decoded]
     lines = []
     for pid in range(1, len(flat)):
         diffs = sorted(k for k in flat[0].keys() | flat[pid].keys() if flat[0].get(k) != flat[pid].get(k))
@@ -212,15 +214,6 @@ def check_same_config(payload: Mapping[str, Any]) -> None:
     raise ValueError(f"the {len(flat)} processes of this launch were given different commands ({' | '.join(lines)}); "
                      f"nothing was changed. Start every process with the same --config, --config.* overrides, "
                      f"--workdir and flags")
-
-
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict) or not d:
-        return {prefix.rstrip("."): d}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}{k}."))
-    return out
 
 
 def data_mesh() -> Mesh:

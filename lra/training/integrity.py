@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -47,19 +46,18 @@ def nonfinite_leaves(tree: Any) -> list[str]:
 
 def file_digests(folder: Path) -> dict[str, str]:
     """SHA-256 of every file under ``folder``, keyed by its relative path."""
-    return {
-        str(p.relative_to(folder)): _sha256(p.read_bytes())
-        for p in sorted(folder.rglob("*")) if p.is_file()
-    }
+    from lra.data.cache import file_digest
+
+    return {str(p.relative_to(folder)): file_digest(p) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def write_sealed_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON under a first line holding the body's SHA-256, and fsync it."""
+    """Write ``obj`` as JSON under a first line holding the body's SHA-256 (atomic and fsynced:
+    run_files.write_text_atomic)."""
+    from lra.training.run_files import write_text_atomic
+
     body = json.dumps(obj, indent=1, sort_keys=True)
-    with open(path, "w") as f:
-        f.write(_sha256(body.encode()) + "\n" + body)
-        f.flush()
-        os.fsync(f.fileno())
+    write_text_atomic(path, _sha256(body.encode()) + "\n" + body)
 
 
 def read_sealed_json(path: Path) -> Any:

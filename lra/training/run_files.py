@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,30 +38,34 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
+def slug(text: str) -> str:
+    """File-name form of a label (``"ConvLuna-16 (reference)"`` -> ``"convluna-16-reference"``): the
+    run folders of lra.train (training.seeds.default_workdir) and of the sweeps."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
 def config_to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
     return json.loads(config.to_json_best_effort())
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_config(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"num_layers": 2}}`` -> ``{"model.num_layers": 2}``: configs compared field by field.
+    An empty dict stays a value (``{"model.attention_kwargs": {}}``): config digests sealed into
+    checkpoints depend on it, which is why this is not ``flax.traverse_util.flatten_dict``."""
     out: dict[str, Any] = {}
     for key, value in d.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            out.update(_flatten(value, name + "."))
+            out.update(flatten_config(value, name + "."))
         else:
             out[name] = value
     return out
 
 
-def flatten_config(d: dict[str, Any]) -> dict[str, Any]:
-    """``{"model": {"num_layers": 2}}`` -> ``{"model.num_layers": 2}``: configs compared field by field."""
-    return _flatten(d)
-
-
 def config_differences(old: dict[str, Any], config: ml_collections.ConfigDict) -> list[tuple[str, Any, Any]]:
     """(field, recorded value, this config's value) for every field that changes the run."""
-    old_flat = _flatten(old)
-    new = _flatten(config_to_dict(config))
+    old_flat = flatten_config(old)
+    new = flatten_config(config_to_dict(config))
     return [(k, old_flat.get(k), new.get(k)) for k in sorted(old_flat.keys() | new.keys())
             if old_flat.get(k) != new.get(k) and k.split(".")[0] not in RESUMABLE_CHANGES]
 
@@ -76,7 +81,7 @@ def config_digest(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
     digest train the same run. Sealed into each checkpoint and compared across the processes
     of a multi-host launch."""
     d = config if isinstance(config, dict) else config_to_dict(config)
-    kept = {k: v for k, v in _flatten(d).items() if k.split(".")[0] not in RESUMABLE_CHANGES}
+    kept = {k: v for k, v in flatten_config(d).items() if k.split(".")[0] not in RESUMABLE_CHANGES}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
@@ -287,16 +292,7 @@ class MetricsLog:
         if not self.path.exists():
             return
         keep = [r for r in self.read() if _kept(r, step)]
-        tmp = self.path.with_suffix(".tmp")
-        try:
-            with open(tmp, "w") as f:
-                f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise StorageError(self.path, e) from None
+        write_text_atomic(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
         try:

@@ -8,7 +8,6 @@ writes exactly the files that command writes, in its own workdir.
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,6 +15,8 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
+
+from lra.training.run_files import slug
 
 MAX_SEED = 2**31 - 1
 
@@ -87,9 +88,8 @@ def seed_config(config: ml_collections.ConfigDict, seed: int) -> ml_collections.
 
 def default_workdir(config: ml_collections.ConfigDict) -> Path:
     """``runs/<task>_<variant>[_<preset>]/seed<k>``: distinct variants never share a workdir."""
-    slug = re.sub(r"[^a-z0-9]+", "-", config.variant.lower()).strip("-")
     preset = "" if config.preset == "paper" else f"_{config.preset}"
-    return Path("runs") / f"{config.task}_{slug}{preset}" / f"seed{config.seed}"
+    return Path("runs") / f"{config.task}_{slug(config.variant)}{preset}" / f"seed{config.seed}"
 
 
 def seed_workdirs(config: ml_collections.ConfigDict, workdir: str | Path | None) -> list[Path]:
