@@ -206,7 +206,7 @@ def build_or_load(
     try:
         meta = build(writer)
         writer.commit(meta)
-    except BaseException:
+    except BaseException:  # cleanup only, re-raised: a failed or interrupted build leaves no temporary entry
         writer.abort()
         raise
     log(f"cached {what} in {time.time() - start:.1f}s")

@@ -642,7 +642,7 @@ def write_setting(folder: Path, side: int, setting: str, num_images: int, seed: 
             if not (folder / "metadata").is_dir():
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
+    except BaseException:  # cleanup only, re-raised: no half-written folder is left behind
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder

@@ -76,7 +76,7 @@ def _discard(writer: Any) -> None:
             worker.join(timeout=5)
         try:
             events._ev_writer.close()  # the file is closed even when its last flush fails
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 -- a writer already being discarded after a failure: its error was reported
             pass
         events._closed = True  # its atexit hook and add_event now do nothing
 
@@ -118,7 +118,7 @@ class Progress:
                 self.writers = [SummaryWriter(str(d)) for d in self._tb_dirs]
             except ImportError:  # optional: metrics.jsonl holds everything anyway
                 pass
-            except Exception as e:
+            except Exception as e:  # optional TensorBoard: any failure is one warning, then off
                 self._tensorboard_failed(e)
 
     @property
@@ -218,7 +218,7 @@ class Progress:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)):
                     writer.add_scalar(f"{split}/{k}", v, step)
-        except Exception as e:
+        except Exception as e:  # optional TensorBoard: any failure is one warning, then off
             self._tensorboard_failed(e)
 
     def update(self, step: int, split: str, metrics: dict[str, Any], index: int | None = 0, label: str = "") -> None:
@@ -256,7 +256,7 @@ class Progress:
             if writer is not None:
                 try:
                     writer.close()
-                except Exception as e:
+                except Exception as e:  # optional TensorBoard: any failure is one warning, then off
                     self._tensorboard_failed(e)
         if self._old_hook is not None:
             threading.excepthook, self._old_hook = self._old_hook, None
