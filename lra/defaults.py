@@ -22,6 +22,8 @@ from typing import Any, Mapping
 
 import ml_collections
 
+from lra.errors import InputError
+
 TASKS = ("listops", "text", "matching", "image", "pathfinder", "pathx")
 PATHFINDER_TASKS = ("pathfinder", "pathx")  # LRA's Pathfinder (32 x 32) and Path-X (128 x 128)
 PRESETS = ("paper", "cpu", "smoke")
@@ -58,7 +60,7 @@ _TABLE2: dict[str, dict[str, Any]] = {
 def task_config(task: str) -> ml_collections.ConfigDict:
     """Paper-scale defaults for ``task`` with the softmax baseline."""
     if task not in _TABLE2:
-        raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+        raise InputError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
     t = _TABLE2[task]
     c = ml_collections.ConfigDict()
     c.task = task
@@ -249,7 +251,7 @@ def _apply_preset(c: ml_collections.ConfigDict, preset: str) -> None:
                           pathfinder_images=20_000)
             c.model.update(max_len=256, num_layers=1)  # one layer, as LRA's Pathfinder models: 15 minutes
         return
-    raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
 
 
 def parse_value(text: str) -> Any:
@@ -287,7 +289,7 @@ def existing_field(config: ml_collections.ConfigDict, dotted: str) -> ml_collect
             where = ".".join(parts[:depth]) or "config"
             names = list(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
             close = difflib.get_close_matches(part, names, n=3, cutoff=0.5)
-            raise ValueError(f"{dotted}: {where} has no field {part!r}"
+            raise InputError(f"{dotted}: {where} has no field {part!r}"
                              + (f"; did you mean {', '.join('.'.join([*parts[:depth], c]) for c in close)}?" if close
                                 else ""))
         if depth < len(parts) - 1:
@@ -297,10 +299,10 @@ def existing_field(config: ml_collections.ConfigDict, dotted: str) -> ml_collect
 
 def _cast_like(old: Any, text: str, name: str) -> Any:
     if isinstance(old, ml_collections.ConfigDict):
-        raise ValueError(f"{name} is a group of fields, not a value; set one of {', '.join(sorted(old.keys()))}")
+        raise InputError(f"{name} is a group of fields, not a value; set one of {', '.join(sorted(old.keys()))}")
     if isinstance(old, bool):
         if text.strip().lower() not in ("true", "false"):
-            raise ValueError(f"{name} must be true or false, got {text!r}")
+            raise InputError(f"{name} must be true or false, got {text!r}")
         return text.strip().lower() == "true"
     try:
         if isinstance(old, int):
@@ -308,7 +310,7 @@ def _cast_like(old: Any, text: str, name: str) -> Any:
         if isinstance(old, float):
             return float(text)
     except ValueError:
-        raise ValueError(f"{name} must be {'an integer' if isinstance(old, int) else 'a number'}, got {text!r}") from None
+        raise InputError(f"{name} must be {'an integer' if isinstance(old, int) else 'a number'}, got {text!r}") from None
     if isinstance(old, tuple):
         return tuple(parse_value(t.strip()) for t in text.split(",") if t.strip())
     if old is None:
@@ -337,14 +339,14 @@ def parse_option(attention: str, token: str) -> tuple[str, Any]:
     valid_options = set(registry.option_names(attention))
     if field not in valid_options:
         aliases = ", ".join(f"{a}={f}" for a, f in OPTION_ALIASES.items() if f in valid_options)
-        raise ValueError(
+        raise InputError(
             f"option {key!r} is not an option of attention {attention!r}; valid options: "
             f"{', '.join(sorted(valid_options)) or '(none)'}" + (f"; aliases: {aliases}" if aliases else "")
         )
     parsed = parse_value(value)
     problem = option_type_problem(attention, field, parsed)
     if problem:
-        raise ValueError(f"option {token.strip()!r} of attention {attention!r}: {problem}")
+        raise InputError(f"option {token.strip()!r} of attention {attention!r}: {problem}")
     return field, parsed
 
 
@@ -410,13 +412,13 @@ def make_config(
         elif token in flags:
             chosen_flags.append(token)
         else:
-            raise ValueError(
+            raise InputError(
                 f"unknown config option {token!r}; valid: presets {', '.join(PRESETS)}"
                 + (f"; flags {', '.join(sorted(flags))}" if flags else "")
                 + "; reference; or key=value family options"
             )
     if len(presets) > 1:
-        raise ValueError(f"choose one preset, got {presets}")
+        raise InputError(f"choose one preset, got {presets}")
     _apply_preset(c, presets[0] if presets else "paper")
 
     for name in chosen_flags:

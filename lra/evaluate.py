@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 import jax
 import ml_collections
 
+from lra.errors import InputError
 from lra.training import distributed
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.training.run_errors import EXIT_INVALID, describe, exit_code
@@ -60,7 +61,7 @@ def parse_options(text: str) -> dict[str, Any]:
     out = {}
     for token in filter(None, (t.strip() for t in text.split(","))):
         if "=" not in token:
-            raise ValueError(f"--options takes key=value pairs, got {token!r}")
+            raise InputError(f"--options takes key=value pairs, got {token!r}")
         key, value = token.split("=", 1)
         out[OPTION_ALIASES.get(key.strip(), key.strip())] = parse_value(value.strip())
     return out
@@ -81,7 +82,7 @@ def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, 
     groups = swap_groups(**dims)
     shared = "; ".join(", ".join(g) for g in groups if len(g) > 1) or "none"
     alone = ", ".join(g[0] for g in groups if len(g) == 1)
-    raise ValueError(
+    raise InputError(
         f"the checkpoint in {workdir} was trained with {model.attention!r} and cannot be evaluated with "
         f"{attention!r}: their parameter trees differ ({tree_difference(trained, target, model.attention, attention)})."
         f" Families that share a tree and can swap: {shared}"
@@ -126,7 +127,7 @@ def evaluate_run(
         try:
             best = checkpoints.restore_best({"params": params, "step": jax.numpy.zeros((), jax.numpy.int32)})
         except (ValueError, KeyError):
-            raise ValueError(
+            raise InputError(
                 f"the checkpoint in {workdir} (trained with {trained_with!r}) does not fit attention "
                 f"{config.model.attention!r}: their parameter trees differ. Only families with softmax's "
                 f"tree (softmax, clustered, improved_clustered, dispersed) can swap."

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra import attention as attention_registry
 from lra.data.types import PAD_ID
 
@@ -171,7 +172,7 @@ class Encoder(nn.Module):
             if cfg.zero_padding_embedding:  # PyTorch's padding_idx=0: padding embeds to a fixed zero
                 x = jnp.where((tokens_BxN != PAD_ID)[..., None], x, 0.0)
         if n > cfg.max_len:
-            raise ValueError(
+            raise InputError(
                 f"sequence length {n} exceeds the position table (config.model.max_len="
                 f"{cfg.max_len}): raise config.model.max_len or shorten config.data.max_len"
             )

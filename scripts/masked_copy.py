@@ -59,8 +59,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         masked_copy.run_resumable(settings, out, command, restart, log=lambda line: print(line, flush=True))
     except (ValueError, OSError, WorkdirLockedError) as e:  # bad settings (2), --out in use (3), disk (4)
+        try:
+            code = exit_code(e)
+        except TypeError:
+            raise e from None  # a bug, not bad settings: keep the traceback
         print(f"error: {describe(e)}", file=sys.stderr, flush=True)
-        sys.exit(exit_code(e))
+        sys.exit(code)
     print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
 
 if __name__ == "__main__":

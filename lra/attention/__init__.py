@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from lra.errors import InputError
 from lra.attention.agglomerative import AgglomerativeAttention
 from lra.attention.base import Attention
 from lra.attention.clustered import ClusteredAttention, ImprovedClusteredAttention
@@ -45,7 +46,7 @@ def get(name: str) -> type[Attention]:
     try:
         return ATTENTIONS[name]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"unknown attention {name!r}; valid names: {', '.join(sorted(ATTENTIONS))}"
         ) from None
 

@@ -41,6 +41,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra.errors import InputError
+
 from lra.attention.base import (
     Attention,
     dense_heads,
@@ -92,7 +94,7 @@ class AgglomerativeAttention(Attention):
     def classes(self) -> int:
         m = self.num_heads if self.num_classes is None else self.num_classes
         if m < 1 or self.qkv_dim % m:
-            raise ValueError(
+            raise InputError(
                 f"qkv_dim={self.qkv_dim} is not divisible by the number of agglomerative classes "
                 f"{m}: set config.model.attention_kwargs.num_classes (default: num_heads) to a "
                 f"divisor of config.model.qkv_dim."

@@ -17,6 +17,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra.errors import InputError
+
 Dtype = Any
 
 # Large negative logit for masked keys. Finite (not -inf) so a fully masked row gives a uniform
@@ -59,7 +61,7 @@ class Attention(nn.Module):
 def check_heads(num_heads: int, qkv_dim: int) -> None:
     """Raise a clear error when the heads do not divide the qkv width."""
     if num_heads < 1 or qkv_dim % num_heads:
-        raise ValueError(
+        raise InputError(
             f"qkv_dim={qkv_dim} is not divisible by num_heads={num_heads}: set "
             f"config.model.qkv_dim to a multiple of config.model.num_heads."
         )

@@ -84,6 +84,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra.errors import InputError
+
 from lra.attention.base import (
     MASK_LOGIT,
     Attention,
@@ -300,7 +302,7 @@ def hamming_kmeans_bits(
     votes are one segment sum of the N x R bits per Lloyd step.
     """
     if init not in INITS:
-        raise ValueError(f"unknown K-means init {init!r}; valid: {', '.join(INITS)}")
+        raise InputError(f"unknown K-means init {init!r}; valid: {', '.join(INITS)}")
     if init == "random" and rng is None:
         raise ValueError("hamming_kmeans(init='random') draws its seeds from rng: pass a jax key")
     r = bits_BxHxNxR.shape[-1]
@@ -602,12 +604,12 @@ class ClusteredAttention(Attention):
 
     def _check(self) -> None:
         if self.num_clusters < 1 or self.bits < 1 or self.iterations < 0:
-            raise ValueError(
+            raise InputError(
                 f"{type(self).__name__}: num_clusters={self.num_clusters} and bits={self.bits} "
                 f"must be >= 1 and iterations={self.iterations} >= 0 "
                 "(config.model.attention_kwargs)")
         if self.kmeans_init not in INITS:
-            raise ValueError(
+            raise InputError(
                 f"{type(self).__name__}: kmeans_init={self.kmeans_init!r} is not one of {INITS}")
 
     def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
@@ -646,7 +648,7 @@ class ImprovedClusteredAttention(ClusteredAttention):
     def _check(self) -> None:
         super()._check()
         if self.topk < 1:
-            raise ValueError(f"{type(self).__name__}: topk={self.topk} must be >= 1")
+            raise InputError(f"{type(self).__name__}: topk={self.topk} must be >= 1")
 
     def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
         topk = min(self.topk, k.shape[1])  # clip here too: one compilation for every topk >= N

@@ -81,6 +81,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lra.errors import InputError
 from lra.attention.base import MASK_LOGIT, Attention, Dtype, project_out, project_qkv, zero_padding
 
 PAPER_WINDOW = 4  # Table 1 ("the window size is normalized at w = 4")
@@ -98,7 +99,7 @@ DEFAULT_CHUNK_SIZE = 256  # positions per chunk (see the module docstring)
 def offsets(window: int = PAPER_WINDOW, max_gap: int = PAPER_MAX_GAP) -> np.ndarray:
     """Sorted relative key offsets ``j - i`` of Algorithm 2 (0, the query itself, included)."""
     if window < 0 or max_gap < 1:
-        raise ValueError(f"need window >= 0 and max_gap >= 1, got window={window}, max_gap={max_gap}")
+        raise InputError(f"need window >= 0 and max_gap >= 1, got window={window}, max_gap={max_gap}")
     half = window // 2
     dispersed = half + np.cumsum(np.arange(2, max_gap + 1))  # j = i + h, then j += g for g = 2..
     return np.sort(np.concatenate([np.arange(-half, half + 1), dispersed, -dispersed]))

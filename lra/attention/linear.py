@@ -71,6 +71,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra.errors import InputError
+
 from lra.attention.base import (
     Attention,
     dense_heads,
@@ -234,7 +236,7 @@ class GatedLinearAttention(LinearAttention):
     @nn.nowrap
     def _gate(self, x_BxNxD: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
         if self.gate_on not in GATE_SIDES:
-            raise ValueError(
+            raise InputError(
                 f"gate_on={self.gate_on!r} is invalid; set config.model.attention_kwargs.gate_on "
                 f"to one of {', '.join(GATE_SIDES)}"
             )

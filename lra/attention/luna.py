@@ -88,6 +88,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra.errors import InputError
 from lra.attention.base import Attention, Dtype, dense_heads, dot_product_attention, zero_padding
 
 FILTERS = ("none", "conv", "maxpool")
@@ -120,7 +121,7 @@ def shared_projections(share: bool | str) -> tuple[str, ...]:
         return ()
     if isinstance(share, str) and share and set(share) <= set(_LETTERS):
         return tuple(name for letter, name in _LETTERS.items() if letter in share)
-    raise ValueError(
+    raise InputError(
         f"attention_kwargs.share_projections={share!r}: use true (share W^Q, W^K, W^V, W^O), "
         f"false (share none) or letters of 'qkvo' (e.g. 'qko': W^Q, W^K, W^O, the published ConvLuna code)"
     )
@@ -222,7 +223,7 @@ def filter_length(
     windows at the strided positions.
     """
     if padding not in WINDOWS:
-        raise ValueError(f"unknown filter padding {padding!r}; valid: {', '.join(WINDOWS)}")
+        raise InputError(f"unknown filter padding {padding!r}; valid: {', '.join(WINDOWS)}")
     if padding == "valid" and x_BxNxHxDh.shape[1] < kernel_size:
         extra = kernel_size - x_BxNxHxDh.shape[1]
         x_BxNxHxDh = jnp.pad(x_BxNxHxDh, ((0, 0), (0, extra), (0, 0), (0, 0)))
@@ -233,7 +234,7 @@ def filter_length(
     elif kind == "conv":
         y = _conv_same(jnp.where(real, x_BxNxHxDh, 0.0), kernel_KxH)
     else:
-        raise ValueError(f"unknown filter {kind!r}; valid: {', '.join(FILTERS)}")
+        raise InputError(f"unknown filter {kind!r}; valid: {', '.join(FILTERS)}")
     if padding == "same":
         mask_BxJ = mask_BxN[:, ::stride]
         y = y[:, ::stride]
@@ -280,17 +281,17 @@ class LunaAttention(Attention):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.filter not in FILTERS:
-            raise ValueError(f"attention_kwargs.filter={self.filter!r}; valid: {', '.join(FILTERS)}")
+            raise InputError(f"attention_kwargs.filter={self.filter!r}; valid: {', '.join(FILTERS)}")
         if self.filter_padding not in WINDOWS:
-            raise ValueError(f"attention_kwargs.filter_padding={self.filter_padding!r}; valid: {', '.join(WINDOWS)}")
+            raise InputError(f"attention_kwargs.filter_padding={self.filter_padding!r}; valid: {', '.join(WINDOWS)}")
         shared_projections(self.share_projections)  # raises on a bad value
         for field in ("memory_size", "kernel_size", "stride"):
             if getattr(self, field) < 1:
-                raise ValueError(f"attention_kwargs.{field} must be >= 1, got {getattr(self, field)}")
+                raise InputError(f"attention_kwargs.{field} must be >= 1, got {getattr(self, field)}")
 
     def _check_width(self, d: int) -> None:
         if self.share_kv and d != self.qkv_dim:
-            raise ValueError(
+            raise InputError(
                 f"share_kv=True uses W^V = identity, which needs qkv_dim ({self.qkv_dim}) == the "
                 f"model width D ({d}): set config.model.qkv_dim = config.model.emb_dim, or "
                 f"config.model.attention_kwargs.share_kv=False."

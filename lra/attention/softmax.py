@@ -31,6 +31,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lra.errors import InputError
+
 from lra.attention.base import (
     Attention,
     dot_product_attention,
@@ -98,14 +100,14 @@ class SoftmaxAttention(Attention):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.implementation not in IMPLEMENTATIONS:
-            raise ValueError(
+            raise InputError(
                 f"attention_kwargs.implementation={self.implementation!r}; valid: {', '.join(IMPLEMENTATIONS)}"
             )
         # Checked here, at construction, so a bad pair fails before anything compiles. (The model
         # builds one module for training and evaluation, so the rate is refused even if only
         # evaluation would run: it has no effect there anyway.)
         if self.implementation == "cudnn" and self.dropout_rate > 0.0:
-            raise ValueError(self._dropout_error())
+            raise InputError(self._dropout_error())
 
     def _dropout_error(self) -> str:
         return (
@@ -124,9 +126,9 @@ class SoftmaxAttention(Attention):
         q, k, v = project_qkv(self, x_BxNxD)
         if self.implementation == "cudnn":
             if not deterministic and self.dropout_rate > 0.0:
-                raise ValueError(self._dropout_error())
+                raise InputError(self._dropout_error())
             if q.dtype not in CUDNN_DTYPES:
-                raise ValueError(
+                raise InputError(
                     f"attention_kwargs.implementation='cudnn' runs in bfloat16 or float16 only (cuDNN "
                     f"has no float32 fused attention), got {q.dtype}: set config.model.dtype=bfloat16 "
                     f"(or use implementation='xla')"

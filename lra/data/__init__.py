@@ -23,6 +23,7 @@ from typing import Callable
 
 import ml_collections
 
+from lra.errors import InputError
 from lra.data.types import DataError, Split, TaskData
 
 # name -> "module:function"
@@ -40,7 +41,7 @@ TASKS = tuple(_LOADERS)
 def get_loader(task: str) -> Callable[[ml_collections.ConfigDict], TaskData]:
     """The loader of ``task``; a ValueError listing the valid tasks for an unknown name."""
     if task not in _LOADERS:
-        raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(_LOADERS))}")
+        raise InputError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(_LOADERS))}")
     module, func = _LOADERS[task].split(":")
     return getattr(importlib.import_module(module), func)
 
@@ -57,7 +58,7 @@ def task_shapes(task: str) -> tuple[int, int, bool]:
              "pathfinder": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False),
              "pathx": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False)}
     if task not in table:
-        raise ValueError(f"config.task={task!r}: no shapes known; known: {', '.join(table)}")
+        raise InputError(f"config.task={task!r}: no shapes known; known: {', '.join(table)}")
     return table[task]
 
 
@@ -79,7 +80,7 @@ def missing_data(config: ml_collections.ConfigDict) -> str | None:
     ``to fix: ...``), or None when it can be read or made (generated ListOps, Pathfinder). Cheap:
     the loader's ``locate`` only looks at paths; nothing is read, generated or cached."""
     if config.task not in _LOADERS:
-        raise ValueError(f"unknown task {config.task!r}; valid tasks: {', '.join(sorted(_LOADERS))}")
+        raise InputError(f"unknown task {config.task!r}; valid tasks: {', '.join(sorted(_LOADERS))}")
     locate = getattr(importlib.import_module(_LOADERS[config.task].split(":")[0]), "locate", None)
     if locate is None:
         return None

@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from lra.errors import InputError
 from lra.data.types import Split
 
 Batch = dict[str, np.ndarray]
@@ -53,7 +54,7 @@ class TrainBatches:
     def __init__(self, split: Split, batch_size: int, seed: int, buckets: Sequence[int], max_len: int,
                  order_seed: int | None = None):
         if len(split) == 0:
-            raise ValueError(f"split {split.name!r} is empty")
+            raise InputError(f"split {split.name!r} is empty")
         self.split = split
         self.batch_size = batch_size
         self.seed = seed

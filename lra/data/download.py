@@ -49,6 +49,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Sequence
 
+from lra.errors import InputError
 from lra.data.cache import file_digest, log
 from lra.data.paths import data_dir
 from lra.data.types import DataError
@@ -536,7 +537,7 @@ def download(task: str, root: str | os.PathLike | None = None, url: str | None =
              keep_archive: bool = False, timeout: float = 60.0) -> Path:
     """Make ``task``'s source folders exist under the data dir (download, verify, extract); returns the dir."""
     if task not in TASK_ARCHIVE:
-        raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TASK_ARCHIVE)}")
+        raise InputError(f"unknown task {task!r}; valid tasks: {', '.join(TASK_ARCHIVE)}")
     name, finals = TASK_ARCHIVE[task]
     archive = ARCHIVES[name]
     root = data_dir(root)
@@ -595,10 +596,10 @@ def run(args: argparse.Namespace) -> int:
     tasks = list(TASK_ARCHIVE) if args.task == "all" else [args.task]
     try:
         if args.url and len(tasks) > 1:
-            raise ValueError("--url names one archive: give one task, not all")
+            raise InputError("--url names one archive: give one task, not all")
         for task in tasks:
             download(task, args.data_dir, args.url, args.force, args.keep_archive, args.timeout)
-    except (DataError, ValueError) as e:
+    except InputError as e:  # DataError included; any other ValueError is a bug and keeps its traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # anything not foreseen above, e.g. a data dir that cannot be written

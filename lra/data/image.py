@@ -41,6 +41,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra.data import cache, tfds_reader
 from lra.data.bytes_tokenizer import TOKEN_DTYPE, VOCAB_SIZE
 from lra.data.paths import data_dir
@@ -75,7 +76,7 @@ def grayscale(r: np.ndarray, g: np.ndarray, b: np.ndarray, method: str = "lra") 
     if method == "pil":
         y = r.astype(np.uint32) * 19595 + g.astype(np.uint32) * 38470 + b.astype(np.uint32) * 7471 + 32768
         return (y >> 16).astype(np.uint8)
-    raise ValueError(f"config.data.grayscale={method!r}: valid values are {', '.join(GRAYSCALE)}")
+    raise InputError(f"config.data.grayscale={method!r}: valid values are {', '.join(GRAYSCALE)}")
 
 
 def downsample(pixels_NxP: np.ndarray, factor: int) -> np.ndarray:
@@ -83,7 +84,7 @@ def downsample(pixels_NxP: np.ndarray, factor: int) -> np.ndarray:
     if factor == 1:
         return pixels_NxP
     if factor < 1 or SIDE % factor:
-        raise ValueError(f"config.data.image_downsample={factor} must divide {SIDE}")
+        raise InputError(f"config.data.image_downsample={factor} must divide {SIDE}")
     s = SIDE // factor
     blocks = pixels_NxP.reshape(-1, s, factor, s, factor).astype(np.uint32).sum(axis=(2, 4))
     return ((blocks + factor * factor // 2) // (factor * factor)).astype(np.uint8).reshape(-1, s * s)
@@ -152,7 +153,7 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
     fix = fix_message(root)
     fmt = config.data.get("format", "auto")
     if fmt not in ("auto", "original", "tfds"):
-        raise ValueError(f"config.data.format={fmt!r}: valid values are auto, original, tfds")
+        raise InputError(f"config.data.format={fmt!r}: valid values are auto, original, tfds")
     if fmt in ("auto", "original"):
         for kind, folder, names in (("pickle", root / "cifar-10-batches-py", (TRAIN_FILES, TEST_FILES)),
                                     ("bin", root / "cifar-10-batches-bin",
@@ -232,17 +233,17 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     factor = int(config.data.get("image_downsample", 1))
     method = config.data.get("grayscale", "lra")
     if method not in GRAYSCALE:
-        raise ValueError(f"config.data.grayscale={method!r}: valid values are {', '.join(GRAYSCALE)}")
+        raise InputError(f"config.data.grayscale={method!r}: valid values are {', '.join(GRAYSCALE)}")
     if factor < 1 or SIDE % factor:
-        raise ValueError(f"config.data.image_downsample={factor} must divide {SIDE} (1, 2, 4, 8, 16, 32)")
+        raise InputError(f"config.data.image_downsample={factor} must divide {SIDE} (1, 2, 4, 8, 16, 32)")
     seq_len = (SIDE // factor) ** 2
     if max_len < seq_len:
-        raise ValueError(f"config.data.max_len={max_len} is shorter than the {seq_len} pixels of a "
+        raise InputError(f"config.data.max_len={max_len} is shorter than the {seq_len} pixels of a "
                          f"{SIDE // factor}x{SIDE // factor} image: set config.data.max_len={seq_len} or raise "
                          f"config.data.image_downsample (4 gives 64 tokens, 2 gives 256)")
     fraction = float(config.data.get("val_fraction", 0.1))
     if not 0.0 < fraction < 1.0:
-        raise ValueError(f"config.data.val_fraction={fraction} must be in (0, 1)")
+        raise InputError(f"config.data.val_fraction={fraction} must be in (0, 1)")
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
     splits = cache.build_or_load(cache_entry(config, source), _build(source, method, fix),

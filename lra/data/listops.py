@@ -52,6 +52,7 @@ from typing import Callable, Iterator, Sequence
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra.data import cache
 from lra.data.paths import data_dir, require_file
 from lra.data.types import PAD_ID, DataError, Split, TaskData
@@ -335,12 +336,12 @@ def ensure_generated(root: Path, min_len: int, max_len: int, counts: Sequence[in
     first rename wins.
     """
     if not 0 <= min_len < max_len - 1:
-        raise ValueError(
+        raise InputError(
             f"config.data.min_len={min_len} and config.data.max_len={max_len}: need "
             f"0 <= min_len < max_len - 1 (lengths are kept when min_len < length < max_len)"
         )
     if min(counts) < 1:  # an empty validation or test split selects or reports on nothing
-        raise ValueError(f"config.data.num_train/num_val/num_test = {tuple(counts)}: need >= 1 each")
+        raise InputError(f"config.data.num_train/num_val/num_test = {tuple(counts)}: need >= 1 each")
     final = generated_dir(root, min_len, max_len, counts, seed)
     if _complete(final):
         return final
@@ -585,7 +586,7 @@ def _source(config: ml_collections.ConfigDict) -> tuple[str, Path]:
     root = data_dir(config.data_dir)
     max_len = int(d.max_len)
     if d.source not in ("auto", "release", "generated"):
-        raise ValueError(f"config.data.source={d.source!r}: valid values are auto, release, generated")
+        raise InputError(f"config.data.source={d.source!r}: valid values are auto, release, generated")
     fix = (
         f"download the LRA release (lra_release.gz) and extract it under the data dir {root} "
         f"(`python -m lra.data download listops --data_dir {root}` does both; or set "

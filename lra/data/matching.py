@@ -27,6 +27,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra.data import bytes_tokenizer, cache
 from lra.data.paths import data_dir
 from lra.data.types import DataError, TaskData
@@ -139,7 +140,7 @@ def _build(source: dict[str, Any], max_len: int, unescape: bool, fix: str):
 def load(config: ml_collections.ConfigDict) -> TaskData:
     max_len = int(config.data.max_len)
     if max_len < 1:
-        raise ValueError(f"config.data.max_len={max_len} must be positive")
+        raise InputError(f"config.data.max_len={max_len} must be positive")
     unescape = bool(config.data.get("aan_unescape", False))
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))

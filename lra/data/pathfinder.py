@@ -55,6 +55,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra.data import cache, pathfinder_gen
 from lra.data.bytes_tokenizer import TOKEN_DTYPE, VOCAB_SIZE
 from lra.data.paths import data_dir
@@ -79,11 +80,11 @@ def options(config: ml_collections.ConfigDict) -> tuple[int, str, int]:
     setting = config.data.get("pathfinder_setting", DEFAULT_SETTING)
     images = int(config.data.get("pathfinder_images", 200_000))
     if setting not in SETTINGS:
-        raise ValueError(f"config.data.pathfinder_setting={setting!r}: valid settings are {', '.join(SETTINGS)}")
+        raise InputError(f"config.data.pathfinder_setting={setting!r}: valid settings are {', '.join(SETTINGS)}")
     if side <= 0:
-        raise ValueError(f"config.data.pathfinder_resolution={side} must be positive")
+        raise InputError(f"config.data.pathfinder_resolution={side} must be positive")
     if images < 10:
-        raise ValueError(f"config.data.pathfinder_images={images}: need at least 10 images for a 80/10/10 split")
+        raise InputError(f"config.data.pathfinder_images={images}: need at least 10 images for a 80/10/10 split")
     return side, setting, images
 
 
@@ -108,7 +109,7 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
     side, setting, images = options(config)
     source = config.data.get("source", "auto")
     if source not in SOURCES:
-        raise ValueError(f"config.data.source={source!r}: valid values are {', '.join(SOURCES)}")
+        raise InputError(f"config.data.source={source!r}: valid values are {', '.join(SOURCES)}")
     release = release_dir(root, side, setting)
     if source in ("auto", "release") and release.exists():
         if not (release / "metadata").is_dir():
@@ -273,7 +274,7 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     side, setting, _ = options(config)
     max_len = int(config.data.max_len)
     if max_len < side * side:
-        raise ValueError(f"config.data.max_len={max_len} is shorter than the {side * side} pixels of a "
+        raise InputError(f"config.data.max_len={max_len} is shorter than the {side * side} pixels of a "
                          f"{side} x {side} image: set config.data.max_len={side * side} (and config.model.max_len)")
     source = locate(config)
     root = data_dir(config.get("data_dir"))

@@ -108,6 +108,8 @@ from typing import Sequence
 
 import numpy as np
 
+from lra.errors import InputError
+
 GENERATOR_VERSION = 1  # part of the generated data's folder name: bump when the images change
 
 # setting -> contour length (paddles per target path); the release's three difficulties
@@ -316,7 +318,7 @@ class _Canvas:
         self.n = lab.shape[0]
         self.flat = lab.reshape(-1)
         if self.flat.size >= 2**31:
-            raise ValueError("canvas too large for int32 indices: generate fewer images per round")
+            raise InputError("canvas too large for int32 indices: generate fewer images per round")
         self.base = np.arange(self.n, dtype=np.int32) * np.int32(self.t.size)
 
     def _hits(self, rows: np.ndarray, anchors: np.ndarray, stamp_idx: np.ndarray, forbid: int) -> np.ndarray:
@@ -609,11 +611,11 @@ def write_setting(folder: Path, side: int, setting: str, num_images: int, seed: 
     """Write one setting's images and metadata into ``folder`` (created atomically: generated in a
     temporary sibling, renamed into place when complete); returns ``folder``."""
     if setting not in SETTINGS:
-        raise ValueError(f"unknown Pathfinder setting {setting!r}; valid: {', '.join(SETTINGS)}")
+        raise InputError(f"unknown Pathfinder setting {setting!r}; valid: {', '.join(SETTINGS)}")
     if side not in GEOMETRIES:
-        raise ValueError(f"no Pathfinder geometry for {side} x {side}; valid sides: {', '.join(map(str, GEOMETRIES))}")
+        raise InputError(f"no Pathfinder geometry for {side} x {side}; valid sides: {', '.join(map(str, GEOMETRIES))}")
     if num_images < 1:
-        raise ValueError(f"num_images must be >= 1, got {num_images}")
+        raise InputError(f"num_images must be >= 1, got {num_images}")
     sizes = batch_sizes(num_images, per_file)
     tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)

@@ -20,6 +20,7 @@ from typing import Sequence
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra.data import cache, tfds_reader
 from lra.data.types import PAD_ID, DataError, TaskData
 from lra.defaults import apply_override, task_config
@@ -40,7 +41,7 @@ def make_config(task: str, data_dir: str | None = None, max_len: int | None = No
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"--set expects KEY=VALUE (a config.data field), got {item!r}")
+            raise InputError(f"--set expects KEY=VALUE (a config.data field), got {item!r}")
         apply_override(config, f"data.{key.strip()}", value.strip())  # a misspelt field fails, naming it
     return config
 
@@ -156,7 +157,7 @@ def run(task: str, data_dir: str | None = None, max_len: int | None = None, over
     try:
         config = make_config(task, data_dir, max_len, overrides)
         data, entry = prepare(config, force=force, download=download)
-    except (DataError, ValueError, TypeError) as e:
+    except (InputError, TypeError) as e:  # DataError included; TypeError: ml_collections refusing a --set value's type
         print(f"error: {e}", file=sys.stderr)
         return 2
     errors, warnings = check(data, expected_sizes(task, config))

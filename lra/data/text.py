@@ -27,6 +27,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra.data import bytes_tokenizer, cache, tfds_reader
 from lra.data.paths import data_dir
 from lra.data.types import DataError, Split, TaskData
@@ -57,7 +58,7 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
     root = data_dir(config.get("data_dir"))
     fmt = config.data.get("format", "auto")
     if fmt not in ("auto", "original", "tfds"):
-        raise ValueError(f"config.data.format={fmt!r}: valid values are auto, original, tfds")
+        raise InputError(f"config.data.format={fmt!r}: valid values are auto, original, tfds")
     acl = root / "aclImdb"
     if fmt in ("auto", "original") and acl.is_dir():
         folders = {s: {label: acl / s / label for label in LABELS} for s in SPLITS}
@@ -137,7 +138,7 @@ def _take(split: Split, name: str, idx: np.ndarray) -> Split:
 def load(config: ml_collections.ConfigDict) -> TaskData:
     max_len = int(config.data.max_len)
     if max_len < 1:
-        raise ValueError(f"config.data.max_len={max_len} must be positive")
+        raise InputError(f"config.data.max_len={max_len} must be positive")
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
     splits = cache.build_or_load(cache_entry(config, source), _build(source, max_len, fix),
@@ -149,7 +150,7 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     else:
         fraction = float(config.data.get("val_fraction", 0.1))
         if not 0.0 < fraction < 1.0:
-            raise ValueError(f"config.data.val_fraction={fraction} must be in (0, 1)")
+            raise InputError(f"config.data.val_fraction={fraction} must be in (0, 1)")
         train_idx, val_idx = holdout(np.asarray(train.labels), fraction, int(config.data.get("val_seed", 0)),
                                      bool(config.data.get("val_stratify", True)))
         train, validation = _take(train, "train", train_idx), _take(train, "validation", val_idx)

@@ -6,10 +6,12 @@ import dataclasses
 
 import numpy as np
 
+from lra.errors import InputError
+
 PAD_ID = 0  # token id 0 is padding in every task; real tokens are >= 1
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """A missing, unreadable or malformed data file; the message names the path and the fix."""
 
 

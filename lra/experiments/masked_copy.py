@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 from lra import attention
+from lra.errors import InputError
 from lra.training import cpu_speed
 
 SEPARATOR, MASK_TOKEN, NUM_SYMBOLS = 0, 11, 10
@@ -161,7 +162,7 @@ def parse_variant(spec: str, settings: Settings) -> tuple[str, str, dict[str, An
     if name == "softmax":
         return "full", name, {}
     if name not in ("clustered", "improved_clustered") or not clusters.isdigit():
-        raise ValueError(f"variant {spec!r}: use softmax, clustered:C or improved_clustered:C")
+        raise InputError(f"variant {spec!r}: use softmax, clustered:C or improved_clustered:C")
     kwargs: dict[str, Any] = dict(num_clusters=int(clusters), bits=settings.bits,
                                   iterations=settings.iterations)
     if name == "improved_clustered":
@@ -355,7 +356,7 @@ def partial_entries(path: Path) -> list[dict[str, Any]]:
         if not complete:
             if i == len(lines) - 1:
                 break
-            raise ValueError(f"{path}, line {i + 1}, is damaged: delete the file (its variants train again) "
+            raise InputError(f"{path}, line {i + 1}, is damaged: delete the file (its variants train again) "
                              f"or pass --restart") from None
         entries.append(entry)
     return entries
@@ -369,7 +370,7 @@ def read_partial(path: Path, settings: Settings) -> dict[str, dict[str, Any]]:
         held = entry["settings"]
         if held != want:
             diffs = ", ".join(f"{k}: {held.get(k)!r} there, {v!r} now" for k, v in want.items() if held.get(k) != v)
-            raise ValueError(f"{path} holds runs of other settings ({diffs}): pass the same settings to "
+            raise InputError(f"{path} holds runs of other settings ({diffs}): pass the same settings to "
                              f"resume, --restart to discard them, or another --out")
         done[entry["spec"]] = entry["run"]
     return done
@@ -387,7 +388,7 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
 
     problem = settings_problem(settings)
     if problem:
-        raise ValueError(problem)
+        raise InputError(problem)
     mark_start()
 
     out.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,8 @@ from typing import Any, NamedTuple
 
 import ml_collections
 
+from lra.errors import InputError
+
 REFERENCE_FAMILIES = ("luna", "convluna")
 # Not the softmax Transformer: the code's ``TBlock.forward`` calls ``self.layernorm_input``, which
 # it never defines (it defines ``norm_input``), so its Transformer cannot have run; the paper's
@@ -108,7 +110,7 @@ def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dic
     """
     attention = c.model.attention
     if attention not in REFERENCE_FAMILIES:
-        raise ValueError(
+        raise InputError(
             f"option 'reference' reproduces the published ConvLuna code, which has only "
             f"{', '.join(REFERENCE_FAMILIES)} (attention {attention!r} has no published reference there)"
         )

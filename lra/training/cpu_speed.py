@@ -45,6 +45,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
+from lra.errors import InputError
+
 ALLOC_SWITCH = "LRA_FAST_ALLOC"
 THREEFRY_SWITCH = "LRA_UNROLLED_THREEFRY"
 PIN_VARIABLE = "LRA_PIN_CORE"
@@ -169,7 +171,7 @@ def threefry_mode(env: Mapping[str, str] | None = None) -> str:
         return "rolled"
     if value in ("1", "true", "on", "yes", "fused", "unrolled"):
         return "fused"
-    raise ValueError(f"{THREEFRY_SWITCH}={value!r}: one-pass (default), 0/rolled or 1/fused")
+    raise InputError(f"{THREEFRY_SWITCH}={value!r}: one-pass (default), 0/rolled or 1/fused")
 
 
 def unroll_threefry_on_cpu() -> bool:
@@ -203,7 +205,7 @@ def requested_core() -> int | None:
     if not text:
         return None
     if not text.isdigit() or int(text) not in os.sched_getaffinity(0):
-        raise ValueError(f"{PIN_VARIABLE}={text!r}: not a core this process may use "
+        raise InputError(f"{PIN_VARIABLE}={text!r}: not a core this process may use "
                          f"(allowed: {sorted(os.sched_getaffinity(0))})")
     return int(text)
 

@@ -31,6 +31,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from lra.errors import InputError
+
 COORDINATOR_VAR = "JAX_COORDINATOR_ADDRESS"
 NUM_PROCESSES_VAR = "JAX_NUM_PROCESSES"
 PROCESS_ID_VAR = "JAX_PROCESS_ID"
@@ -66,7 +68,7 @@ def _int_var(env: Mapping[str, str], var: str, minimum: int) -> int:
     except ValueError:
         value = minimum - 1
     if value < minimum:
-        raise ValueError(f"{var}={text!r} must be an integer >= {minimum}")
+        raise InputError(f"{var}={text!r} must be an integer >= {minimum}")
     return value
 
 
@@ -83,7 +85,7 @@ def initialize_args(env: Mapping[str, str] | None = None) -> dict[str, Any] | No
         return {} if cluster_launcher(env) else None
     missing = [var for var in EXPLICIT_VARS if var not in given]
     if missing and not cluster_launcher(env):
-        raise ValueError(
+        raise InputError(
             f"multi-process launch: {', '.join(given)} set but {', '.join(missing)} missing; set all of "
             f"{COORDINATOR_VAR}=host:port (process 0's address), {NUM_PROCESSES_VAR}=N and "
             f"{PROCESS_ID_VAR}=0..N-1 in every process (or unset them all for one process)"
@@ -93,14 +95,14 @@ def initialize_args(env: Mapping[str, str] | None = None) -> dict[str, Any] | No
         address = given[COORDINATOR_VAR].strip()
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(f"{COORDINATOR_VAR}={address!r} must be host:port, e.g. 10.0.0.1:1234")
+            raise InputError(f"{COORDINATOR_VAR}={address!r} must be host:port, e.g. 10.0.0.1:1234")
         args["coordinator_address"] = address
     if NUM_PROCESSES_VAR in given:
         args["num_processes"] = _int_var(env, NUM_PROCESSES_VAR, 1)
     if PROCESS_ID_VAR in given:
         args["process_id"] = _int_var(env, PROCESS_ID_VAR, 0)
         if args.get("num_processes", args["process_id"] + 1) <= args["process_id"]:
-            raise ValueError(
+            raise InputError(
                 f"{PROCESS_ID_VAR}={args['process_id']} must be < {NUM_PROCESSES_VAR}={args['num_processes']}"
             )
     ids = env.get(LOCAL_DEVICE_IDS_VAR, "").strip()
@@ -108,7 +110,7 @@ def initialize_args(env: Mapping[str, str] | None = None) -> dict[str, Any] | No
         try:
             args["local_device_ids"] = [int(i) for i in ids.split(",")]
         except ValueError:
-            raise ValueError(f"{LOCAL_DEVICE_IDS_VAR}={ids!r} must be comma-separated integers, e.g. 0,1") from None
+            raise InputError(f"{LOCAL_DEVICE_IDS_VAR}={ids!r} must be comma-separated integers, e.g. 0,1") from None
     return args
 
 
@@ -211,7 +213,7 @@ def check_same_config(payload: Mapping[str, Any]) -> None:
             shown = "; ".join(f"{k}: {flat[0].get(k)!r} in process 0, {flat[pid].get(k)!r} in process {pid}"
                               for k in diffs[:4])
             lines.append(shown + ("; ..." if len(diffs) > 4 else ""))
-    raise ValueError(f"the {len(flat)} processes of this launch were given different commands ({' | '.join(lines)}); "
+    raise InputError(f"the {len(flat)} processes of this launch were given different commands ({' | '.join(lines)}); "
                      f"nothing was changed. Start every process with the same --config, --config.* overrides, "
                      f"--workdir and flags")
 

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from lra.errors import InputError
 from lra.data import TaskData, load_task
 from lra.data.batching import TrainBatches, seed_batch
 from lra.training.memory_stats import log_memory_stats
@@ -89,7 +90,7 @@ def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[Ta
     check_before_data(config, num_seeds=len(workdirs))  # a billion examples or positions: refused before generating
     data = load_task(config)
     if data.max_len > config.model.max_len:
-        raise ValueError(f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="
+        raise InputError(f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="
                          f"{config.model.max_len}: raise config.model.max_len")
     model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
     sample = np.zeros((1,) + data.train.inputs.shape[1:], np.int32)

@@ -19,6 +19,8 @@ from pathlib import Path
 import jax
 import ml_collections
 
+from lra.errors import InputError
+
 
 @dataclasses.dataclass
 class ProfileWindow:
@@ -35,7 +37,7 @@ class ProfileWindow:
         except ValueError:
             window = None
         if window is None or not sep or window.start < 1 or window.count < 1:
-            raise ValueError(f"--profile={spec!r}: expected START:COUNT with START >= 1 (the first step "
+            raise InputError(f"--profile={spec!r}: expected START:COUNT with START >= 1 (the first step "
                              f"compiles) and COUNT >= 1, e.g. --profile=20:10")
         return window
 
@@ -43,12 +45,12 @@ class ProfileWindow:
         """Refuse a window that would time validation, checkpoints or steps past the end."""
         last = self.start + self.count
         if last > config.num_train_steps:
-            raise ValueError(f"--profile={self.start}:{self.count} ends at step {last}, after "
+            raise InputError(f"--profile={self.start}:{self.count} ends at step {last}, after "
                              f"num_train_steps={config.num_train_steps}: choose an earlier window")
         for every, name in ((config.eval_every, "eval_every"), (config.checkpoint_every, "checkpoint_every")):
             hit = next((s for s in range(self.start + 1, last) if s % every == 0), None)
             if hit is not None:
-                raise ValueError(f"--profile={self.start}:{self.count} covers step {hit}, a multiple of "
+                raise InputError(f"--profile={self.start}:{self.count} covers step {hit}, a multiple of "
                                  f"{name}={every}, whose extra work would be timed as training: choose a "
                                  f"window between two multiples of {name} (the last traced step may be one)")
 

@@ -1,7 +1,11 @@
 """The errors a run can stop with, and the exit code of each class (docs/reliability.md, "Exit codes").
 
 One class of error, one exit code, whichever step of the run it hits: scripts (the sweep, a
-SLURM array) decide from the code alone whether to retry, resume, or give up.
+SLURM array) decide from the code alone whether to retry, resume, or give up. Only the suite's own
+classes (these, ``lra.errors.InputError`` and its subclasses) and ``OSError`` (the disk, the
+environment) have a code and become one ``error:`` line; any other exception, a bare
+``ValueError`` included, is a bug: ``exit_code`` raises TypeError and the command re-raises the
+original with its traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import errno
 import os
 import re
 import signal
+
+from lra.errors import InputError
 
 # Exit codes of ``python -m lra.train``.
 EXIT_OK = 0
@@ -34,7 +40,7 @@ class Interrupted(Exception):
         self.signum, self.step, self.saved = signum, step, saved
 
 
-class RunStateError(ValueError):
+class RunStateError(InputError):
     """The workdir's contents forbid this command (a run without a checkpoint, fewer steps...)."""
 
 
@@ -79,7 +85,7 @@ def exit_code(error: BaseException) -> int:
         return EXIT_LOCKED
     if isinstance(error, CorruptFileError):
         return EXIT_CORRUPT
-    if isinstance(error, ValueError):  # config, data, workdir of another config, run state
+    if isinstance(error, InputError):  # config, options, data, workdir of another config, run state
         return EXIT_INVALID
     if isinstance(error, OSError):
         return EXIT_STORAGE

@@ -20,13 +20,14 @@ from typing import Any, Iterable
 
 import ml_collections
 
+from lra.errors import InputError
 from lra.training.run_errors import CorruptFileError, StorageError
 
 # Fields that may differ when a run is resumed: they change neither the model nor the batches.
 RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "checkpoint_every", "seeds"})
 
 
-class WorkdirMismatchError(ValueError):
+class WorkdirMismatchError(InputError):
     """The workdir holds a run of a different config."""
 
 

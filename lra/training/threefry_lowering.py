@@ -22,6 +22,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from lra.errors import InputError
+
 MODES = ("one-pass", "rolled", "fused")
 _registered: str | None = None
 
@@ -50,7 +52,7 @@ def register(mode: str) -> bool:
     it is in force; False, with one note, when this jax has moved its internals."""
     global _registered
     if mode not in MODES:
-        raise ValueError(f"threefry lowering {mode!r}: one of {', '.join(MODES)}")
+        raise InputError(f"threefry lowering {mode!r}: one of {', '.join(MODES)}")
     if mode == "rolled" or _registered is not None:  # once per process: the first compile uses it
         return _registered == (None if mode == "rolled" else mode)
     try:

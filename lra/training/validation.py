@@ -14,10 +14,11 @@ from lra import attention as attention_registry
 from lra import data as data_registry
 from lra.attention.base import check_heads
 from lra.defaults import option_type_problem
+from lra.errors import InputError
 from lra.model import DUAL_COMBINES, EMBEDDINGS, HEAD_ACTIVATIONS, NORMS, PARAM_INITS, POOLINGS
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """An invalid config; the message names the field."""
 
 
