@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lra.errors import InputError  # noqa: E402
 from lra.evaluate import evaluate_run, evaluation_config, fail, load_run_config, parse_options  # noqa: E402
 from lra.training.provenance import mark_start, stamp  # noqa: E402
 from lra.training.run_files import append_jsonl, check_can_write, write_json_atomic, write_text_atomic  # noqa: E402
@@ -24,15 +25,15 @@ from lra.training.run_files import append_jsonl, check_can_write, write_json_ato
 
 def checked_entries(workdir: Path, config, entries: list[str]) -> list[tuple[str, str, dict]]:
     """Every entry parsed and its config checked (the parameter trees, the options) before any is
-    evaluated: a bad last entry must not cost the evaluations before it. ValueError naming it."""
+    evaluated: a bad last entry must not cost the evaluations before it. InputError naming it."""
     out = []
     for entry in entries:
         name, _, opts = entry.partition(":")
         try:
             options = parse_options(opts)
             evaluation_config(workdir, config, name, options)
-        except ValueError as e:
-            raise ValueError(f"entry {entry!r}: {e}") from None
+        except InputError as e:  # a bug in the check is not the entry's fault: it keeps its traceback
+            raise InputError(f"entry {entry!r}: {e}") from None
         out.append((entry, name, options))
     return out
 
