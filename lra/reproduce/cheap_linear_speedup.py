@@ -12,7 +12,6 @@ median of ``CALLS`` calls, apart in the same process: the rule uses each, the re
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +60,9 @@ def judge(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Cheap linear attention: lookup speed-up at n = 750, k = 100.")
-    parser.add_argument("--out", type=Path, default=Path(RECORD))
-    args = parser.parse_args(argv)
-    from lra.training.provenance import mark_start
+    from lra.reproduce.records import measure_main
 
-    mark_start()
-    from lra.reproduce.records import write_record
-
-    write_record(args.out, measure(), None)
-    print(f"wrote {args.out}")
-    return 0
+    return measure_main('Cheap linear attention: lookup speed-up at n = 750, k = 100.', RECORD, measure, argv)
 
 
 if __name__ == "__main__":

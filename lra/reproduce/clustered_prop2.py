@@ -13,7 +13,6 @@ wrong. No trained model's checkpoint is committed here, so trained inputs are no
 
 from __future__ import annotations
 
-import argparse
 import itertools
 from pathlib import Path
 from typing import Any
@@ -83,17 +82,9 @@ def judge(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Clustered attention, Proposition 2, checked query by query.")
-    parser.add_argument("--out", type=Path, default=Path(RECORD))
-    args = parser.parse_args(argv)
-    from lra.training.provenance import mark_start
+    from lra.reproduce.records import measure_main
 
-    mark_start()
-    from lra.reproduce.records import write_record
-
-    write_record(args.out, measure(), None)
-    print(f"wrote {args.out}")
-    return 0
+    return measure_main('Clustered attention, Proposition 2, checked query by query.', RECORD, measure, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ We count ours two ways and compare both with every row:
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -179,17 +178,9 @@ PAPER = Paper(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Dispersed attention, Table 1: attention-score counts.")
-    parser.add_argument("--out", type=Path, default=Path(RECORD))
-    args = parser.parse_args(argv)
-    from lra.training.provenance import mark_start
+    from lra.reproduce.records import measure_main
 
-    mark_start()
-    from lra.reproduce.records import write_record
-
-    write_record(args.out, measure(), None)
-    print(f"wrote {args.out}")
-    return 0
+    return measure_main('Dispersed attention, Table 1: attention-score counts.', RECORD, measure, argv)
 
 
 if __name__ == "__main__":

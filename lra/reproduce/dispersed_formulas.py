@@ -18,7 +18,6 @@ terms of deviation": the deviation, scores / N^2, of the pattern with windows 2,
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any
@@ -116,17 +115,9 @@ def judge_window(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Dispersed attention: equation 10 and the window-size statement.")
-    parser.add_argument("--out", type=Path, default=Path(RECORD))
-    args = parser.parse_args(argv)
-    from lra.training.provenance import mark_start
+    from lra.reproduce.records import measure_main
 
-    mark_start()
-    from lra.reproduce.records import write_record
-
-    write_record(args.out, measure(), None)
-    print(f"wrote {args.out}")
-    return 0
+    return measure_main('Dispersed attention: equation 10 and the window-size statement.', RECORD, measure, argv)
 
 
 if __name__ == "__main__":

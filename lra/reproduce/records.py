@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def write_record(path: Path, record: dict[str, Any], command: str | None = None) -> None:
@@ -24,3 +24,21 @@ def write_record(path: Path, record: dict[str, Any], command: str | None = None)
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {**provenance, **record})
+
+
+def measure_main(description: str, default_out: str, measure: Callable[[], dict[str, Any]],
+                 argv: list[str] | None = None) -> int:
+    """The command line of a one-record measurement (``--out``): provenance marked at the start,
+    then ``measure()``'s record written atomically with its start and end commits."""
+    import argparse
+
+    from lra.training.provenance import mark_start
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=Path(default_out))
+    args = parser.parse_args(argv)
+    mark_start()
+    write_record(args.out, measure(), None)
+    print(f"wrote {args.out}")
+    return 0
+
