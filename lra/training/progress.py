@@ -57,16 +57,19 @@ def terminal_bar_possible(stream: Any = None) -> bool:
 def _discard(writer: Any) -> None:
     """Close a tensorboardX writer that failed and make sure it never writes again: left as it is,
     its atexit hook and its event thread retry the failed write at exit and print tracebacks after
-    the run's own error line (issue 38 TR1). Its pending events are dropped (metrics.jsonl has them)."""
+    the run's own error line (issue 38 TR1). Its pending events are dropped (metrics.jsonl has them).
+
+    Every event file is marked closed first, in one pass with nothing that can block or fail: from
+    then on tensorboardX's atexit hook, ``add_event`` and ``flush`` do nothing, even if the main
+    thread exits while this (possibly on the event thread itself) is still stopping the worker."""
     file_writers = list((getattr(writer, "all_writers", None) or {}).values())
-    try:
-        writer.close()
-    except Exception:  # noqa: BLE001 -- the disk that failed fails again; dropped below
-        pass
+    opened = []
     for file_writer in file_writers:
         events = getattr(file_writer, "event_writer", None)
-        if events is None or getattr(events, "_closed", True):
-            continue
+        if events is not None and not getattr(events, "_closed", True):
+            events._closed = True
+            opened.append(events)
+    for events in opened:
         worker = getattr(events, "_worker", None)
         if worker is not None and worker.is_alive() and worker is not threading.current_thread():
             try:
@@ -78,7 +81,8 @@ def _discard(writer: Any) -> None:
             events._ev_writer.close()  # the file is closed even when its last flush fails
         except Exception:  # noqa: BLE001 -- a writer already being discarded after a failure: its error was reported
             pass
-        events._closed = True  # its atexit hook and add_event now do nothing
+    # writer.close() is not called: it would drop its file writers, and a late add_scalar from the
+    # main thread would then open a fresh one (with its own atexit hook) on the disk that failed.
 
 
 class Progress:
@@ -193,14 +197,14 @@ class Progress:
         if getattr(self, "_tb_warned", False):
             return
         self._tb_warned = True
-        writers, self.writers = self.writers, [None] * len(self._tb_dirs)
+        for writer in self.writers:  # all before the list is cleared: whoever sees None may exit at once
+            if writer is not None:
+                _discard(writer)
         cause = error.strerror if isinstance(error, OSError) and error.strerror else error
         where = self._tb_dirs[0] if len(self._tb_dirs) == 1 else "the seeds' tensorboard/ folders"
         print(f"warning: TensorBoard logging to {where} stopped ({cause}); metrics.jsonl "
               f"keeps every metric", file=sys.stderr, flush=True)
-        for writer in writers:
-            if writer is not None:
-                _discard(writer)
+        self.writers = [None] * len(self._tb_dirs)
 
     def _thread_failed(self, args: Any) -> None:
         """tensorboardX writes from a thread: a full disk there must not print a traceback."""
