@@ -8,7 +8,7 @@
 # .gpu/ (git-ignored, kept on the machine while it is warm). What a call produced goes to
 # .gpu/results/STEP/ and comes back as one archive, $OUT/STEP_KIND.tgz (a call may return at most
 # 8 files), with its summaries printed last, also when the time limit stopped the call's work.
-# Environment: LRA_GIT_COMMIT (the commit sent: the device's copy has no .git, and records must
+# Environment: LRA_GIT_COMMIT (the commit sent: the device gets the files, at most a .git of its own, and records must
 # name their code), KIND (a name for the files, default h100), BUDGET (seconds of work in this
 # call, default 540), JOBS (processes at once, default 4), SMOKE=1 (tiny sizes, any machine).
 set -uo pipefail

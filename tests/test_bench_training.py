@@ -92,3 +92,24 @@ def test_convluna_case_is_the_papers_listops_convluna():
     kw = config.model.attention_kwargs
     assert (kw.filter, kw.kernel_size, config.model.norm, config.model.pooling) == ("conv", 32, "post", "memory")
     assert config.model.attention_residual_dropout is False
+
+
+def test_plot_legend_names_every_family_in_one_colour_across_panels(tmp_path, monkeypatch):
+    """A family measured only in the first panel (the 5-seed panel was unfinished on the H100) is in
+    the legend, and each family keeps its colour from panel to panel."""
+    import matplotlib.pyplot as plt
+
+    case = lambda family, seeds, n: {"status": "ok", "family": family, "dtype": "float32", "seeds": seeds,  # noqa: E731
+                                     "length": n, "seed_steps_per_second": 1.0 + n / 100}
+    report = {"cases": [case("softmax", 1, 16), case("linear", 1, 16), case("dispersed", 1, 16),
+                        case("linear", 5, 16)],
+              "environment": {"device_kind": "cpu"}, "settings": {"overrides": {}}}
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    step_bench.plot(report, tmp_path / "p.png")
+    (fig,) = figures
+    first, last = fig.axes
+    legend = [t.get_text() for t in last.get_legend().get_texts()]
+    assert legend == [step_bench.LABELS[f] for f in ("softmax", "linear", "dispersed")]
+    colour = lambda ax, label: next(l.get_color() for l in ax.lines if l.get_label() == label)  # noqa: E731,E741
+    assert colour(first, step_bench.LABELS["linear"]) == colour(last, step_bench.LABELS["linear"])

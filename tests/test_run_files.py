@@ -90,8 +90,14 @@ def test_git_commit_outside_a_repository_is_declared_or_unknown(tmp_path):
                                          capture_output=True, text=True, check=True).stdout.strip()
     assert run(PYTHONPATH=str(tmp_path)) == "unknown"
     assert run(PYTHONPATH=str(tmp_path), LRA_GIT_COMMIT="abc123") == "abc123-declared"
-    # inside the repository the declaration is ignored: git answers
-    assert not run_files.git_commit().endswith("-declared")
+    # a copy that carries a .git of its own (a snapshot commit naming nothing here): the declaration wins
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,  # noqa: E731
+                                    env=env, capture_output=True, text=True, check=True).stdout.strip()
+    git("init", "-q"), git("add", "lra"), git("commit", "-qm", "snapshot")
+    snapshot = git("rev-parse", "HEAD")
+    assert run(PYTHONPATH=str(tmp_path), LRA_GIT_COMMIT="abc123") == "abc123-declared"
+    assert run(PYTHONPATH=str(tmp_path), LRA_GIT_COMMIT=snapshot) == snapshot  # declared and checked
+    assert run(PYTHONPATH=str(tmp_path)) == snapshot  # nothing declared: git answers
 
 
 def test_export_never_replaces_a_valid_record_with_a_broken_one(tmp_path, capsys):

@@ -413,20 +413,24 @@ def plot(report: dict[str, Any], path: Path) -> None:
     if not panels:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels) + 2.5, 4), squeeze=False, sharey=True)
+    families = list(dict.fromkeys(r["family"] for r in ok))
+    colours = {f: plt.get_cmap("tab10")(i % 10) for i, f in enumerate(families)}  # one colour per family in every panel
+    handles: dict[str, Any] = {}  # the legend lists every family, not only the last panel's
     for ax, (dtype, seeds) in zip(axes[0], panels):
-        for family in dict.fromkeys(r["family"] for r in ok):
+        for family in families:
             rows = sorted((r for r in ok if (r["family"], r["dtype"], r["seeds"]) == (family, dtype, seeds)),
                           key=lambda r: r["length"])
             if rows:
-                ax.plot([r["length"] for r in rows], [r["seed_steps_per_second"] for r in rows], marker="o",
-                        label=LABELS.get(family, family))
+                (handles[family],) = ax.plot([r["length"] for r in rows], [r["seed_steps_per_second"] for r in rows],
+                                             marker="o", color=colours[family], label=LABELS.get(family, family))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length N")
         ax.set_title(f"{dtype}, {seeds} seed{'s' if seeds > 1 else ''}")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("seed-steps per second")
-    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
+    axes[0][-1].legend([handles[f] for f in families], [LABELS.get(f, f) for f in families], loc="center left",
+                       bbox_to_anchor=(1.02, 0.5), fontsize=8)
     env, s = report["environment"], report["settings"]
     fig.suptitle(f"Training steps, paper-scale ListOps models, {env['device_kind']}"
                  + (f" (overrides: {s['overrides']})" if s["overrides"] else ""), fontsize=10)

@@ -348,15 +348,18 @@ def _kept(record: dict[str, Any], step: int) -> bool:
 def git_commit() -> str:
     """The commit of the code that ran (``-dirty`` when the tree has uncommitted changes).
 
-    A copy of the tree without git metadata (a lent GPU machine gets the files, not ``.git``)
-    reports ``$LRA_GIT_COMMIT`` with ``-declared`` appended, since nothing there can check it
-    (docs/gpu_runbook.md sets it); else ``unknown``."""
+    ``$LRA_GIT_COMMIT`` declares the commit a copy of the tree was made from (a lent GPU machine gets
+    the files, docs/gpu_runbook.md sets it): unless the local git's HEAD is that very commit, the
+    declared one is reported with ``-declared`` appended, since nothing there can check it. The local
+    git does not win: a device copy can carry a ``.git`` of its own, a snapshot commit that names
+    nothing in this repository (it happened: records of 2026-11-26 first named 08af3b7-dirty).
+    Without either: ``unknown``."""
     root = Path(__file__).resolve().parent.parent
     declared = os.environ.get("LRA_GIT_COMMIT", "").strip()
     fallback = f"{declared}-declared" if declared else "unknown"
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        if head.returncode != 0:
+        if head.returncode != 0 or (declared and head.stdout.strip() != declared):
             return fallback
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=10)
