@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lra.data import download, prepare
+from lra.data import download, http_fetch, prepare, tar_extract
 from lra.data.types import DataError
 from test_data_tasks import CIFAR_BATCHES, write_aan, write_aclimdb, write_cifar_pickles
 from test_listops import RELEASE_LINES
@@ -299,7 +299,7 @@ def test_full_disk_leaves_nothing_at_the_final_path(tmp_path, served, monkeypatc
     def full(src, target):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(download, "_write_member", full)
+    monkeypatch.setattr(tar_extract, "_write_member", full)
     root = tmp_path / "data"
     assert run_cli("image", "--data_dir", str(root), "--keep_archive") == 2
     err = capsys.readouterr().err
@@ -309,7 +309,7 @@ def test_full_disk_leaves_nothing_at_the_final_path(tmp_path, served, monkeypatc
 
 
 def test_not_enough_space_for_the_download(tmp_path, served, monkeypatch, capsys):
-    monkeypatch.setattr(download.shutil, "disk_usage", lambda path: type("U", (), {"free": 10})())
+    monkeypatch.setattr(http_fetch.shutil, "disk_usage", lambda path: type("U", (), {"free": 10})())
     assert run_cli("image", "--data_dir", str(tmp_path)) == 2
     err = capsys.readouterr().err
     assert "no space left" in err and "cifar-10-python.tar.gz.part" in err
@@ -326,7 +326,7 @@ def test_incomplete_folder_is_not_overwritten_without_force(tmp_path, served, ca
 def test_member_path_rules():
     assert download.member_path("./aclImdb/train/x.txt").as_posix() == "aclImdb/train/x.txt"
     for bad in ("../x", "a/../../x", "/etc/passwd"):
-        with pytest.raises(download._BadArchive):
+        with pytest.raises(download.BadArchive):
             download.member_path(bad)
     assert issubclass(download.DownloadError, DataError)
 

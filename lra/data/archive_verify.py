@@ -1,0 +1,46 @@
+"""Checksums and quarantine: a downloaded archive checked against its published size, md5 and
+sha256 before anything is extracted; a bad one moved aside to ``<file>.corrupt``, so the next
+run downloads it afresh (lra/data/download.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lra.data.archives import BASE_ENV, Archive, DownloadError
+from lra.data.cache import file_digest
+
+
+def quarantine(path: Path) -> Path:
+    """Move a bad archive aside (``<file>.corrupt``, replacing an older one): the next run downloads afresh."""
+    bad = path.with_name(path.name + ".corrupt")
+    os.replace(path, bad)
+    return bad
+
+
+def verify(path: Path, archive: Archive, size: int | None) -> None:
+    """Check ``path`` against the published size and checksums (``size``: the length expected when
+    none is published); a mismatch moves it to ``<file>.corrupt`` and raises."""
+    problem = None
+    got = path.stat().st_size
+    if size is not None and got != size:
+        problem = f"{got} bytes, expected {size}"
+    else:
+        for algorithm in ("md5", "sha256"):
+            want = getattr(archive, algorithm)
+            if want and (digest := file_digest(path, algorithm)) != want:
+                problem = f"{algorithm} {digest}, expected {want}"
+                break
+    if problem:
+        bad = quarantine(path)
+        raise DownloadError(f"corrupt download {path}: {problem}; it was moved to {bad} and nothing was extracted; "
+                            f"to fix: run the command again to download it afresh (if it fails again, a proxy or "
+                            f"mirror alters the file: try another --url)")
+
+
+def corrupt(path: Path, reason: object, what: str = "corrupt") -> DownloadError:
+    """Quarantine ``path`` and return the error that says why (``what``: corrupt, or refused)."""
+    bad = quarantine(path)
+    return DownloadError(f"{what} archive {path} ({reason}); it was moved to {bad} and nothing was extracted; "
+                         f"to fix: run the command again to download it afresh (if it fails again, check that "
+                         f"--url or ${BASE_ENV} points at the official file)")
