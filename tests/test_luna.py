@@ -13,6 +13,7 @@ import pytest
 from attention_checks import assert_no_quadratic, assert_padding_invariant
 from lra import attention
 from lra.attention.luna import ConvLunaAttention, LunaAttention
+from lra.errors import InputError
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "configs"
 TASKS = ("listops", "text", "matching", "image")
@@ -91,7 +92,10 @@ def _np_luna(module, params, x, mask, memory):
 
     pack, unpack = layers("pack"), layers("unpack")
     dh = module.qkv_dim // module.num_heads
-    scale = np.exp(-p["log_temperature"]) if module.learn_temperature else dh**-0.5
+    if module.learn_temperature:
+        scale = 1.0 if module.freeze_temperature else np.exp(-p["log_temperature"])
+    else:
+        scale = dh**-0.5
     filt = None
     if module.filter != "none":
         w = p.get("filter_kernel")
@@ -110,7 +114,7 @@ def test_matches_numpy_reference(cls, kw):
     memory = rng.normal(size=(2, 3, 16))
     module = cls(num_heads=2, qkv_dim=16, **kw)
     params = module.init(jax.random.key(0), jnp.asarray(x, jnp.float32), mask, memory=jnp.asarray(memory, jnp.float32))
-    if module.learn_temperature:  # a non-zero tau, so the direction of exp(-tau) is checked
+    if module.learn_temperature and not module.freeze_temperature:  # a non-zero tau: exp(-tau)'s direction
         params["params"]["log_temperature"] = jnp.asarray(0.3)
     y, packed = module.apply(params, jnp.asarray(x, jnp.float32), mask, memory=jnp.asarray(memory, jnp.float32))
     y_ref, packed_ref = _np_luna(module, params, x, mask, memory)
@@ -266,3 +270,45 @@ def test_encoder_memory_pooling_ignores_padding():
     logits, logits_longer = apply(params, jnp.asarray(tokens)), apply(params, jnp.asarray(longer))
     np.testing.assert_allclose(np.asarray(logits), np.asarray(logits_longer), atol=1e-5)
     assert "memory" in params["params"]["encoder"]
+
+
+# ------------------------------------------------------------------ Appendix D/E ablation rows
+
+
+def test_frozen_temperature_is_the_learned_one_at_its_initial_value_with_no_parameter():
+    """freeze_temperature: exp(-tau) at tau = 0, i.e. unscaled packing logits, and nothing to train."""
+    x = jax.random.normal(jax.random.key(1), (2, 10, 16))
+    mask = jnp.arange(10)[None] < jnp.array([[6], [10]])
+    memory = jax.random.normal(jax.random.key(2), (2, 4, 16))
+    learned = ConvLunaAttention(num_heads=2, qkv_dim=16)
+    frozen = ConvLunaAttention(num_heads=2, qkv_dim=16, freeze_temperature=True)
+    params = learned.init(jax.random.key(0), x, mask, memory=memory)
+    frozen_params = frozen.init(jax.random.key(0), x, mask, memory=memory)
+    assert "log_temperature" in params["params"] and "log_temperature" not in frozen_params["params"]
+    y, packed = learned.apply(params, x, mask, memory=memory)  # tau = 0 at initialisation
+    y_frozen, packed_frozen = frozen.apply(frozen_params, x, mask, memory=memory)
+    np.testing.assert_allclose(np.asarray(packed_frozen), np.asarray(packed), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(y_frozen), np.asarray(y), rtol=1e-6, atol=1e-6)
+    params["params"]["log_temperature"] = jnp.asarray(0.5)  # a trained tau moves the learned one only
+    assert not np.allclose(np.asarray(learned.apply(params, x, mask, memory=memory)[1]), np.asarray(packed))
+    y_ref, packed_ref = _np_luna(frozen, frozen_params, np.asarray(x, np.float64), np.asarray(mask),
+                                 np.asarray(memory, np.float64))
+    np.testing.assert_allclose(np.asarray(packed_frozen), packed_ref, atol=2e-4, rtol=1e-4)
+
+
+def test_frozen_temperature_needs_a_temperature():
+    with pytest.raises(InputError, match="needs learn_temperature=True"):
+        ConvLunaAttention(num_heads=2, qkv_dim=16, learn_temperature=False, freeze_temperature=True)
+
+
+@pytest.mark.parametrize("flag, label, kwargs", [
+    ("fixed_temperature", "FixedTemperature-16 (reference)", dict(freeze_temperature=True, filter="conv")),
+    ("maxpool", "MaxPool-16 (reference)", dict(filter="maxpool", kernel_size=4, filter_padding="valid")),
+    ("stride2", "ConvLuna-16 stride 2 (reference)", dict(stride=2, filter="conv", filter_padding="valid")),
+    ("stride4", "ConvLuna-16 stride 4 (reference)", dict(stride=4, filter="conv", filter_padding="valid")),
+])
+def test_appendix_flags_name_one_model_each(flag, label, kwargs):
+    """The Appendix D/E rows: one flag, one label; with reference, the published code's windows."""
+    c = _config("listops", "convluna", f"cpu,mem=16,{flag},reference")
+    assert c.variant == label
+    assert {k: c.model.attention_kwargs[k] for k in kwargs} == kwargs

@@ -22,7 +22,10 @@ ConvLuna (Appendix C) changes only the packing attention:
   ``Conv2d(H, H, (K, 1), groups=H)``), without bias; ``maxpool`` is a (K, 1) max. The same filter
   is applied to keys and values.
 * ``learn_temperature``: logits / exp(tau) with a learnable scalar tau (``log_temperature``,
-  initialised at 0) instead of Dh^-1/2. The unpacking attention keeps Dh^-1/2 (Figure 3's note:
+  initialised at 0) instead of Dh^-1/2. ``freeze_temperature`` keeps tau at its initial 0 (a
+  constant, no parameter: the packing logits are unscaled), Appendix E's question of whether the
+  initial value matters more than the learnable scalar; the published code learns it
+  (``temperature_pack="learn"``), so ConvLuna and ``:reference`` leave it False. The unpacking attention keeps Dh^-1/2 (Figure 3's note:
   "we keep the normalization fixed and identical to the vanilla Transformer").
   ``scale_unpacking=False`` leaves the unpacking logits unscaled: that is what the published
   code runs, because its ``ConvLunaBlock`` passes ``temperature_unpack`` into ``UnpackAttention``'s
@@ -31,7 +34,8 @@ ConvLuna (Appendix C) changes only the packing attention:
 
 The Appendix E ablations are config flags of the ConvLuna configs (``CONVLUNA_FLAGS``):
 ``only_scaling`` (no filter, learned temperature) and ``only_filtering`` (filter, Dh^-1/2), each
-keeping ConvLuna's sharing. They are not offered for the Luna configs, so a table row such as
+keeping ConvLuna's sharing; and, for the Appendix D/E claims of ``lra.reproduce.convluna_appendix``,
+``fixed_temperature`` (tau fixed at 0), ``maxpool`` (MaxPool K=4) and ``stride2`` / ``stride4``. They are not offered for the Luna configs, so a table row such as
 "OnlyScaling-16" always names one model.
 
 Windows and padding. Windows are 'same'-style: output j is the window centred on token j*S,
@@ -105,6 +109,20 @@ CONVLUNA_FLAGS: dict[str, dict[str, Any]] = {
         "attention_kwargs": {"learn_temperature": False},
         "label": "OnlyFiltering-{memory_size}",
     },
+    # Appendix E's initial value without the learning: tau fixed at 0 (not in the paper's tables).
+    "fixed_temperature": {
+        "attention_kwargs": {"freeze_temperature": True},
+        "label": "FixedTemperature-{memory_size}",
+    },
+    # Appendix D's other filter: Table 2's MaxPool K=4 of the other tasks (for ListOps' Conv K=32 rows).
+    "maxpool": {
+        "attention_kwargs": {"filter": "maxpool", "kernel_size": 4},
+        "label": "MaxPool-{memory_size}",
+    },
+    # Appendix D's stride (Table 2: 1 everywhere), "the main hyperparameter to trade the throughput
+    # for performance"; with ``reference`` the windows are the published code's ('valid').
+    **{f"stride{s}": {"attention_kwargs": {"stride": s}, "label": f"ConvLuna-{{memory_size}} stride {s}"}
+       for s in (2, 4)},
 }
 
 
@@ -258,6 +276,8 @@ class LunaAttention(Attention):
       filter_padding: "same" (default: padding-safe, see the module docstring) | "valid" (the
         published code's max-pool windows and strided convolutions).
       learn_temperature: packing logits / exp(tau), tau learned from 0; else the standard Dh^-1/2.
+      freeze_temperature: with learn_temperature, tau stays 0 (unscaled packing logits, no
+        parameter); the published code learns it (False).
       scale_unpacking: unpacking logits * Dh^-1/2 (Appendix B and Figure 3's note); False leaves
         them unscaled, as the published ConvLuna code does (see the module docstring).
       share_projections: projections used by both packing and unpacking: True (all of W^Q, W^K,
@@ -272,6 +292,7 @@ class LunaAttention(Attention):
     stride: int = 1
     filter_padding: str = "same"
     learn_temperature: bool = False
+    freeze_temperature: bool = False
     scale_unpacking: bool = True
     share_projections: bool | str = False
     share_kv: bool = False
@@ -285,6 +306,9 @@ class LunaAttention(Attention):
         if self.filter_padding not in WINDOWS:
             raise InputError(f"attention_kwargs.filter_padding={self.filter_padding!r}; valid: {', '.join(WINDOWS)}")
         shared_projections(self.share_projections)  # raises on a bad value
+        if self.freeze_temperature and not self.learn_temperature:
+            raise InputError("attention_kwargs.freeze_temperature=True fixes the learned temperature at its initial "
+                             "value: it needs learn_temperature=True (without it the logits are scaled by Dh^-1/2)")
         for field in ("memory_size", "kernel_size", "stride"):
             if getattr(self, field) < 1:
                 raise InputError(f"attention_kwargs.{field} must be >= 1, got {getattr(self, field)}")
@@ -330,7 +354,9 @@ class LunaAttention(Attention):
                 opts = (self.filter, self.kernel_size, self.stride, kernel, self.filter_padding)
                 k, _ = filter_length(k, kv_mask_BxK, *opts)
                 v, kv_mask_BxK = filter_length(v, kv_mask_BxK, *opts)
-            if self.learn_temperature:
+            if self.learn_temperature and self.freeze_temperature:
+                scale = 1.0  # exp(-tau) at tau's initial 0, never trained
+            elif self.learn_temperature:
                 scale = jnp.exp(-self.param("log_temperature", nn.initializers.zeros, ()))
         dropout_rng = self.dropout_rng(deterministic)
         y, weights_BxHxQxK = dot_product_attention(
