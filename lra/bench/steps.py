@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lra.bench import device_turns
-from lra.bench.attention import _compiled_bytes, _memory_stats, environment
+from lra.bench.device_info import compiled_bytes, environment, memory_stats
 
 FAMILIES = ("softmax", "luna", "convluna", "clustered", "improved_clustered", "agglomerative", "dispersed",
             "linear", "gated_linear")
@@ -128,7 +128,7 @@ def compile_case(case: Case) -> dict[str, Any]:
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return {"config": config, "mesh": mesh, "init": init_compiled, "train": train_compiled,
             "compile_seconds": compile_seconds, "flops": float(cost.get("flops", 0.0)) if cost else 0.0,
-            "memory": _compiled_bytes(train_compiled), "vocab": vocab, "classes": classes}
+            "memory": compiled_bytes(train_compiled), "vocab": vocab, "classes": classes}
 
 
 def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +211,7 @@ def probe(dtypes: Sequence[str], matmul_size: int, command: Sequence[str], isola
 
 
 def _probe_here(dtypes: Sequence[str], matmul_size: int, command: Sequence[str]) -> dict[str, Any]:
-    return {"environment": environment(command), "memory_stats": bool(_memory_stats()),
+    return {"environment": environment(command), "memory_stats": bool(memory_stats()),
             "matmul_rates": {d: matmul_rate(d, matmul_size) for d in dtypes}}
 
 
@@ -223,7 +223,7 @@ def _child_main(payload: str) -> None:
     case = spec["case"]
     case["overrides"] = tuple(tuple(kv) for kv in case["overrides"])
     result = _safe_measure(Case(**case))
-    stats = _memory_stats()  # this process ran one case: its peak is the case's
+    stats = memory_stats()  # this process ran one case: its peak is the case's
     if result["status"] == "ok" and stats and "peak_bytes_in_use" in stats:
         result["device_peak_bytes"] = int(stats["peak_bytes_in_use"])
     print(json.dumps(result))
