@@ -154,6 +154,16 @@ GRIDS: dict[str, Grid] = {
                     "choices (reference), against the Transformer; Luna-16 and ConvLuna-16 with our "
                     "defaults; ConvLuna-16 (reference) with one of the code's choices reverted per row",
     ),
+    "convluna_appendix": Grid(
+        tuple(Variant(f"{label} (reference)", "convluna", f"mem=16,{flag}reference")
+              for label, flag in (("ConvLuna-16", ""), ("FixedTemperature-16", "fixed_temperature,"),
+                                  ("OnlyFiltering-16", "only_filtering,"), ("MaxPool-16", "maxpool,"),
+                                  ("ConvLuna-16 stride 2", "stride2,"), ("ConvLuna-16 stride 4", "stride4,"))),
+        tasks=("listops",),
+        description="ConvLuna paper, Appendices D and E on ListOps (python -m lra.reproduce.convluna_appendix): "
+                    "the packing temperature learned from 1, fixed at 1 or at d^-1/2; Conv K=32 against "
+                    "MaxPool K=4; stride 1/2/4; all with the published code's choices (reference)",
+    ),
     "lra_families": Grid(
         (Variant("Transformer", "transformer"), Variant("Luna-16", "luna"), Variant("ConvLuna-16", "convluna"),
          Variant("Clustered-100", "clustered"), Variant("i-Clustered-100", "improved_clustered"),
