@@ -399,9 +399,10 @@ def _named_branches(rule: str) -> set[str]:
 
 def _all_cases() -> dict[str, dict[str, dict[str, tuple[Writer, str]]]]:
     """These cases and those of the claims whose tests live in their own file (run there, counted here)."""
+    from test_reproduce_appendix import APPENDIX_CASES
     from test_reproduce_confirm import CONFIRM_CASES
 
-    return {**CASES, "convluna": {**CASES["convluna"], **CONFIRM_CASES}}
+    return {**CASES, "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES}}
 
 
 def test_every_testable_claim_has_a_case_for_each_branch_its_words_name():
