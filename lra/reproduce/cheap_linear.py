@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lra.reproduce import cheap_linear_speedup, evidence
+from lra.reproduce import cheap_linear_recall, cheap_linear_speedup, evidence
 from lra.reproduce.registry import (
     CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
 )
@@ -191,6 +191,22 @@ PAPER = Paper(
               "but outside that band; else not reproduced",
               cheap_linear_speedup.judge, (cheap_linear_speedup.COMMAND,), (cheap_linear_speedup.RECORD,),
               cpu_minutes=1),
+        Claim("associative-recall", "Section 6 (discussion)",
+              "A fixed-size k x k representation forgets as the sequence grows, where softmax's n x k states do "
+              "not; softmax recalls better than gated linear, and gated linear better than linear.",
+              "none in numbers: 'fixed-size representations may not capture enough information' for long "
+              "sequences; Figure 1 ranks softmax > gated linear > linear on CNN QA",
+              f"associative recall on synthetic data: n = {', '.join(map(str, cheap_linear_recall.LENGTHS))} "
+              f"(key, value) pairs, then a query key; one attention layer, width k = {cheap_linear_recall.WIDTH}, "
+              f"trained {cheap_linear_recall.STEPS:,} steps per family and n, seeds "
+              f"{', '.join(map(str, cheap_linear_recall.SEEDS))} (lra/reproduce/cheap_linear_recall.py)",
+              f"on the mean test accuracy over the seeds: forgets if linear and gated linear each lose >= "
+              f"{cheap_linear_recall.FORGETS:g} points from the shortest to the longest n while softmax loses < "
+              f"{cheap_linear_recall.KEEPS:g}; ordered if, at the longest n, softmax exceeds gated linear and gated "
+              f"linear exceeds linear by >= {cheap_linear_recall.ORDER_GAP:g} points each. Reproduced if both hold, "
+              "partly if one, else not reproduced",
+              cheap_linear_recall.judge, (cheap_linear_recall.COMMAND,), (cheap_linear_recall.RECORD,),
+              cpu_minutes=20),
         not_testable("cnn-qa", "Section 5, Table 2",
                      "On CNN question answering, linear and gated linear attention trade some accuracy for "
                      "constant-time lookups.",
