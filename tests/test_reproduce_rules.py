@@ -401,8 +401,10 @@ def _all_cases() -> dict[str, dict[str, dict[str, tuple[Writer, str]]]]:
     """These cases and those of the claims whose tests live in their own file (run there, counted here)."""
     from test_reproduce_appendix import APPENDIX_CASES
     from test_reproduce_confirm import CONFIRM_CASES
+    from test_reproduce_recall import RECALL_CASES
 
-    return {**CASES, "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES}}
+    return {**CASES, "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES},
+            "cheap_linear": {**CASES["cheap_linear"], **RECALL_CASES}}
 
 
 def test_every_testable_claim_has_a_case_for_each_branch_its_words_name():
