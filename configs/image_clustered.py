@@ -6,9 +6,8 @@ as the Transformer baseline (pre-norm, CLS pooling), so softmax-trained weights 
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("image", "clustered", arg, label="Clustered-{num_clusters}",
-                       attention_kwargs=dict(num_clusters=100, bits=63, iterations=10))
+    return family_config("image", "clustered", arg)

@@ -3,8 +3,8 @@
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("image", "linear", arg, label="Linear")
+    return family_config("image", "linear", arg)

@@ -4,9 +4,8 @@ mem=1|16|256, reference).
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import MEMORY_FAMILY_MODEL, make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("image", "luna", arg, label="Luna-{memory_size}",
-                       model=MEMORY_FAMILY_MODEL)
+    return family_config("image", "luna", arg)

@@ -6,11 +6,8 @@ reference (the published code's choices, lra/reference/).
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.attention.luna import CONVLUNA_FLAGS
-from lra.defaults import MEMORY_FAMILY_MODEL, make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("listops", "convluna", arg, label="ConvLuna-{memory_size}",
-                       attention_kwargs=dict(filter="conv", kernel_size=32, stride=1),
-                       model=MEMORY_FAMILY_MODEL, flags=CONVLUNA_FLAGS)
+    return family_config("listops", "convluna", arg)

@@ -4,8 +4,8 @@ bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 GPU fused attention: implementation=cudnn (needs bf16 and --config.model.attention_dropout_rate=0).
 """
 
-from lra.defaults import make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("listops", "softmax", arg, label="Transformer")
+    return family_config("listops", "softmax", arg)

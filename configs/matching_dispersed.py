@@ -7,10 +7,8 @@ tree as the Transformer baseline (pre-norm, CLS pooling), so softmax-trained wei
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("matching", "dispersed", arg, label="Dispersed",
-                       attention_kwargs=dict(window=4, max_gap=180),
-                       model=dict(norm="pre", pooling="cls"))
+    return family_config("matching", "dispersed", arg)

@@ -13,9 +13,8 @@ Data: the LRA release under <data_dir>/lra_release/pathfinder32/, else generated
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("pathfinder", "dispersed", arg, label="Dispersed",
-                       attention_kwargs=dict(window=4, max_gap=180), model=dict(norm="pre"))
+    return family_config("pathfinder", "dispersed", arg)

@@ -9,8 +9,8 @@ Data: the LRA release under <data_dir>/lra_release/pathfinder32/, else generated
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("pathfinder", "linear", arg, label="Linear")
+    return family_config("pathfinder", "linear", arg)

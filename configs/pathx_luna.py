@@ -11,9 +11,8 @@ Data: the LRA release under <data_dir>/lra_release/pathfinder128/, else generate
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import MEMORY_FAMILY_MODEL, make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("pathx", "luna", arg, label="Luna-{memory_size}",
-                       model=MEMORY_FAMILY_MODEL)
+    return family_config("pathx", "luna", arg)

@@ -12,8 +12,8 @@ Data: the LRA release under <data_dir>/lra_release/pathfinder128/, else generate
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """
 
-from lra.defaults import make_config
+from lra.family_configs import family_config
 
 
 def get_config(arg: str | None = None):
-    return make_config("pathx", "softmax", arg, label="Transformer")
+    return family_config("pathx", "softmax", arg)

@@ -441,14 +441,3 @@ def _uses_memory(attention: str) -> bool:
     from lra import attention as registry  # local: keeps config loading light until needed
 
     return registry.get(attention).uses_memory
-
-
-# config.model settings of the memory families' configs (Luna, ConvLuna): post-LN blocks
-# (Appendix B), memory-average pooling (Table 2), no dropout between the attention and the
-# residuals (Appendix B's equations; the published code has none either), for matching the
-# paper's "concatenated hidden representations" [u, v] (the published code's DualClassifier), and
-# the exact GELU.
-MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
-    norm="post", pooling="memory", attention_residual_dropout=False, dual_combine="concat",
-    gelu_approximate=False,  # Table 2's GELU, exact; so is the published code's nn.GELU()
-)

@@ -7,11 +7,13 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-from lra.attention import ATTENTIONS
-from lra.defaults import TASKS
-from lra.training.validation import validate_config
 from test_data_tasks import write_aan, write_aclimdb, write_cifar_pickles
+
+from lra.attention import FAMILIES
+from lra.defaults import TASKS
+from lra.errors import InputError
+from lra.family_configs import config_spec
+from lra.training.validation import validate_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 CONFIG_FILES = sorted(p for p in CONFIGS.glob("*_*.py"))
@@ -24,11 +26,30 @@ def load(path: Path, arg: str = ""):
     return module.get_config(arg)
 
 
-def test_every_task_and_attention_has_a_config():
+def test_config_files_are_registered_families_for_every_task_or_none():
+    """A family's own thin files cover every task or none (a family without them trains through
+    configs/<task>.py:family=NAME); no file names an unregistered family."""
+    stems = {f.stem: name for name, f in FAMILIES.items()}
     names = {p.stem for p in CONFIG_FILES}
-    families = {"transformer" if a == "softmax" else a for a in ATTENTIONS}
-    missing = {f"{t}_{a}" for t in TASKS for a in families} - names
-    assert not missing, f"configs missing: {sorted(missing)}"
+    assert {p.stem.split("_", 1)[1] for p in CONFIG_FILES} <= set(stems)
+    for stem in {p.stem.split("_", 1)[1] for p in CONFIG_FILES}:
+        assert {f"{t}_{stem}" for t in TASKS} <= names, f"{stems[stem]}: config files for some tasks only"
+    assert all((CONFIGS / f"{t}.py").is_file() for t in TASKS)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_generic_task_config_builds_each_family_as_its_own_file(task):
+    """configs/<task>.py:family=NAME,OPTIONS is configs/<task>_<family>.py:OPTIONS, field for field."""
+    for name in FAMILIES:
+        own, first = config_spec(task, name)
+        assert first == "" and own.is_file()
+        for options in ("", "cpu", "smoke") + (("cpu,mem=1,reference",) if FAMILIES[name].uses_memory else ()):
+            generic = load(CONFIGS / f"{task}.py", ",".join(filter(None, [f"family={name}", options])))
+            assert generic.to_dict() == load(own, options).to_dict(), (task, name, options)
+    with pytest.raises(InputError, match="family=NAME"):
+        load(CONFIGS / f"{task}.py", "cpu")
+    with pytest.raises(InputError, match="unknown attention 'nope'"):
+        load(CONFIGS / f"{task}.py", "family=nope")
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)

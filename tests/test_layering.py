@@ -4,8 +4,8 @@ Layers, low to high; a module may import its own layer and the layers beneath it
 
 -1. ``lra.errors``: the suite's base error class (``InputError``), raised by every layer.
 0. ``lra.attention`` and ``lra.data``, apart: neither imports the other (nor anything above).
-1. ``lra.model``, ``lra.defaults`` and ``lra.reference`` (its ``__init__``: what ``:reference``
-   changes in a config, imported by ``lra.defaults``).
+1. ``lra.model``, ``lra.defaults``, ``lra.family_configs`` (each family's configs, from the registry) and
+   ``lra.reference`` (its ``__init__``: what ``:reference`` changes in a config, imported by ``lra.defaults``).
 2. ``lra.training``.
 3. What uses training: ``lra.bench``, ``lra.reports``, ``lra.experiments``, ``lra.reproduce``,
    ``lra.preflight``, and ``lra.reference.published_code`` / ``lra.reference.init_effect``
@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("errors", -1, ("lra.errors",)),
     ("attention", 0, ("lra.attention",)),
     ("data", 0, ("lra.data",)),
-    ("model and config", 1, ("lra.model", "lra.defaults", "lra.reference")),
+    ("model and config", 1, ("lra.model", "lra.defaults", "lra.family_configs", "lra.reference")),
     ("training", 2, ("lra.training",)),
     ("bench, reports, experiments, reproduce, preflight", 3,
      ("lra.bench", "lra.reports", "lra.experiments", "lra.reproduce", "lra.preflight",

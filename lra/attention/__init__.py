@@ -1,4 +1,5 @@
-"""Registry of attention families: name -> flax module class (docs/design.md).
+"""Registry of attention families: name -> ``Family`` (module class, table label, config settings;
+docs/design.md). Adding a family is its module and one ``register`` call (docs/adding_a_family.md).
 
 Every registered module has the call signature
 ``y_BxNxD, memory = attn(x_BxNxD, mask_BxN, memory=None, deterministic=True)``.
@@ -18,37 +19,124 @@ The families import nothing of lra outside this package (tests/test_layering.py)
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
-from lra.errors import InputError
 from lra.attention.agglomerative import AgglomerativeAttention
 from lra.attention.base import Attention
 from lra.attention.clustered import ClusteredAttention, ImprovedClusteredAttention
 from lra.attention.dispersed import DispersedAttention
 from lra.attention.linear import GatedLinearAttention, LinearAttention
-from lra.attention.luna import ConvLunaAttention, LunaAttention
+from lra.attention.luna import CONVLUNA_FLAGS, ConvLunaAttention, LunaAttention
 from lra.attention.softmax import SoftmaxAttention
+from lra.errors import InputError
 
-ATTENTIONS: dict[str, type[Attention]] = {
-    "softmax": SoftmaxAttention,
-    "luna": LunaAttention,
-    "convluna": ConvLunaAttention,
-    "clustered": ClusteredAttention,
-    "improved_clustered": ImprovedClusteredAttention,
-    "agglomerative": AgglomerativeAttention,
-    "dispersed": DispersedAttention,
-    "linear": LinearAttention,
-    "gated_linear": GatedLinearAttention,
-}
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One attention family as the suite knows it: the registry is the single source from which its
+    configs (``lra.family_configs``), the training-step benchmark's cases (``lra.bench.steps``) and
+    the ``lra_families`` sweep row (``lra.experiments.sweep``) are derived, so a registered family is
+    trained, benchmarked and swept with no list to edit (docs/adding_a_family.md).
+
+    ``kwargs``/``model`` are what every task's config sets (``config.model.attention_kwargs`` and
+    ``config.model`` fields), ``task_kwargs``/``task_model`` update them for one task (ConvLuna's
+    ListOps convolution, dispersed's CLS pooling outside Pathfinder). ``flags`` are named option
+    sets after the config's colon (ConvLuna's ``only_scaling``). ``file_stem`` names the family's own
+    thin config files ``configs/<task>_<file_stem>.py`` where it has them.
+    """
+
+    name: str
+    module: type[Attention]
+    label: str  # the table row; ``{field}`` is filled from the options, e.g. "Luna-{memory_size}"
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    model: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    task_kwargs: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    task_model: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    flags: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    file_stem: str = ""  # "" = the name; the Transformer's files are configs/<task>_transformer.py
+    quadratic: bool = False  # builds the N x N scores (the Transformer baseline); no efficient family may
+
+    @property
+    def uses_memory(self) -> bool:
+        """A memory family (Luna, ConvLuna): the encoder passes a memory from block to block."""
+        return self.module.uses_memory
+
+    @property
+    def stem(self) -> str:
+        return self.file_stem or self.name
+
+    def task_settings(self, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(attention_kwargs, model fields) of the family's config for ``task``."""
+        kwargs = {**self.kwargs, **self.task_kwargs.get(task, {})}
+        return kwargs, {**self.model, **self.task_model.get(task, {})}
+
+    def default_label(self) -> str:
+        """The row name at the family's defaults (``Luna-16``, ``Clustered-100``)."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self.module) if f.default is not dataclasses.MISSING}
+        return self.label.format(**{**defaults, **self.kwargs})
+
+
+FAMILIES: dict[str, Family] = {}  # name -> Family, in registration order (the tables' and benchmarks' order)
+ATTENTIONS: dict[str, type[Attention]] = {}  # name -> module class, kept equal to FAMILIES by register
+
+
+def register(family: Family) -> Family:
+    """Add ``family`` to the registry (a name registered twice is a bug: ValueError)."""
+    if family.name in FAMILIES:
+        raise ValueError(f"attention family {family.name!r} is already registered")
+    if not (isinstance(family.module, type) and issubclass(family.module, Attention)):
+        raise ValueError(f"family {family.name!r}: module must be a subclass of lra.attention.base.Attention")
+    FAMILIES[family.name] = family
+    ATTENTIONS[family.name] = family.module
+    return family
+
+
+def unregister(name: str) -> None:
+    """Remove a family registered by ``register`` (tests that add a toy family clean up with it)."""
+    del FAMILIES[name], ATTENTIONS[name]
+
+
+# config.model settings of the memory families (Luna, ConvLuna): post-LN blocks (Appendix B),
+# memory-average pooling (Table 2), no dropout between the attention and the residuals (Appendix B's
+# equations; the published code has none either), for matching the paper's "concatenated hidden
+# representations" [u, v] (the published code's DualClassifier), and the exact GELU (Table 2's; so
+# is the published code's nn.GELU()).
+MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
+    norm="post", pooling="memory", attention_residual_dropout=False, dual_combine="concat", gelu_approximate=False,
+)
+_CLUSTERS = dict(num_clusters=100, bits=63, iterations=10)  # Vyas et al.'s LRA settings: C = 100, 63-bit LSH
+_LRA_TASKS_CLS = ("listops", "text", "matching", "image")  # dispersed pools CLS there; Pathfinder keeps the mean
+
+register(Family("softmax", SoftmaxAttention, "Transformer", file_stem="transformer", quadratic=True))
+register(Family("luna", LunaAttention, "Luna-{memory_size}", model=MEMORY_FAMILY_MODEL))
+register(Family("convluna", ConvLunaAttention, "ConvLuna-{memory_size}",
+                kwargs=dict(filter="maxpool", kernel_size=4, stride=1), model=MEMORY_FAMILY_MODEL,
+                task_kwargs={"listops": dict(filter="conv", kernel_size=32, stride=1)},  # Table 2
+                flags=CONVLUNA_FLAGS))
+register(Family("clustered", ClusteredAttention, "Clustered-{num_clusters}", kwargs=_CLUSTERS))
+register(Family("improved_clustered", ImprovedClusteredAttention, "i-Clustered-{num_clusters}",
+                kwargs=dict(num_clusters=100, topk=32, bits=63, iterations=10)))
+register(Family("agglomerative", AgglomerativeAttention, "Agglomerative"))
+register(Family("dispersed", DispersedAttention, "Dispersed", kwargs=dict(window=4, max_gap=180),
+                model=dict(norm="pre"), task_model={t: dict(pooling="cls") for t in _LRA_TASKS_CLS}))
+register(Family("linear", LinearAttention, "Linear"))
+register(Family("gated_linear", GatedLinearAttention, "Gated Linear"))
+
+
+def family(name: str) -> Family:
+    """The family registered as ``name``; an InputError naming the registered ones otherwise."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise InputError(
+            f"unknown attention {name!r}; valid names: {', '.join(sorted(FAMILIES))}"
+        ) from None
 
 
 def get(name: str) -> type[Attention]:
-    """Return the attention class registered as ``name``; a clear ValueError otherwise."""
-    try:
-        return ATTENTIONS[name]
-    except KeyError:
-        raise InputError(
-            f"unknown attention {name!r}; valid names: {', '.join(sorted(ATTENTIONS))}"
-        ) from None
+    """Return the attention class registered as ``name``; an InputError naming the valid ones otherwise."""
+    return family(name).module
 
 
 def option_names(name: str) -> list[str]:
