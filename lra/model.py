@@ -45,6 +45,7 @@ import numpy as np
 
 from lra.errors import InputError
 from lra import attention as attention_registry
+from lra.attention.base import memory_cells
 from lra.data.types import PAD_ID
 
 POOLINGS = ("cls", "mean", "memory")
@@ -195,7 +196,7 @@ class Encoder(nn.Module):
         memory = None
         attn_cls = attention_registry.get(cfg.attention)
         if attn_cls.uses_memory:
-            cells = dict(cfg.attention_kwargs).get("memory_size", attn_cls.memory_size)
+            cells = memory_cells(attn_cls, dict(cfg.attention_kwargs))  # the MemoryAttention contract
             # N(0, memory_init_scale^2): 1.0 is the published code's nn.init.normal_; the former
             # D^-1/2 made the first block's memories nearly identical from step 0.
             mem0 = self.param("memory", nn.initializers.normal(stddev=cfg.memory_init_scale), (cells, cfg.emb_dim))
@@ -305,5 +306,10 @@ def init_params(model: "Classifier", key: jax.Array, sample: jax.Array) -> Any:
 def build_model(
     model_config: ml_collections.ConfigDict, vocab_size: int, num_classes: int, dual: bool
 ) -> Classifier:
-    """The classifier for a task; validate the config with lra.training.validation first."""
-    return Classifier(model_config, vocab_size=vocab_size, num_classes=num_classes, dual=dual)
+    """The classifier for a task; validate the config with lra.training.validation first.
+
+    The module holds a frozen copy of ``model_config`` (``FrozenConfigDict``): a Flax module's
+    fields are meant to be immutable and hashable, and a later change to the caller's config
+    cannot reach a model already built."""
+    frozen = ml_collections.FrozenConfigDict(model_config)
+    return Classifier(frozen, vocab_size=vocab_size, num_classes=num_classes, dual=dual)

@@ -100,3 +100,52 @@ def test_bfloat16_model_runs_and_is_close():
     m32, m16 = _model(), _model(dtype="bfloat16")
     v = m32.init(jax.random.key(0), tokens)
     np.testing.assert_allclose(np.asarray(m16.apply(v, tokens)), np.asarray(m32.apply(v, tokens)), atol=0.15)
+
+
+def test_memory_families_declare_the_memory_contract():
+    """Issue 40 point 4: the encoder reads memory_size through the declared MemoryAttention contract;
+    every registered memory family satisfies it, and one that sets uses_memory without the field is
+    named as a bug instead of failing on an attribute deep in the encoder."""
+    from flax import linen as nn
+
+    from lra.attention import ATTENTIONS
+    from lra.attention.base import Attention, MemoryAttention, memory_cells
+
+    memory = [cls for cls in ATTENTIONS.values() if cls.uses_memory]
+    assert memory, "no memory family registered"
+    for cls in memory:
+        assert isinstance(cls(), MemoryAttention)
+        assert memory_cells(cls, {}) == cls.memory_size and memory_cells(cls, {"memory_size": 3}) == 3
+
+    class Undeclared(Attention):
+        uses_memory = True
+
+        @nn.compact
+        def __call__(self, x, mask, memory=None, deterministic=True):
+            return x, memory
+
+    assert not isinstance(Undeclared(), MemoryAttention)
+    with pytest.raises(TypeError, match="Undeclared sets uses_memory = True but declares no memory_size"):
+        memory_cells(Undeclared, {})
+    with pytest.raises(TypeError, match="no memory"):
+        memory_cells(ATTENTIONS["softmax"], {})
+
+
+def test_build_model_freezes_its_config():
+    """Issue 40 point 4: the model's config is a FrozenConfigDict; changing the caller's config later
+    does not reach a built model, and the frozen model computes what the mutable one did."""
+    import ml_collections
+
+    from lra.model import Classifier
+
+    c = make_config("listops", "luna", "smoke")
+    model = build_model(c.model, 16, 10, False)
+    assert isinstance(model.config, ml_collections.FrozenConfigDict)
+    with pytest.raises((AttributeError, ValueError)):
+        model.config.num_layers = 7
+    tokens = _tokens()
+    v = model.init(jax.random.key(0), tokens)
+    mutable = Classifier(c.model, vocab_size=16, num_classes=10, dual=False)
+    np.testing.assert_array_equal(np.asarray(model.apply(v, tokens)), np.asarray(mutable.apply(v, tokens)))
+    c.model.num_layers = 7
+    assert model.config.num_layers != 7

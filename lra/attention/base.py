@@ -11,7 +11,7 @@ from them share softmax's parameter tree (weights trained with one evaluate with
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping, Protocol, runtime_checkable
 
 import flax.linen as nn
 import jax
@@ -42,8 +42,9 @@ class Attention(nn.Module):
     dropout_rate: float = 0.0
     dtype: Dtype = jnp.float32
 
-    # Families that carry a memory (Luna, ConvLuna) set this; the encoder then owns the learned
-    # initial memory of ``memory_size`` cells and passes it block to block.
+    # Families that carry a memory (Luna, ConvLuna) set this and declare a ``memory_size`` field
+    # (:class:`MemoryAttention`); the encoder then owns the learned initial memory of that many
+    # cells (:func:`memory_cells`) and passes it block to block.
     uses_memory: ClassVar[bool] = False
 
     def dropout_rng(self, deterministic: bool) -> jax.Array | None:
@@ -56,6 +57,35 @@ class Attention(nn.Module):
     def head_dim(self) -> int:
         check_heads(self.num_heads, self.qkv_dim)
         return self.qkv_dim // self.num_heads
+
+
+@runtime_checkable
+class MemoryAttention(Protocol):
+    """The contract of a memory family (``uses_memory = True``: Luna, ConvLuna), as the encoder reads it.
+
+    Besides the base fields, it declares ``memory_size``, a dataclass field with a default: the
+    encoder owns the learned initial memory of that many cells (``config.model.attention_kwargs``
+    may set it, else the field's default applies) and passes it as ``memory`` to every block;
+    the call returns the packed memory (the same shape) in place of ``None``.
+    """
+
+    uses_memory: ClassVar[bool]
+    memory_size: int
+
+    def __call__(self, x_BxNxD: jax.Array, mask_BxN: jax.Array, memory: jax.Array | None = None,
+                 deterministic: bool = True) -> tuple[jax.Array, jax.Array]: ...
+
+
+def memory_cells(cls: type[Attention], options: Mapping[str, Any]) -> int:
+    """The memory cells a memory family gets: ``options["memory_size"]``, else its declared default
+    (:class:`MemoryAttention`). A family that sets ``uses_memory`` without declaring ``memory_size``
+    is a bug in that family: a TypeError names it."""
+    if not cls.uses_memory:
+        raise TypeError(f"{cls.__name__} has no memory (uses_memory is False): it has no memory cells")
+    if "memory_size" not in getattr(cls, "__dataclass_fields__", {}):
+        raise TypeError(f"{cls.__name__} sets uses_memory = True but declares no memory_size field "
+                        f"(lra.attention.base.MemoryAttention)")
+    return options.get("memory_size", cls.memory_size)  # type: ignore[attr-defined]
 
 
 def check_heads(num_heads: int, qkv_dim: int) -> None:

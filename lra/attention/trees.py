@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import traverse_util
 
 from lra.attention import ATTENTIONS, get
+from lra.attention.base import memory_cells
 
 # The encoder's learned initial memory, a parameter of the model whenever the family has a memory.
 ENCODER_MEMORY = "encoder memory"
@@ -30,7 +31,7 @@ def parameter_tree(name: str, options: Mapping[str, Any] | None = None, num_head
     module = cls(num_heads=num_heads, qkv_dim=qkv_dim, **options)
     x = jax.ShapeDtypeStruct((1, length, features), jnp.float32)
     mask = jax.ShapeDtypeStruct((1, length), jnp.bool_)
-    cells = options.get("memory_size", getattr(cls, "memory_size", 0))
+    cells = memory_cells(cls, options) if cls.uses_memory else 0
     memory = jax.ShapeDtypeStruct((1, cells, features), jnp.float32) if cls.uses_memory else None
     rngs = {"params": jax.random.key(0), "attention": jax.random.key(1)}
     variables = jax.eval_shape(lambda x, m, mem: module.init(rngs, x, m, memory=mem), x, mask, memory)
