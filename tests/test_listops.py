@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from lra.data import DataError, TaskData, cache, get_loader, task_shapes
-from lra.data import listops
+from lra.data import listops, listops_reader, listops_store
 from lra.defaults import task_config
 
 LIMITS = dict(min_len=10, max_len=60)
@@ -201,12 +201,12 @@ def test_interrupted_generation_leaves_no_complete_folder(tmp_path, monkeypatch)
                 raise KeyboardInterrupt
             yield example
 
-    monkeypatch.setattr(listops, "generate", failing)
+    monkeypatch.setattr(listops_store, "generate", failing)
     with pytest.raises(KeyboardInterrupt):
         generate_into(tmp_path)
     parent = tmp_path / "listops_generated"
     assert list(parent.iterdir()) == []  # neither the final folder nor the temporary one
-    monkeypatch.setattr(listops, "generate", real)
+    monkeypatch.setattr(listops_store, "generate", real)
     folder = generate_into(tmp_path)
     assert len(read_tsv(folder / "basic_val.tsv")) == COUNTS[1]
 
@@ -219,7 +219,7 @@ def test_stale_temporaries_are_removed_and_a_concurrent_winner_is_kept(tmp_path,
     alive = final.parent / f".{final.name}.tmp-{host}-{os.getppid()}"
     dead.mkdir()
     alive.mkdir()
-    real_write = listops._write_set
+    real_write = listops_store._write_set
 
     def write_while_another_process_finishes(folder, *args):
         real_write(folder, *args)
@@ -228,7 +228,7 @@ def test_stale_temporaries_are_removed_and_a_concurrent_winner_is_kept(tmp_path,
         real_write(other, *args)
         other.rename(final)  # the other process renames first
 
-    monkeypatch.setattr(listops, "_write_set", write_while_another_process_finishes)
+    monkeypatch.setattr(listops_store, "_write_set", write_while_another_process_finishes)
     assert generate_into(tmp_path) == final
     assert sorted(p.name for p in final.parent.iterdir()) == sorted([final.name, alive.name])
     assert len(read_tsv(final / "basic_test.tsv")) == COUNTS[2]
@@ -240,7 +240,7 @@ def test_cached_set_is_reused(tmp_path, monkeypatch):
     def no_generation(*args, **kwargs):
         raise AssertionError("regenerated a cached set")
 
-    monkeypatch.setattr(listops, "generate", no_generation)
+    monkeypatch.setattr(listops_store, "generate", no_generation)
     second = listops.load(make_config(tmp_path))
     np.testing.assert_array_equal(first.train.inputs, second.train.inputs)
 
@@ -312,7 +312,7 @@ def test_bad_header_is_an_error(tmp_path):
 def test_reader_handles_many_chunks(tmp_path, monkeypatch):
     folder = generate_into(tmp_path)
     expected = read_tsv(folder / "basic_train.tsv")
-    monkeypatch.setattr(listops, "_CHUNK_BYTES", 500)  # a few lines per chunk
+    monkeypatch.setattr(listops_reader, "_CHUNK_BYTES", 500)  # a few lines per chunk
     split = listops.read_split(folder / "basic_train.tsv", "train", LIMITS["max_len"])
     assert split.labels.tolist() == [label for _, label in expected]
     for row, (source, _) in zip(split.inputs, expected):
@@ -349,7 +349,7 @@ def test_auto_with_a_partial_release_names_the_missing_file(tmp_path, monkeypatc
     def no_generation(*args, **kwargs):
         raise AssertionError("fell back to a generated set")
 
-    monkeypatch.setattr(listops, "generate", no_generation)
+    monkeypatch.setattr(listops_store, "generate", no_generation)
     for max_len in (60, 2000):  # whether or not the release's trees would fit
         with pytest.raises(DataError, match="partial ListOps release") as err:
             listops.load(make_config(tmp_path, source="auto", max_len=max_len))
