@@ -25,7 +25,7 @@ O(N^2) attention).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import flax.linen as nn
 import jax
@@ -75,7 +75,7 @@ def fused_attention(
     k_BxMxHxDh: jax.Array,
     v_BxMxHxDh: jax.Array,
     kv_mask_BxM: jax.Array | None,
-    implementation: str = "cudnn",
+    implementation: Literal["xla", "cudnn"] = "cudnn",
 ) -> jax.Array:
     """Masked attention through ``jax.nn.dot_product_attention``; B x N x H x Dh.
 

@@ -69,7 +69,7 @@ class TrainBatches:
     def _plan_epoch(self, epoch: int) -> list[tuple[np.ndarray, int]]:
         rng = np.random.default_rng([self.seed, epoch])
         perm = rng.permutation(len(self.split))
-        plan = []
+        plan: list[tuple[np.ndarray, int]] = []
         for b, bound in enumerate(self.bounds):
             members = perm[self.bucket_of[perm] == b]
             if len(members) == 0:

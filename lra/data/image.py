@@ -74,8 +74,8 @@ def grayscale(r: np.ndarray, g: np.ndarray, b: np.ndarray, method: str = "lra") 
         y += (b.astype(np.float32) * scale) * np.float32(0.1140)
         return (y * np.float32(255.5)).astype(np.uint8)
     if method == "pil":
-        y = r.astype(np.uint32) * 19595 + g.astype(np.uint32) * 38470 + b.astype(np.uint32) * 7471 + 32768
-        return (y >> 16).astype(np.uint8)
+        fixed = r.astype(np.uint32) * 19595 + g.astype(np.uint32) * 38470 + b.astype(np.uint32) * 7471 + 32768
+        return (fixed >> 16).astype(np.uint8)
     raise InputError(f"config.data.grayscale={method!r}: valid values are {', '.join(GRAYSCALE)}")
 
 

@@ -205,9 +205,9 @@ def read_png(path: Path, side: int, fix: str) -> np.ndarray:
 
     try:
         with Image.open(path) as im:
-            if im.mode != "L":  # the release's PNGs are 8-bit grayscale; convert anything else
-                im = im.convert("L")
-            pixels = np.asarray(im, np.uint8)
+            # the release's PNGs are 8-bit grayscale; convert anything else
+            gray = im if im.mode == "L" else im.convert("L")
+            pixels = np.asarray(gray, np.uint8)
     except FileNotFoundError:
         raise DataError(f"Pathfinder image not found: {path}\n  to fix: {fix}") from None
     except Exception as e:  # PIL raises several types for corrupt data

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import io
 import os
 import shutil
 import socket
@@ -15,7 +16,7 @@ import tarfile
 import uuid
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Callable
+from typing import IO, BinaryIO, Callable, cast
 
 from lra.data.archive_verify import corrupt
 from lra.data.archives import CHUNK, Archive, DownloadError, Place, disk_full, missing_entries
@@ -39,6 +40,10 @@ class _Counting:
         self.report(len(data))
         return data
 
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """Refused: the archive is read once, as a stream (GzipFile's file protocol names seek)."""
+        raise io.UnsupportedOperation("the extraction stream is not seekable")
+
 
 def member_path(name: str) -> PurePosixPath:
     """The member's relative path; an absolute path or a ``..`` component refuses the archive."""
@@ -54,7 +59,7 @@ def _wanted(path: PurePosixPath, archive: Archive) -> bool:
                for place in archive.places for c in place.candidates)
 
 
-def _write_member(src: BinaryIO, target: Path) -> None:
+def _write_member(src: IO[bytes], target: Path) -> None:
     with open(target, "wb") as dst:
         shutil.copyfileobj(src, dst, CHUNK)
 
@@ -63,7 +68,8 @@ def _unpack(path: Path, archive: Archive, into: Path) -> None:
     """Write the archive's wanted files and folders under ``into`` (a .tar.gz, read as a stream)."""
     with open(path, "rb") as raw, Progress(f"extracting {path.name}", path.stat().st_size) as bar:
         gz = gzip.GzipFile(fileobj=_Counting(raw, bar.update), mode="rb")
-        with tarfile.open(fileobj=gz, mode="r|") as tar:
+        # typeshed asks tarfile.open for an IO[bytes]; a GzipFile is a BufferedIOBase, which streams the same
+        with tarfile.open(fileobj=cast(IO[bytes], gz), mode="r|") as tar:
             for member in tar:
                 rel = member_path(member.name)
                 if not rel.parts or not _wanted(rel, archive):
@@ -108,7 +114,7 @@ def extract(path: Path, archive: Archive, root: Path, replace: bool = False) -> 
     (:func:`remove_stale_extractions`)."""
     tmp = root / f"{EXTRACT_PREFIX}{archive.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
-    placed = []
+    placed: list[Path] = []
     try:
         try:
             _unpack(path, archive, tmp / "new")

@@ -73,8 +73,8 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
         version = tfds_reader.find_version_dir(dataset_dir, SPLITS, TFDS_NAME)
         if version is not None:
             shards = {s: tfds_reader.shard_paths(version, TFDS_NAME, s, fix_message(root)) for s in SPLITS}
-            fingerprint = cache.file_fingerprint(p for s in SPLITS for p in shards[s])
-            return {"kind": "tfds", "shards": shards, "fingerprint": fingerprint}
+            files = cache.file_fingerprint(p for s in SPLITS for p in shards[s])
+            return {"kind": "tfds", "shards": shards, "fingerprint": files}
     looked = {"auto": [acl / "train" / "pos", dataset_dir / "<version>"], "original": [acl / "train" / "pos"],
               "tfds": [dataset_dir / "<version>"]}[fmt]
     raise DataError("IMDB not found; looked for " + " and ".join(str(p) for p in looked)

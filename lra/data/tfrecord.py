@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Any, Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -93,7 +93,8 @@ class RecordError(ValueError):
 def read_records(path: str | Path, verify: bool = True) -> list[bytes]:
     """All records of one TFRecord file, with both CRCs checked when ``verify``."""
     blob = Path(path).read_bytes()
-    records, headers, footer_crcs, header_crcs = [], [], [], []
+    records: list[bytes] = []
+    headers, footer_crcs, header_crcs = [], [], []
     pos, n = 0, len(blob)
     while pos < n:
         if pos + 12 > n:
@@ -155,6 +156,7 @@ def _fields(buf: bytes):
     while pos < n:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:
@@ -238,8 +240,8 @@ def _delimited(number: int, payload: bytes) -> bytes:
 def encode_example(features: Mapping[str, Sequence[bytes] | Sequence[int] | Sequence[float]]) -> bytes:
     """Serialize ``{name: values}`` as a ``tf.train.Example`` (bytes, int64 or float lists)."""
     entries = b""
-    for key, values in features.items():
-        values = list(values)
+    for key, column in features.items():
+        values: list[Any] = list(column)  # one kind throughout, told apart below
         if all(isinstance(v, (bytes, bytearray)) for v in values):
             inner = b"".join(_delimited(1, bytes(v)) for v in values)
             feature = _delimited(1, inner)

@@ -88,6 +88,7 @@ def gpu_target_config(target: targets.Target) -> str:
     holding them. A spec newer than the installed jaxlib may name a field its proto lacks; the
     compiler's error names it (jaxlib 0.10.2 lacks ``collective_memory_granularity``): delete that
     line. docs/accelerators.md says which file and commit produced the committed tables."""
+    assert target.chip is not None  # a GPU target names its chip
     folder = os.environ.get("LRA_PREFLIGHT_GPU_SPECS", "")
     path = Path(folder) / target.chip.gpu_spec
     if not folder or not path.is_file():
@@ -154,7 +155,7 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
         raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
     check_python(python)
     check_compiler(target, python)
-    payload = {"config": path, "options": options, "overrides": overrides, "seeds": seeds,
+    payload: dict[str, Any] = {"config": path, "options": options, "overrides": overrides, "seeds": seeds,
                "measure_steps": measure_steps if target.kind == "cpu" else 0,
                "target": {"kind": target.kind, "devices": target.devices, "topology": target.topology,
                           "topology_name": target.chip.topology_name if target.chip else "",

@@ -21,18 +21,26 @@ HEADROOM = 0.95  # leave 5% of device memory to the runtime
 def peak_flops(target: Target, dtype: str, cpu_rate: float | None = None) -> float | None:
     if target.kind == "cpu":
         return cpu_rate
+    assert target.chip is not None  # only the CPU target has no chip
     return target.chip.bf16_flops if "bfloat16" in dtype else target.chip.f32_flops
 
 
 def memory_capacity(target: Target, cpu_bytes: int | None = None) -> int | None:
-    return cpu_bytes if target.kind == "cpu" else target.chip.memory_bytes
+    if target.kind == "cpu":
+        return cpu_bytes
+    assert target.chip is not None  # only the CPU target has no chip
+    return target.chip.memory_bytes
 
 
 def step_times(result: dict[str, Any], target: Target, cpu_rate: float | None = None,
                cpu_bandwidth: float | None = None) -> dict[str, float] | None:
     """Roofline lower bound and the MFU estimate of one step, in seconds (per device: the program is SPMD)."""
     peak = peak_flops(target, result["dtype"], cpu_rate)
-    bandwidth = cpu_bandwidth if target.kind == "cpu" else target.chip.bandwidth
+    if target.kind == "cpu":
+        bandwidth = cpu_bandwidth
+    else:
+        assert target.chip is not None  # only the CPU target has no chip
+        bandwidth = target.chip.bandwidth
     flops, moved = result["cost"]["flops"], result["cost"]["bytes_accessed"]
     if not peak or not bandwidth or flops <= 0:
         return None

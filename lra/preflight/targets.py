@@ -62,6 +62,7 @@ class Target:
     def description(self) -> str:
         if self.kind == "cpu":
             return "this machine's CPU"
+        assert self.chip is not None  # every accelerator target names its chip (parse())
         return f"{self.devices} x {self.chip.name}"
 
 

@@ -10,7 +10,7 @@ import math
 import re
 import textwrap
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -22,6 +22,9 @@ except ModuleNotFoundError as e:  # figures are an extra: the training path neve
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType
 
 
 REFERENCE = "Transformer"  # drawn in every panel, so that each family is seen against softmax attention
@@ -125,8 +128,8 @@ def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], pat
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
     axes[0][0].set_ylabel("validation accuracy (%)")
-    low = min([b for _, b in baselines] + [axes[0][0].get_ylim()[0]])
-    axes[0][0].set_ylim(bottom=max(0.0, low - 2.0))
+    lowest = min([b for _, b in baselines] + [axes[0][0].get_ylim()[0]])
+    axes[0][0].set_ylim(bottom=max(0.0, lowest - 2.0))
     fig.suptitle(title, fontsize=11)
     several = bool(counts) and max(counts) > 1
     note = ("markers: evaluations on the validation split" + ("; line: mean over seeds, band: min-max over seeds"
@@ -167,7 +170,7 @@ def pvalue_heatmap(p: Sequence[Sequence[float]], models: Sequence[str], tasks: S
 
 # --- Memory degradation (lra.diagnose memory; the ConvLuna paper's Figure 1 and Section 2) ---
 
-_BLOCK_STYLES = ["-", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]
+_BLOCK_STYLES: list[LineStyleType] = ["-", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]
 
 
 def _memory_image(ax: Any, fig: Any, memory_MxD: np.ndarray, colorbar: bool = True) -> None:
@@ -217,7 +220,7 @@ def memory_curves(curves: Mapping[str, Mapping[str, Mapping[str, Mapping[int, fl
     for run_curves in curves.values():
         memories.extend(m for m in run_curves if m not in memories)
     blocks = [m for m in memories if not m.startswith("initial")]
-    style = {m: ":" if m.startswith("initial") else _BLOCK_STYLES[blocks.index(m) % len(_BLOCK_STYLES)]
+    style: dict[str, LineStyleType] = {m: ":" if m.startswith("initial") else _BLOCK_STYLES[blocks.index(m) % len(_BLOCK_STYLES)]
              for m in memories}
     flat = list(axes.flat)
     for ax, (stat, stat_title) in zip(flat, stats_titles):
@@ -264,7 +267,10 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
     heat = [(v, by_variant[v][0]["memory"]) for v in variants if by_variant[v][0].get("memory") is not None]
     columns = max(3, len(heat))
     fig = plt.figure(figsize=(max(12.0, 2.6 * columns), 8.6 if heat else 4.6), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=(1.1, 1.0)) if heat else (fig, None)
+    if heat:
+        top, bottom = fig.subfigures(2, 1, squeeze=False, height_ratios=(1.1, 1.0))[:, 0]
+    else:
+        top, bottom = fig, None
     axes = top.subplots(1, 3)
     x = np.arange(len(variants))
     colors = ["tab:orange" if by_variant[v][0].get("reference", v.endswith("(reference)")) else "tab:blue"
@@ -300,7 +306,7 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
     top.suptitle(title + "\nthe last encoder block at the best checkpoint; bar: mean over a variant's runs, "
                  "dots: runs; blue: this suite's defaults, orange: the published code's settings (reference)",
                  fontsize=9)
-    if heat:
+    if bottom is not None:  # there is a heatmap row
         heat_axes = bottom.subplots(1, len(heat), squeeze=False)[0]
         for ax, (v, memory) in zip(heat_axes, heat):
             _memory_image(ax, bottom, memory)

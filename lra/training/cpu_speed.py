@@ -82,7 +82,7 @@ def mimalloc_library() -> Path | None:
     except importlib.metadata.PackageNotFoundError:
         return None
     for name in sorted(str(f) for f in dist.files or () if Path(str(f)).name == "libmimalloc.so"):
-        path = Path(dist.locate_file(name)).resolve()
+        path = Path(str(dist.locate_file(name))).resolve()
         if path.is_file():
             return path
     return None

@@ -49,7 +49,7 @@ def distinct_vectors(memory_MxD: np.ndarray, threshold: float = DISTINCT_COSINE)
             i = stack.pop()
             for j in np.flatnonzero(close[i] & (group < 0)):
                 group[j] = groups
-                stack.append(j)
+                stack.append(int(j))
         groups += 1
     return groups
 
@@ -86,7 +86,7 @@ def batch_summary(memory_BxMxD: np.ndarray) -> dict[str, float | None]:
     rows = [memory_summary(m) for m in np.asarray(memory_BxMxD)]
     out: dict[str, float | None] = {}
     for key in STATS:
-        values = [r[key] for r in rows if r[key] is not None]
+        values = [v for r in rows if (v := r[key]) is not None]
         out[key] = float(np.mean(values)) if values else None
     return out
 
@@ -126,7 +126,7 @@ def make_probe(model: Any):
     return jax.jit(probe)
 
 
-def collect(probe: Any, params: Any, inputs: np.ndarray) -> dict[str, float | None]:
+def collect(probe: Any, params: Any, inputs: jax.Array) -> dict[str, float | None]:
     """Flat statistics for metrics.jsonl: ``initial/<stat>`` of the learned memory and
     ``block<i>/<stat>`` (batch means) plus ``block<i>/packing_entropy`` per block."""
     memories, entropies = jax.device_get(probe(params, inputs))

@@ -146,7 +146,7 @@ class Progress:
     def status(self) -> str:
         """``"8.2 step/s, ETA 0:37"`` (or what is known so far)."""
         rate, eta = self.rate, self.eta_seconds()
-        if rate is None:
+        if rate is None or eta is None:  # no rate yet (then no ETA either)
             return "measuring the rate"
         return f"{rate:.3g} step/s, ETA {_clock(eta)}"
 

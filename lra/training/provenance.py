@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import shlex
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 _start: dict[str, str] | None = None
 
@@ -41,7 +41,8 @@ def stamp() -> dict[str, Any]:
     """The provenance fields of a record written now."""
     from lra.training.run_files import git_commit
 
-    start = _start or {"git_commit_start": None, "started": None}  # None: the command never marked its start
+    # None: the command never marked its start
+    start: Mapping[str, str | None] = {"git_commit_start": None, "started": None} if _start is None else _start
     end = git_commit()
     return {"command": command_line(), **start, "git_commit": end, "date": _now(),
             "dirty": end.endswith("-dirty") or str(start["git_commit_start"]).endswith("-dirty")}

@@ -84,6 +84,7 @@ def make_steps(model: Any, tx: optax.GradientTransformation | None, config: ml_c
     schedule = lra_schedule(config.learning_rate, config.warmup_steps)
 
     def train_one(state: State, batch: Batch, key: jax.Array) -> tuple[State, dict[str, jax.Array]]:
+        assert tx is not None, "make_steps(tx=None) serves evaluation only: its train step has no optimizer"
         dropout_key, attention_key = jax.random.split(jax.random.fold_in(key, state["step"]))
 
         def loss_fn(params: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
