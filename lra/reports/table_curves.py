@@ -1,0 +1,90 @@
+"""What the learning-curve figures of a results table draw: each run's validation curve, the
+title, chance and majority lines, and ListOps's structure-free baseline."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Sequence
+
+from lra.training.run_files import (MetricsLog, RunFileError)
+from lra.reports.table_build import Table
+from lra.reports.table_runs import RunResult, column_name, read_json_object, variant_order
+
+
+# NUM_CLASSES of each lra.data task module (tests check they agree): the chance line of the curves
+TASK_CLASSES = {"text": 2, "matching": 2, "listops": 10, "image": 10, "pathfinder": 2, "pathx": 2}
+# overrides written in words in figure titles; others appear as key=value
+OVERRIDE_WORDS = {"warmup_steps": "warmup {} steps", "learning_rate": "learning rate {}", "batch_size": "batch {}"}
+
+
+def validation_curves(runs: Sequence[RunResult], task: str) -> dict[str, dict[int, dict[int, float]]]:
+    """``curves[variant][seed][step]`` = validation accuracy (%) from each run's metrics.jsonl."""
+    curves: dict[str, dict[int, dict[int, float]]] = {}
+    for run in sorted((r for r in runs if r.task == task), key=lambda r: (variant_order(r.variant), r.seed)):
+        path = run.workdir / "metrics.jsonl"
+        if not path.exists():
+            continue
+        try:  # a torn last line (a kill) is dropped with a warning; a malformed one drops the curve
+            records = MetricsLog(path).read()
+        except RunFileError as e:
+            warnings.warn(f"{e}; {run.variant} seed {run.seed} has no curve")
+            continue
+        points = {}
+        for rec in records:
+            accuracy = rec.get("accuracy")
+            if rec["split"] == "validation" and isinstance(accuracy, (int, float)) and math.isfinite(accuracy):
+                points[rec["step"]] = 100.0 * float(accuracy)  # a resumed step: the last
+        if points:
+            curves.setdefault(run.variant, {})[run.seed] = points
+    return curves
+
+
+def curve_title(table: Table, task: str) -> str:
+    """The learning-curve title in words: "ListOps, cpu preset, 750 training steps (warmup 500 steps),
+    5 seeds", with the variants whose seed count differs named, e.g. "1 seed (Transformer: 2)"."""
+    steps = sorted({r.num_train_steps for r in table.runs if r.task == task})
+    words = [OVERRIDE_WORDS[k].format(v) if k in OVERRIDE_WORDS else f"{k}={v}" for k, v in table.scale.overrides]
+    text = (f"{column_name(task)}, {table.scale.preset} preset, "
+            + "/".join(f"{n:,}" for n in steps) + " training steps" + (f" ({', '.join(words)})" if words else ""))
+    n = table.expected_n
+    others = [f"{v}: {table.cells[(v, task)].n}" for v in table.variants
+              if (v, task) in table.cells and table.cells[(v, task)].n != n]
+    return text + f", {n} seed{'s' if n != 1 else ''}" + (f" ({', '.join(others)})" if others else "")
+
+
+def curve_baselines(task: str, majority: float | None = None,
+                    structure_free: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+    """Horizontal lines of a task's curves: chance, the majority class when it was measured, and
+    ListOps's structure-free baseline (lra.reports.listops_baseline) on validation."""
+    lines = [(f"chance ({TASK_CLASSES[task]} classes)", 100.0 / TASK_CLASSES[task])] if task in TASK_CLASSES else []
+    if majority is not None:
+        lines.append(("majority class of validation", float(majority)))
+    if structure_free is not None:
+        lines.append(("structure-free baseline (outermost operator)", 100.0 * structure_free["validation_accuracy"]))
+    return lines
+
+
+def listops_baseline(runs: Sequence[RunResult]) -> tuple[dict[str, Any] | None, str | None]:
+    """(the structure-free baseline on the data of the table's ListOps runs, or None; a sentence for
+    the table). The data come from the first run's config.json; without one (older synthetic
+    records) there is nothing to compute, and data that cannot be loaded are said, not guessed."""
+    from lra.reports import listops_baseline as lb
+
+    for run in runs:
+        recorded = read_json_object(run.workdir / "config.json") if (run.workdir / "config.json").exists() else {}
+        if run.task == "listops" and isinstance(recorded.get("data"), dict):
+            from lra.data.types import DataError
+            from lra.defaults import task_config
+
+            config = task_config("listops")  # the data section is all the baseline reads
+            try:
+                config.data_dir = recorded.get("data_dir", "")
+                for key, value in recorded["data"].items():
+                    if key in config.data:
+                        config.data[key] = tuple(value) if isinstance(value, list) else value
+                result = lb.for_config(config)
+            except (DataError, OSError, ValueError, TypeError) as e:
+                return None, f"Structure-free baseline not computed: the runs' ListOps data could not be loaded ({e})."
+            return result, f"Reference: {lb.line(result, 'test')} (`python -m lra.reports.listops_baseline`)."
+    return None, None
