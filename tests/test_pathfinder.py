@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lra.data import download, pathfinder, pathfinder_gen, prepare, task_shapes
+from lra.data import download, pathfinder, pathfinder_gen, pathfinder_write, prepare, task_shapes
 from lra.data.types import DataError
 from lra.defaults import task_config
 
@@ -103,7 +103,7 @@ def test_a_contour_that_does_not_fit_is_an_error():
 def test_write_setting_makes_the_release_layout(tmp_path):
     folder = tmp_path / "pathfinder16" / "curv_baseline"
     folder.parent.mkdir()
-    pathfinder_gen.write_setting(folder, 16, "curv_baseline", 25, seed=3, workers=1, per_file=10)
+    pathfinder_write.write_setting(folder, 16, "curv_baseline", 25, seed=3, workers=1, per_file=10)
     assert sorted(p.name for p in (folder / "metadata").iterdir()) == ["0.npy", "1.npy", "2.npy"]
     lines = (folder / "metadata" / "2.npy").read_text().splitlines()
     assert len(lines) == 5

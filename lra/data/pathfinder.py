@@ -56,7 +56,7 @@ import ml_collections
 import numpy as np
 
 from lra.errors import InputError
-from lra.data import cache, pathfinder_gen
+from lra.data import cache, pathfinder_gen, pathfinder_write
 from lra.data.bytes_tokenizer import TOKEN_DTYPE, VOCAB_SIZE
 from lra.data.paths import data_dir
 from lra.data.types import DataError, TaskData
@@ -241,8 +241,8 @@ def _build(source: dict[str, Any], max_len: int, fix: str):
             cache.log(f"generating {source['images']:,} Pathfinder images ({side} x {side}, {source['setting']}, "
                       f"seed {source['seed']}) into {folder} ...")
             folder.parent.mkdir(parents=True, exist_ok=True)
-            pathfinder_gen.write_setting(folder, side, source["setting"], source["images"], source["seed"],
-                                         log=cache.log)
+            pathfinder_write.write_setting(folder, side, source["setting"], source["images"], source["seed"],
+                                           log=cache.log)
         rows = read_metadata(folder, fix)
         sizes = _sizes(rows, fix)
         a, b = split_bounds(len(rows))
