@@ -74,6 +74,9 @@ Choices where the paper is silent (they follow the authors' released code unless
 
 ``attention_matrix`` builds the dense N x N rows A^c / A^t for a given clustering: it is for
 tests and plots at small N only; the modules never call it.
+
+The module is long but holds one thing, the two clustered families: their clustering (LSH hashes,
+Hamming K-means), which nothing else uses, their attention, and their Flax modules, in that order.
 """
 
 from __future__ import annotations
