@@ -76,7 +76,8 @@ Choices where the paper is silent (they follow the authors' released code unless
 tests and plots at small N only; the modules never call it.
 
 The module is long but holds one thing, the two clustered families: their clustering (LSH hashes,
-Hamming K-means), which nothing else uses, their attention, and their Flax modules, in that order.
+Hamming K-means; called directly only by these families' own checks and benchmarks:
+reproduce/clustered_prop2.py, bench/peers.py), their attention, and their Flax modules, in that order.
 """
 
 from __future__ import annotations
