@@ -27,7 +27,7 @@ import platform
 import time
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
         mask = jnp.broadcast_to(jnp.arange(n)[None, :] < n - 7, (args.batch, n))
         cands = candidates(n, args.chunk_sizes)
         reference = np.asarray(jax.jit(lambda q, k, v: _slices_scan(q, k, v, mask, offs))(q, k, v))
-        compiled, stats = {}, {}
+        compiled: dict[str, Any] = {}
+        stats: dict[str, dict[str, Any]] = {}
         for name, core in cands.items():
             loss = lambda q, k, v, core=core: jnp.sum(core(q, k, v, mask, offs))  # noqa: E731
             out = np.asarray(jax.jit(lambda q, k, v, core=core: core(q, k, v, mask, offs))(q, k, v))

@@ -115,7 +115,8 @@ def step_cost(config_arg: str, seeds: int) -> dict[str, Any]:
              "weights": jnp.ones((seeds, config.batch_size), jnp.float32)}
     cost = train.lower(state, batch).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
-    return {"flops_per_step": float(cost.get("flops", 0.0)), "batch_shape": [seeds, config.batch_size, length],
+    # no cost analysis (a backend may give None) counts as no FLOPs, as a missing "flops" key does
+    return {"flops_per_step": float((cost or {}).get("flops", 0.0)), "batch_shape": [seeds, config.batch_size, length],
             "matmul_flops_per_second": matmul_rate("float32", 1024)}
 
 

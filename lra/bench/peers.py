@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -125,7 +126,7 @@ def lra_worker(n: int, s: dict[str, Any]) -> dict[str, Any]:
     cores = {name: f for name, f in cores.items() if name in s["cases"]}
     steps = {name: jax.jit(jax.grad(lambda q, k, v, f=f: jnp.sum(f(q, k, v)), argnums=(0, 1, 2)))
              for name, f in cores.items()}
-    cases = {name: (lambda step=step: step(q, k, v)) for name, step in steps.items()}
+    cases: dict[str, Callable[[], Any]] = {name: partial(step, q, k, v) for name, step in steps.items()}
     result = _time_cases(cases, s["calls"], jax.block_until_ready)
     return {"cases": result, "missing": [], "versions": _versions(["jax", "jaxlib", "flax", "numpy"])}
 

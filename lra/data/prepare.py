@@ -164,8 +164,8 @@ def run(task: str, data_dir: str | None = None, max_len: int | None = None, over
     print(summary(data, task, entry))
     for w in warnings:
         print(f"warning: {w}")
-    for e in errors:
-        print(f"ERROR: {e}")
+    for problem in errors:
+        print(f"ERROR: {problem}")
     return 1 if errors else 0
 
 

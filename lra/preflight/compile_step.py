@@ -151,8 +151,8 @@ def _measure(compiled: Any, init: Any, config: Any, shape: tuple[int, ...], mesh
     batch = {"inputs": rng.integers(1, 10, shape).astype(np.int32),
              "labels": rng.integers(0, 2, shape[:2]).astype(np.int32),
              "weights": np.ones(shape[:2], np.float32)}
-    batch = distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh))
-    state, metrics = compiled(state, batch)
+    placed = distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh))
+    state, metrics = compiled(state, placed)
     jax.block_until_ready(metrics)
     times = []
     for _ in range(steps):

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -95,9 +95,11 @@ def load_authors_models(repo: Path) -> types.ModuleType:
                                                   submodule_search_locations=[str(package)])
     if not (package / "__init__.py").exists():  # a namespace-style folder: an empty package
         spec = importlib.util.spec_from_loader("authors_lra", loader=None, is_package=True)
+        assert spec is not None  # a name and is_package are all a spec needs
         module = importlib.util.module_from_spec(spec)
         module.__path__ = [str(package)]
     else:
+        assert spec is not None  # a .py file path always has a spec
         module = importlib.util.module_from_spec(spec)
     sys.modules["authors_lra"] = module
     if spec.loader is not None:
@@ -286,7 +288,8 @@ def compare(case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0,
     params = flax.traverse_util.unflatten_dict(flat)
 
     def loss(p: Any) -> tuple[jax.Array, jax.Array]:
-        logits = ours.apply({"params": p}, tokens)
+        # flax types apply as output-or-(output, mutated collections); with no mutable= it is the output
+        logits = cast(jax.Array, ours.apply({"params": p}, tokens))
         return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean(), logits
 
     (our_loss, our_logits), our_grads = jax.value_and_grad(loss, has_aux=True)(params)
@@ -312,8 +315,8 @@ def compare(case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0,
         if key == "encoder/pos_embedding" and options.filter == "maxpool":
             diff = _flip_insensitive_diff(ours_g, theirs_g, options.kernel_size)
         grad_rel[key] = diff / max(float(np.max(np.abs(theirs_g))), floor)
-    worst = max(grad_diffs, key=grad_diffs.get)
-    worst_rel = max(grad_rel, key=grad_rel.get)
+    worst = max(grad_diffs, key=lambda key: grad_diffs[key])
+    worst_rel = max(grad_rel, key=lambda key: grad_rel[key])
 
     trainable = sum(p.numel() for p in theirs.parameters() if p.requires_grad)
     fixed = sum(p.numel() for p in theirs.parameters() if not p.requires_grad)

@@ -311,7 +311,8 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
     from absl import logging as absl_logging
 
     absl_logging.set_verbosity(absl_logging.WARNING)
-    runs, memories, records, taken = [], {}, {}, set()
+    runs, memories, records = [], {}, {}
+    taken: set[str] = set()
     for n, (workdir, config) in enumerate(zip(paths, configs), 1):
         name = _unique_name(run_name(config), config, taken)
         log(f"[{n}/{len(paths)}] {describe(config)} seed {config.seed}: {workdir}")

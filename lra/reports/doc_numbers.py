@@ -97,7 +97,8 @@ def check(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, li
 
 
 def _every_page(check_page: Callable[[Path, Path], tuple[int, list[str]]], root: Path) -> tuple[int, list[str]]:
-    count, problems = 0, []
+    count = 0
+    problems: list[str] = []
     for page in pages(root):
         n, p = check_page(page, root)
         count, problems = count + n, problems + p

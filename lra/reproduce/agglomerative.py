@@ -85,7 +85,7 @@ def _layers(n: int):
 
     x = jax.random.normal(jax.random.PRNGKey(0), (BATCH, n, DIM))
     mask = jnp.ones((BATCH, n), bool)
-    layers = []
+    layers: list[tuple[str, Any, tuple[Any, ...]]] = []
     for causal in (False, True):
         full = Full(causal)
         params = full.init(jax.random.PRNGKey(1), x)

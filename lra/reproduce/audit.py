@@ -33,7 +33,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 PRE_REGISTERED = "pre-registered"
 EXPLORATORY = "exploratory"
@@ -211,7 +211,7 @@ def current_signatures(root: Path) -> dict[str, str]:
     return signatures_of_tree(root)
 
 
-def audit(root: Path, claims: dict[str, Iterable[str]] | None = None, cache: Path | None = None
+def audit(root: Path, claims: Mapping[str, Iterable[str]] | None = None, cache: Path | None = None
           ) -> dict[str, Registration]:
     """Every claim's Registration (``claims``: key -> its record paths; default: the registry's)."""
     if claims is None:

@@ -67,7 +67,8 @@ SWAP_COPY_COMMAND = (f"python scripts/masked_copy.py --seq-len 63 --steps {STEPS
 
 def _cell(run: dict, length: int) -> tuple[str, int, int]:
     kwargs = run.get("attention_kwargs") or {}
-    family = {"softmax": "full"}.get(run.get("attention"), run.get("attention"))
+    attention = run.get("attention")  # masked_copy records name it in every run
+    family = "full" if attention == "softmax" else str(attention)
     return family, length, int(kwargs.get("num_clusters", 0))
 
 
@@ -88,7 +89,7 @@ def read_masked_copy(root: Path, rel: str, length: int, steps: int) -> tuple[lis
     """The runs of the masked-copy record ``rel`` if it is this experiment's (L and steps), else what is missing."""
     record = evidence.read_json(root / rel)
     runs = record.get("runs") if record else None
-    if not isinstance(runs, list):
+    if record is None or not isinstance(runs, list):
         return None, [rel]
     settings = record.get("settings") or {}
     if settings.get("steps") != steps:  # a record of another scale is not this experiment's

@@ -65,7 +65,7 @@ def measure() -> dict[str, Any]:
 
     rows = []
     for n in LENGTHS:
-        row = dict(n=n, pattern=num_scores(n, WINDOW), equation_10=equation_10(n, WINDOW),
+        row: dict[str, Any] = dict(n=n, pattern=num_scores(n, WINDOW), equation_10=equation_10(n, WINDOW),
                    algorithm_1_plus_window=window_count(n, WINDOW) + algorithm_1(n, WINDOW),
                    deviation={str(w): num_scores(n, w) / n ** 2 for w in (WINDOW, *OTHER_WINDOWS)})
         rows.append(row)

@@ -20,8 +20,10 @@ def rule_heading(registration: audit.Registration | None) -> str:
     if registration is None or registration.label == audit.NO_HISTORY:
         return "Rule (registration not checked: no git history here)"
     if registration.label == audit.PRE_REGISTERED:
+        assert registration.rule_commit is not None  # judge_registration: only NOT_COMMITTED has none
         return f"Rule (fixed before the runs: committed in {registration.rule_commit[:7]}, before every record)"
     if registration.label == audit.NO_RECORDS:
+        assert registration.rule_commit is not None
         return f"Rule (committed in {registration.rule_commit[:7]}; no records yet)"
     if registration.label == audit.NOT_COMMITTED:
         return "Rule (not committed as it reads here)"
