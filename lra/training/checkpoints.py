@@ -1,25 +1,38 @@
 """Checkpoints of a run: ``latest`` (for resuming, the newest two) and ``best`` (by validation).
 
-Layout: ``checkpoints/<kind>/<step>/state/`` (an orbax checkpoint) and
-``checkpoints/<kind>/<step>/integrity.json`` (lra.training.integrity: SHA-256 of every file and array,
-and the config that trained it with its digest, so that a checkpoint is never resumed under
-another config even when config.json is gone).
-A save writes ``<kind>/.tmp-<step>/``, seals it, and renames it into place, so a kill at any
-moment leaves either the whole new checkpoint or none of it; a half-written temporary folder is
-removed by the next save. A restore checks every file and every restored array against the
-record: a flipped bit is a CorruptCheckpointError naming the checkpoint, never a wrong state.
-No state holding a NaN or Inf is ever saved.
+Each kind is an orbax ``CheckpointManager`` over ``checkpoints/<kind>/`` (synchronous saves):
+``latest`` keeps the newest two (``max_to_keep``), ``best`` the one with the highest validation
+accuracy (``best_fn``). A step's folder ``checkpoints/<kind>/<step>/`` holds orbax's items
+(``state/``, and for ``best`` its ``metrics/``), orbax's step metadata ``_CHECKPOINT_METADATA``
+(with the config that trained it as ``custom_metadata``) and ``commit_success.txt``, and our
+``integrity.json`` (lra.training.integrity: SHA-256 of every file and array, and the config with
+its digest, so that a checkpoint is never resumed under another config even when config.json is
+gone).
+
+Atomicity is orbax's: a save writes ``<kind>/.tmp-<step>.orbax-checkpoint-tmp/`` and renames it
+into place once, so a kill at any moment leaves either the whole new checkpoint or none of it;
+the seal is the last write before that rename (:class:`SealedTemporaryPath`). A half-written
+temporary folder is removed by the next save. Old checkpoints are pruned by a rename into
+``<kind>/.deleted/`` (orbax's ``todelete_subdir``) before they are deleted, so a kill never leaves a
+half-deleted one. A restore checks every file and every restored array against the record: a
+flipped bit is a CorruptCheckpointError naming the checkpoint, never a wrong state. No state
+holding a NaN or Inf is ever saved.
+
+Checkpoints written before the CheckpointManager (integrity format 1: only ``state/`` and
+``integrity.json``, the files' digests relative to ``state/``) still verify, resume and restore.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import orbax.checkpoint as ocp
+from orbax.checkpoint.path import atomicity
 
 from lra.training import integrity
 from lra.training.run_errors import CorruptFileError, Interrupted, NonFiniteLossError, StorageError
@@ -27,7 +40,11 @@ from lra.training.run_files import config_digest
 
 KEEP = {"latest": 2, "best": 1}  # two latest: a damaged newest one can fall back to the previous
 RECORD = "integrity.json"
-FORMAT = 1
+FORMAT = 2  # 2: digests of every file of the step folder; 1 (before the CheckpointManager): of state/ only
+ITEM = "state"
+TMP_PREFIX = ".tmp-"  # a save in progress: <kind>/.tmp-<step>.orbax-checkpoint-tmp
+DELETED = ".deleted"  # pruned checkpoints are renamed here, then deleted
+STEP_METADATA = "_CHECKPOINT_METADATA"  # orbax's step metadata file
 
 
 class CorruptCheckpointError(CorruptFileError):
@@ -38,12 +55,54 @@ class CorruptCheckpointError(CorruptFileError):
         self.path, self.reason = path, reason
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class SealedTemporaryPath(atomicity.AtomicRenameTemporaryPath):
+    """orbax's atomic-rename protocol with our seal as its last write: the folder is named
+    ``.tmp-<step>.orbax-checkpoint-tmp`` while it is written, and finalizing does what orbax's
+    ``AtomicRenameTemporaryPath.finalize`` does (the commit time in the step metadata,
+    ``commit_success.txt``, one rename) with ``seal(folder)`` and an fsync of every file just before
+    the rename. Subclassed per manager with its ``seal``."""
+
+    seal: Callable[[Path], None]
+
+    @classmethod
+    def from_final(cls, final_path: Any, **kwargs: Any) -> atomicity.AtomicRenameTemporaryPath:
+        if not final_path.name.isdigit():  # an item's folder inside the step's: orbax's own protocol
+            return atomicity.AtomicRenameTemporaryPath.from_final(final_path, **kwargs)
+        return cls(final_path.parent / f"{TMP_PREFIX}{final_path.name}{atomicity.TMP_DIR_SUFFIX}", final_path,
+                   **kwargs)
+
+    @classmethod
+    def from_temporary(cls, temporary_path: Any, **kwargs: Any) -> SealedTemporaryPath:
+        return cls(temporary_path, _final_folder(temporary_path), **kwargs)
+
+    async def finalize(self) -> None:
+        tmp, final = Path(self.get()), Path(self.get_final())
+        store = self._checkpoint_metadata_store
+        if store is not None:
+            store.wait_until_finished()
+            store.update(file_path=self.get() / STEP_METADATA, commit_timestamp_nsecs=time.time_ns())
+            store.wait_until_finished()
+        (tmp / atomicity.COMMIT_SUCCESS_FILE).write_text(f"Checkpoint commit was successful to {final}")
+        self.seal(tmp)
+        for p in tmp.rglob("*"):
+            if p.is_file():
+                _fsync(p)
+        os.replace(tmp, final)
+        _fsync(final.parent)
+
+
+def _final_folder(temporary: Path) -> Path:
+    """``<kind>/<step>`` of a save's temporary folder ``<kind>/.tmp-<step>.orbax-checkpoint-tmp``."""
+    name = temporary.name.removeprefix(TMP_PREFIX)
+    return temporary.parent / name[:name.index(atomicity.TMP_DIR_SUFFIX)]
 
 
 class Checkpoints:
@@ -53,7 +112,8 @@ class Checkpoints:
         self.root = Path(workdir).absolute() / "checkpoints"
         self.primary = jax.process_index() == 0 if primary is None else primary
         self.config = config  # the run's config (config.json's contents): sealed into every save
-        self._checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
+        self._managers: dict[str, ocp.CheckpointManager] = {}  # made at the first save or restore of a kind
+        self._sealing: dict[Path, dict[str, Any]] = {}  # a save's record, by its final folder
 
     def path(self, kind: str, step: int) -> Path:
         return self.root / kind / str(step)
@@ -69,19 +129,50 @@ class Checkpoints:
         steps = self.steps(kind)
         return steps[-1] if steps else None
 
+    def _manager(self, kind: str) -> ocp.CheckpointManager:
+        """The kind's orbax CheckpointManager (synchronous: a save returns once the checkpoint is
+        sealed and renamed into place, which the loop's resume guarantees need)."""
+        if kind not in self._managers:
+            sealed = type("Sealed", (SealedTemporaryPath,), {"seal": staticmethod(self._seal)})
+            # a checkpoint without metrics (saved before the CheckpointManager, or by a caller that gave
+            # none) is never pruned: nothing is lost, and restore_best reads the newest
+            best = dict(best_fn=lambda metrics: metrics["accuracy"], best_mode="max",
+                        keep_checkpoints_without_metrics=True) if kind == "best" else {}
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=KEEP[kind], enable_async_checkpointing=False, save_root_metadata=False,
+                todelete_subdir=DELETED, temporary_path_class=sealed, **best)
+            self._managers[kind] = ocp.CheckpointManager(self.root / kind, options=options, item_names=(ITEM,))
+        return self._managers[kind]
+
     # -- checking -------------------------------------------------------------------------------
 
     def verify(self, kind: str, step: int) -> dict[str, Any]:
-        """The integrity record of a checkpoint whose files all match it; else CorruptCheckpointError."""
+        """The integrity record of a checkpoint whose files all match it; else CorruptCheckpointError.
+
+        What the seal is for (threat model): silent damage to a checkpoint on disk or in transit
+        (a flipped bit, a truncated or partly copied file, a file lost or added, a record edited
+        by hand, the folder of another step or run put in its place), which neither orbax 0.12 (it
+        checksums nothing) nor the atomic rename (it guards only a save interrupted by a kill) would
+        notice; found before any of it is used, so the run falls back to an older ``latest`` or
+        stops with one error line, never trains on or reports a wrong state. Not a defence
+        against anyone who means harm: SHA-256 without a key can be recomputed by whoever can
+        write the files. A state wrong in memory before the save is saved and sealed as it is
+        (only NaN/Inf are refused)."""
         folder = self.path(kind, step)
         try:
             record = integrity.read_sealed_json(folder / RECORD)
-            if record.get("format") != FORMAT or record.get("step") != step:
+            if record.get("format") not in (1, FORMAT) or record.get("step") != step:
                 raise integrity.IntegrityError(f"{RECORD} describes another checkpoint")
-            integrity.compare(record["files"], integrity.file_digests(folder / "state"), "file")
+            integrity.compare(record["files"], self._file_digests(folder, record["format"]), "file")
         except (integrity.IntegrityError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptCheckpointError(folder, str(e)) from None
         return record
+
+    @staticmethod
+    def _file_digests(folder: Path, fmt: int) -> dict[str, str]:
+        if fmt == 1:
+            return integrity.file_digests(folder / ITEM)
+        return {name: digest for name, digest in integrity.file_digests(folder).items() if name != RECORD}
 
     def saved_config(self, kind: str, step: int) -> dict[str, Any] | None:
         """The config sealed into a checkpoint (``config`` and ``config_digest``), or None for a
@@ -111,12 +202,15 @@ class Checkpoints:
             target = folder.with_name(f"{step}.corrupt{n}")
         if self.primary:
             os.replace(folder, target)
+        if kind in self._managers:
+            self._managers[kind].reload()
         return target
 
     # -- saving ---------------------------------------------------------------------------------
 
-    def save(self, kind: str, step: int, state: Any) -> None:
-        """Save ``state`` as checkpoint ``step`` of ``kind`` (a no-op if an intact one is there)."""
+    def save(self, kind: str, step: int, state: Any, metrics: dict[str, float] | None = None) -> None:
+        """Save ``state`` as checkpoint ``step`` of ``kind`` (a no-op if an intact one is there).
+        ``metrics`` (``best``): the validation metrics its ``best_fn`` ranks (accuracy, higher is better)."""
         final = self.path(kind, step)
         if final.exists():
             try:
@@ -131,45 +225,46 @@ class Checkpoints:
                 f"refusing to save a state with NaN/Inf values at step {step} ({', '.join(bad[:3])}"
                 f"{', ...' if len(bad) > 3 else ''})"
             )
-        tmp = self.root / kind / f".tmp-{step}"
+        record: dict[str, Any] = {"format": FORMAT, "kind": kind, "step": step,
+                                  "arrays": integrity.array_digests(host)}
+        custom = None
+        if self.config is not None:
+            custom = {"config": self.config, "config_digest": config_digest(self.config)}
+            record.update(custom)
         try:
             if self.primary:
-                (self.root / kind).mkdir(parents=True, exist_ok=True)
-                for stale in (self.root / kind).glob(".tmp-*"):
-                    shutil.rmtree(stale)
-            self._checkpointer.save(tmp / "state", args=ocp.args.StandardSave(state))
+                self._remove_leftovers(kind)
+            self._sealing[final] = record
+            self._manager(kind).save(step, args=ocp.args.Composite(**{ITEM: ocp.args.StandardSave(state)}),
+                                     metrics=metrics, custom_metadata=custom, force=True)
             if self.primary:
-                record = {
-                    "format": FORMAT, "kind": kind, "step": step,
-                    "files": integrity.file_digests(tmp / "state"),
-                    "arrays": integrity.array_digests(host),
-                }
-                if self.config is not None:
-                    record.update(config=self.config, config_digest=config_digest(self.config))
-                integrity.write_sealed_json(tmp / RECORD, record)
-                for p in (tmp / "state").rglob("*"):
-                    if p.is_file():
-                        with open(p, "rb") as f:
-                            os.fsync(f.fileno())
-                os.replace(tmp, final)
-                _fsync_dir(final.parent)
-                self._prune(kind)
+                self._remove_leftovers(kind)  # what this save pruned
         except (NonFiniteLossError, Interrupted, KeyboardInterrupt):
             raise
         except Exception as e:  # orbax/tensorstore report a full disk in their own exception types
             raise StorageError(final, e) from e
+        finally:
+            self._sealing.pop(final, None)
 
-    def _prune(self, kind: str) -> None:
-        for step in self.steps(kind)[:-KEEP[kind]]:
-            doomed = self.root / kind / f".tmp-del-{step}"
-            os.replace(self.path(kind, step), doomed)  # atomic: never a half-deleted checkpoint
-            shutil.rmtree(doomed)
+    def _seal(self, folder: Path) -> None:
+        """Write the integrity record of a finished temporary checkpoint folder (called by
+        SealedTemporaryPath.finalize, just before the rename)."""
+        record = {**self._sealing[_final_folder(folder)], "files": self._file_digests(folder, FORMAT)}
+        integrity.write_sealed_json(folder / RECORD, record)
+
+    def _remove_leftovers(self, kind: str) -> None:
+        """A save's temporary folder left by a kill, and pruned checkpoints not yet deleted."""
+        folder = self.root / kind
+        if folder.is_dir():
+            for stale in [*folder.glob(f"{TMP_PREFIX}*"), folder / DELETED]:
+                if stale.exists():
+                    shutil.rmtree(stale)
 
     def save_latest(self, step: int, state: Any) -> None:
         self.save("latest", step, state)
 
-    def save_best(self, step: int, state: Any) -> None:
-        self.save("best", step, state)
+    def save_best(self, step: int, state: Any, metrics: dict[str, float] | None = None) -> None:
+        self.save("best", step, state, metrics)
 
     # -- restoring ------------------------------------------------------------------------------
 
@@ -179,7 +274,9 @@ class Checkpoints:
         record = self.verify(kind, step)
         folder = self.path(kind, step)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-        state = self._checkpointer.restore(folder / "state", args=ocp.args.StandardRestore(abstract))
+        restored = self._manager(kind).restore(
+            step, args=ocp.args.Composite(**{ITEM: ocp.args.StandardRestore(abstract)}))
+        state = restored[ITEM]
         try:
             integrity.compare(record["arrays"], integrity.array_digests(jax.device_get(state)), "array")
         except integrity.IntegrityError as e:
@@ -192,4 +289,6 @@ class Checkpoints:
         return None if step is None else self.restore("best", step, like)
 
     def close(self) -> None:
-        self._checkpointer.close()
+        for manager in self._managers.values():
+            manager.close()
+        self._managers.clear()

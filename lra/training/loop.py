@@ -497,7 +497,8 @@ class Trainer:
             if metrics["accuracy"] > float(best_val[run.index]):
                 best_val[run.index], best_step[run.index] = metrics["accuracy"], step
                 run.checkpoints.save_best(step, {"params": take(self.state["params"], run.index),
-                                                 "step": self.state["step"][run.index]})
+                                                 "step": self.state["step"][run.index]},
+                                          metrics={"accuracy": float(metrics["accuracy"])})
         self.state["best_val_accuracy"] = self._put(best_val, np.float32)
         self.state["best_step"] = self._put(best_step, np.int32)
 
