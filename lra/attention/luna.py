@@ -214,12 +214,20 @@ def _conv_same(x_BxNxHxDh: jax.Array, kernel_KxH: jax.Array, block: int = 32) ->
     body = xp[:, : num_blocks * c].reshape(b, num_blocks, c, h, dh)
     tail = xp[:, c : (num_blocks + 1) * c].reshape(b, num_blocks, c, h, dh)[:, :, : k - 1]
     windows_BxJxWxHxDh = jnp.concatenate([body, tail], axis=2)  # W = C + K - 1
-    tap_CxW = jnp.arange(c + k - 1)[None, :] - jnp.arange(c)[:, None]  # input r feeds output c via tap r - c
+    y = jnp.einsum("hcw,bjwhd->bjchd", toeplitz_taps(kernel_KxH, c).astype(x_BxNxHxDh.dtype), windows_BxJxWxHxDh)
+    return y.reshape(b, num_blocks * c, h, dh)[:, :n]
+
+
+def toeplitz_taps(kernel_KxH: jax.Array, block: int) -> jax.Array:
+    """The banded matrix (H x C x C + K - 1) that maps a block's C + K - 1 inputs to its C outputs.
+
+    Shared with lra.bench.conv_window, whose ways of assembling the windows must feed the same matmul.
+    """
+    k = kernel_KxH.shape[0]
+    tap_CxW = jnp.arange(block + k - 1)[None, :] - jnp.arange(block)[:, None]  # input r feeds output c via tap r - c
     band = (tap_CxW >= 0) & (tap_CxW < k)
     taps_CxWxH = jnp.where(band[..., None], kernel_KxH[jnp.clip(tap_CxW, 0, k - 1)], 0.0)
-    toeplitz_HxCxW = taps_CxWxH.transpose(2, 0, 1)
-    y = jnp.einsum("hcw,bjwhd->bjchd", toeplitz_HxCxW.astype(x_BxNxHxDh.dtype), windows_BxJxWxHxDh)
-    return y.reshape(b, num_blocks * c, h, dh)[:, :n]
+    return taps_CxWxH.transpose(2, 0, 1)
 
 
 def filter_length(

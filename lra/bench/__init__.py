@@ -10,6 +10,8 @@
 - ``peers``: lra's attention cores against fast-transformers, XLA's and PyTorch's (scripts/bench_peers.py).
 - ``dispersed_impl``: ways of computing dispersed attention, timed side by side
   (scripts/bench_dispersed_impl.py).
+- ``conv_window``: ways of assembling ConvLuna's convolution windows, checked bit for bit against the
+  suite's and timed in a layer's forward + backward (``python -m lra.bench.conv_window``).
 - ``cache_check``: what sealing the token cache costs at load (SHA-256 of every array + range check)
   on a paper-scale ListOps entry (scripts/bench_cache_check.py).
 
