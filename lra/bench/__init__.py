@@ -1,7 +1,10 @@
 """Benchmarks: what the attention families and the training step cost on a machine. Read in this order:
 
 - ``attention``: one attention layer's forward + backward time and memory against length, every
-  family (scripts/bench_attention.py; a case in its own process: ``python -m lra.bench.attention``).
+  family (scripts/bench_attention.py; a case in its own process: ``python -m lra.bench.attention``);
+  ``attention_report`` its checks, table and figure, ``projections`` its reference row.
+- ``device_info``: device memory counters, a compiled step's memory, a report's environment block
+  (``attention`` and ``steps`` both record them).
 - ``steps``: whole training steps of each family's ListOps config: steps/s, FLOPs, MFU, memory, and
   seeds vmapped against sequential runs (scripts/bench_training.py; ``python -m lra.bench.steps``).
 - ``device_turns``: benchmark processes sharing one accelerator compile together and time alone.

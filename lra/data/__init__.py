@@ -10,7 +10,11 @@ Read in this order:
 - One loader per task: ``listops``, ``text``, ``matching``, ``image``, ``pathfinder`` (Pathfinder and
   Path-X; ``pathfinder_gen`` generates them), with ``bytes_tokenizer``, ``tfds_reader`` and
   ``tfrecord`` (tensorflow-datasets folders without TensorFlow).
-- ``prepare`` and ``download``: the command lines ``python -m lra.data prepare|download`` (``__main__``).
+  ListOps in parts: ``listops_format``, ``listops_gen``, ``listops_store``, ``listops_reader``;
+  Pathfinder's images written in the release layout by ``pathfinder_write``.
+- ``prepare`` and ``download``: the command lines ``python -m lra.data prepare|download`` (``__main__``);
+  the download's steps: ``archives``, ``http_fetch``, ``byte_progress``, ``archive_verify``,
+  ``tar_extract``, ``stale_extractions``.
 
 The loaders import nothing of lra outside this package; ``prepare`` (a command line, in the top
 layer) also reads the task defaults of ``lra.defaults`` (tests/test_layering.py).

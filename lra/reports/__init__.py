@@ -2,7 +2,9 @@
 Read in this order:
 
 - ``tables``: results/ tables from the runs' result.json and metrics.jsonl (scripts/make_tables.py):
-  Table 1 / Table 3 layouts, mean +- std, which cells are bold, what is missing.
+  Table 1 / Table 3 layouts, mean +- std, which cells are bold, what is missing. Its parts:
+  ``table_runs`` (reading, ordering, grouping), ``table_build`` (one table), ``table_render``
+  (markdown, LaTeX), ``table_curves`` (what the curve figures draw).
 - ``stats``: mean +- sample std over seeds; the Friedman test over memory sizes with Holm's correction.
 - ``plots``: every figure (matplotlib imported only when one is drawn).
 - ``diagnostics``: ``python -m lra.diagnose memory``: Figure 1's memory heatmaps and statistics of
