@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     steps = sub.add_parser("steps", help="train-step speed, memory and MFU per family, length, dtype, seeds")
-    steps.add_argument("--families", nargs="+", default=list(step_bench.FAMILIES), choices=step_bench.FAMILIES)
+    steps.add_argument("--families", nargs="+", default=list(step_bench.families()), choices=step_bench.families())
     steps.add_argument("--lengths", nargs="+", type=int, default=[1024, 2048, 4096])
     steps.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
     steps.add_argument("--seeds", nargs="+", type=int, default=[1, 5], help="seeds vmapped in one step")

@@ -71,10 +71,13 @@ def padding_invariance_outputs(
     extra_padding: int = 5,
     memory_cells: int = 0,
     seed: int = 0,
+    variables: Any = None,
+    apply: Any = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run ``module`` on (a) the input, (b) the input with padded tokens replaced by noise and
     (c) the input with ``extra_padding`` more padded positions; return the three outputs at the
     real positions' slots so a test can compare them. Also compares memories when present.
+    ``variables``/``apply``: the module's parameters and a (compiled) ``module.apply`` to reuse.
     """
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(batch, n, dim)).astype(np.float32)
@@ -84,11 +87,12 @@ def padding_invariance_outputs(
     longer = np.concatenate([x, rng.normal(size=(batch, extra_padding, dim)).astype(np.float32)], axis=1)
     longer_mask = np.concatenate([mask, np.zeros((batch, extra_padding), bool)], axis=1)
     memory = rng.normal(size=(batch, memory_cells, dim)).astype(np.float32) if memory_cells else None
-    variables = module.init(jax.random.key(seed), jnp.asarray(longer), jnp.asarray(longer_mask), memory=memory)
+    if variables is None:
+        variables = module.init(jax.random.key(seed), jnp.asarray(longer), jnp.asarray(longer_mask), memory=memory)
+    apply = apply or module.apply
 
     def run(inp: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        y, mem = module.apply(variables, jnp.asarray(inp), jnp.asarray(m), memory=memory,
-                              rngs={"attention": jax.random.key(7)})
+        y, mem = apply(variables, jnp.asarray(inp), jnp.asarray(m), memory=memory, rngs={"attention": jax.random.key(7)})
         return np.asarray(y)[:, :n] * mask[..., None], (None if mem is None else np.asarray(mem))
 
     outs = [run(x, mask), run(noisy, mask), run(longer, longer_mask)]
@@ -137,16 +141,25 @@ def perturb_params(variables: Any, seed: int = 3, scale: float = 0.3) -> Any:
     return jax.tree.map(lambda a: a + scale * rng.normal(size=a.shape).astype(np.float32), variables)
 
 
-def assert_jit_matches_and_gradients_finite(module: Any, x: jax.Array, mask: jax.Array, every_weight_used: bool = False) -> None:
+def assert_jit_matches_and_gradients_finite(module: Any, x: jax.Array, mask: jax.Array,
+                                            every_weight_used: bool = False) -> None:
     """jit == eager, and the gradients wrt parameters and input are finite (and non-zero: for every
     parameter with ``every_weight_used``, else for some)."""
     variables = module.init(jax.random.key(1), x, mask)
     y_eager, _ = module.apply(variables, x, mask)
     y_jit, _ = jax.jit(module.apply)(variables, x, mask)
     np.testing.assert_allclose(y_jit, y_eager, rtol=1e-5, atol=1e-5)
+    assert_gradients_finite(module, variables, x, mask, every_weight_used=every_weight_used)
+
+
+def assert_gradients_finite(module: Any, variables: Any, x: jax.Array, mask: jax.Array, memory: Any = None,
+                            every_weight_used: bool = False) -> None:
+    """Under jit, the gradients wrt parameters and input (of the outputs and the memory) are finite,
+    and non-zero for every parameter with ``every_weight_used``, else for some."""
 
     def loss(params: Any, x: jax.Array) -> jax.Array:
-        return jnp.sum(module.apply(params, x, mask)[0] ** 2)
+        y, mem = module.apply(params, x, mask, memory=memory, rngs={"attention": jax.random.key(1)})
+        return jnp.sum(y**2) + (0.0 if mem is None else jnp.sum(mem**2))
 
     grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(variables, x)
     leaves = jax.tree.leaves(grads)

@@ -72,19 +72,21 @@ def test_bucket_padding_cost_of_the_alternatives(smoke_data_dir):
     assert cost["pad_to_longest"] > cost["shared_order"]
 
 
-@pytest.mark.parametrize("family", step_bench.FAMILIES)
+@pytest.mark.parametrize("family", step_bench.families())
 def test_each_case_is_its_config_files_model(family):
     """A case trains the model ``python -m lra.train --config configs/listops_<family>.py`` trains
     (its filter, norms, pooling, dropout), changed only in length, dtype and seeds."""
-    from test_all_configs import CONFIGS, load
+    from lra.family_configs import config_spec
+    from test_all_configs import load
 
     case = step_bench.Case(family, 512, "bfloat16", 3)
     config = step_bench.case_config(case)
-    expected = load(CONFIGS / step_bench.config_file(family).name)
+    path, first = config_spec("listops", family)
+    expected = load(path, first)
     expected.data.max_len = expected.model.max_len = 512
     expected.model.dtype, expected.seeds = "bfloat16", (0, 1, 2)
     assert config.to_dict() == expected.to_dict()
-    assert step_bench.LABELS[family] == config.variant
+    assert step_bench.label(family) == config.variant
 
 
 def test_convluna_case_is_the_papers_listops_convluna():
@@ -110,6 +112,6 @@ def test_plot_legend_names_every_family_in_one_colour_across_panels(tmp_path, mo
     (fig,) = figures
     first, last = fig.axes
     legend = [t.get_text() for t in last.get_legend().get_texts()]
-    assert legend == [step_bench.LABELS[f] for f in ("softmax", "linear", "dispersed")]
+    assert legend == [step_bench.label(f) for f in ("softmax", "linear", "dispersed")]
     colour = lambda ax, label: next(l.get_color() for l in ax.lines if l.get_label() == label)  # noqa: E731,E741
-    assert colour(first, step_bench.LABELS["linear"]) == colour(last, step_bench.LABELS["linear"])
+    assert colour(first, step_bench.label("linear")) == colour(last, step_bench.label("linear"))

@@ -207,14 +207,12 @@ def test_dropout_drops_token_contributions_only_when_training():
 @pytest.mark.parametrize(
     "module",
     [
-        LinearAttention(num_heads=2, qkv_dim=16),
         LinearAttention(num_heads=2, qkv_dim=16, causal=True),
-        GatedLinearAttention(num_heads=2, qkv_dim=16),
         GatedLinearAttention(num_heads=2, qkv_dim=16, causal=True),
         LinearAttention(num_heads=2, qkv_dim=16, tie_kv=True),
         GatedLinearAttention(num_heads=2, qkv_dim=16, causal=True, tie_kv=True),
-    ],
-    ids=["linear", "linear_causal", "gated", "gated_causal", "linear_tied", "gated_tied_causal"],
+    ],  # the registered defaults: tests/test_attention_contract.py
+    ids=["linear_causal", "gated_causal", "linear_tied", "gated_tied_causal"],
 )
 def test_no_quadratic_intermediate(module):
     assert_no_quadratic(module, n=4096)  # the Dh x Dh summaries are fine, N x N is not

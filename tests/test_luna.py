@@ -149,11 +149,9 @@ def test_convluna_without_filter_and_temperature_is_luna(share):
 @pytest.mark.parametrize(
     "module",
     [
-        LunaAttention(num_heads=2, qkv_dim=16),
-        ConvLunaAttention(num_heads=2, qkv_dim=16),
         ConvLunaAttention(num_heads=2, qkv_dim=16, filter="conv", kernel_size=32, stride=2),
-    ],
-    ids=["luna", "convluna-maxpool", "convluna-conv32-s2"],
+    ],  # Luna and ConvLuna as registered: tests/test_attention_contract.py
+    ids=["convluna-conv32-s2"],
 )
 def test_linear_memory(module):
     assert_no_quadratic(module, n=4096, with_memory=True)

@@ -1,8 +1,9 @@
 """Training-step benchmark: steps/s, peak memory, FLOPs and MFU of whole train steps.
 
-One case = (family, length, dtype, seeds): the model of that family's ListOps config file
-(``configs/listops_<family>.py`` at paper scale: Table 2's 6 layers, width 128, 4 heads, MLP 512,
-batch 32, and the file's own filter, norms, pooling and dropout) at sequence length N, trained
+One case = (family, length, dtype, seeds) for every registered family (``families()``): the model
+of that family's ListOps config (``configs/listops_<family>.py``, or ``configs/listops.py:family=NAME``
+for a family without files) at paper scale (Table 2's 6 layers, width 128, 4 heads, MLP 512,
+batch 32, and the family's own filter, norms, pooling and dropout) at sequence length N, trained
 with the suite's own compiled step (lra.training.steps, AdamW, dropout on) on random tokens, with
 S seeds vmapped.
 
@@ -37,14 +38,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lra import attention
 from lra.bench import device_turns
 from lra.bench.device_info import compiled_bytes, environment, memory_stats
 
-FAMILIES = ("softmax", "luna", "convluna", "clustered", "improved_clustered", "agglomerative", "dispersed",
-            "linear", "gated_linear")
-LABELS = {"softmax": "Transformer", "luna": "Luna-16", "convluna": "ConvLuna-16", "clustered": "Clustered-100",
-          "improved_clustered": "i-Clustered-100", "agglomerative": "Agglomerative", "dispersed": "Dispersed",
-          "linear": "Linear", "gated_linear": "Gated Linear"}
+def families() -> tuple[str, ...]:
+    """Every registered family, in registration order: a family registered later is benchmarked too."""
+    return tuple(attention.FAMILIES)
+
+
+def label(family: str) -> str:
+    """The family's table row at its defaults (``Luna-16``); a name no longer registered (an old record's) as is."""
+    return attention.FAMILIES[family].default_label() if family in attention.FAMILIES else family
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,20 +63,13 @@ class Case:
     overrides: tuple[tuple[str, Any], ...] = ()  # config fields, e.g. (("batch_size", 4),)
 
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
-
-def config_file(family: str) -> Path:
-    """``configs/listops_<family>.py`` (the softmax baseline is ``listops_transformer.py``)."""
-    return CONFIGS / f"listops_{'transformer' if family == 'softmax' else family}.py"
-
-
 def case_config(case: Case) -> Any:
-    """The family's own ListOps config file at paper scale (what ``lra.train`` would train: its
-    filter, norms, pooling, dropout), at the case's length, dtype and seed count."""
-    from lra.defaults import load_config_file
+    """The family's own ListOps config at paper scale (what ``lra.train`` would train with
+    ``configs/listops_<family>.py``, or ``configs/listops.py:family=NAME`` for a family without
+    files: its filter, norms, pooling, dropout), at the case's length, dtype and seed count."""
+    from lra.family_configs import family_config
 
-    c = load_config_file(config_file(case.family)).get_config("paper")
+    c = family_config("listops", case.family, "paper")
     c.data.max_len = c.model.max_len = case.length
     c.model.dtype = case.dtype
     c.seeds = tuple(range(case.seeds))
@@ -349,7 +347,7 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["cases"]:
-        head = f"| {LABELS.get(r['family'], r['family'])} | {r['length']} | {r['dtype']} | {r['seeds']} "
+        head = f"| {label(r['family'])} | {r['length']} | {r['dtype']} | {r['seeds']} "
         if r["status"] != "ok":
             lines.append(head + f"| {r['status']}: {r['reason'][:80]} |||||||")
             continue
@@ -396,7 +394,7 @@ def table2_view(report: dict[str, Any]) -> list[str]:
                 mb, mr = (base.get("memory") or {}).get("total_bytes"), (row.get("memory") or {}).get("total_bytes")
                 cells += [f"{row['steps_per_second'] / base['steps_per_second']:.2f}x",
                           f"{mr / mb:.2f}x" if mb and mr else ""]
-            out.append(f"| {LABELS.get(family, family)} | " + " | ".join(cells) + " |")
+            out.append(f"| {label(family)} | " + " | ".join(cells) + " |")
         return out + [""]
     return []
 
@@ -422,14 +420,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
                           key=lambda r: r["length"])
             if rows:
                 (handles[family],) = ax.plot([r["length"] for r in rows], [r["seed_steps_per_second"] for r in rows],
-                                             marker="o", color=colours[family], label=LABELS.get(family, family))
+                                             marker="o", color=colours[family], label=label(family))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length N")
         ax.set_title(f"{dtype}, {seeds} seed{'s' if seeds > 1 else ''}")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("seed-steps per second")
-    axes[0][-1].legend([handles[f] for f in families], [LABELS.get(f, f) for f in families], loc="center left",
+    axes[0][-1].legend([handles[f] for f in families], [label(f) for f in families], loc="center left",
                        bbox_to_anchor=(1.02, 0.5), fontsize=8)
     env, s = report["environment"], report["settings"]
     fig.suptitle(f"Training steps, paper-scale ListOps models, {env['device_kind']}"

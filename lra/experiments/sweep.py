@@ -65,7 +65,7 @@ class Variant:
     """One table row: ``configs/<task>_<config>.py`` with ``options`` after the colon."""
 
     label: str  # the row name; must equal the config's ``variant`` (followed by `` [settings]`` if any)
-    config: str  # "transformer", "luna", "convluna", ...
+    config: str  # "transformer", "luna", "convluna", ...; "" = configs/<task>.py (options name family=NAME)
     options: str = ""  # e.g. "mem=16,only_scaling"
     # Config fields this row alone sets (passed as --config.K=V; the sweep's own --set ones win on a
     # clash), e.g. (("model.mask_padding", "True"),): one ``reference`` choice reverted. Unlike --set
@@ -80,10 +80,31 @@ class Variant:
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
-    variants: tuple[Variant, ...]
+    rows: tuple[Variant, ...] | Callable[[tuple[str, ...]], tuple[Variant, ...]]  # or rows(tasks), read when used
     tasks: tuple[str, ...] = TASKS
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     description: str = ""
+
+    @property
+    def variants(self) -> tuple[Variant, ...]:
+        """The grid's rows; a grid built from the attention registry reads it now, so a family
+        registered after this module was imported is a row too."""
+        return self.rows(self.tasks) if callable(self.rows) else self.rows
+
+
+def registry_rows(tasks: Sequence[str]) -> tuple[Variant, ...]:
+    """Every registered family at its defaults, in registration order (lra.attention.FAMILIES): its
+    own ``configs/<task>_<family>.py`` where it has one for every task, else ``configs/<task>.py``
+    with ``family=NAME`` (lra.family_configs.config_spec)."""
+    from lra import attention
+    from lra.family_configs import config_spec
+
+    rows = []
+    for name, family in attention.FAMILIES.items():
+        firsts = {config_spec(task, name)[1] for task in tasks}
+        own = firsts == {""}
+        rows.append(Variant(family.default_label(), family.stem if own else "", "" if own else f"family={name}"))
+    return tuple(rows)
 
 
 def _memory_variants(family: str, config: str, flag: str = "") -> tuple[Variant, ...]:
@@ -165,10 +186,7 @@ GRIDS: dict[str, Grid] = {
                     "MaxPool K=4; stride 1/2/4; all with the published code's choices (reference)",
     ),
     "lra_families": Grid(
-        (Variant("Transformer", "transformer"), Variant("Luna-16", "luna"), Variant("ConvLuna-16", "convluna"),
-         Variant("Clustered-100", "clustered"), Variant("i-Clustered-100", "improved_clustered"),
-         Variant("Agglomerative", "agglomerative"), Variant("Dispersed", "dispersed"),
-         Variant("Linear", "linear"), Variant("Gated Linear", "gated_linear")),
+        registry_rows,  # Transformer, Luna-16, ConvLuna-16, Clustered-100, i-Clustered-100, ..., Gated Linear
         tasks=("listops",),
         description="Every attention family at its paper defaults, side by side on ListOps",
     ),
@@ -205,7 +223,9 @@ class Run:
 
     @property
     def config_path(self) -> Path:
-        return CONFIGS / f"{self.task}_{self.variant.config}.py"
+        """``configs/<task>_<config>.py``; ``configs/<task>.py`` for a row without a config of its own
+        (config ``""``: a registered family without files, ``family=NAME`` in its options)."""
+        return CONFIGS / (f"{self.task}_{self.variant.config}.py" if self.variant.config else f"{self.task}.py")
 
     @property
     def config_arg(self) -> str:
