@@ -69,8 +69,9 @@ def test_toy_family_trains_end_to_end(toy, smoke_data_dir, tmp_path):
 
 def test_toy_family_is_a_benchmark_case(toy):
     assert step_bench.families()[-1] == NAME and step_bench.label(NAME) == "MeanPool-x1.0"
-    case = step_bench.Case(NAME, 16, "float32", 1, steps=1, repeats=1,
-                           overrides=(("model.num_layers", 1), ("batch_size", 2)))
+    tiny = (("model.num_layers", 1), ("model.emb_dim", 16), ("model.qkv_dim", 16), ("model.mlp_dim", 32),
+            ("batch_size", 2))
+    case = step_bench.Case(NAME, 16, "float32", 1, steps=1, repeats=1, overrides=tiny)
     row = step_bench.measure(case)
     assert (row["status"], row["family"], row["loss_finite"]) == ("ok", NAME, True)
     assert row["flops_per_step"] > 0 and row["steps_per_second"] > 0
