@@ -196,6 +196,8 @@ def load_config_file(path: str | Path) -> Any:
     builds the config, as ``--config path.py:options`` does for lra.train."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(f"_lra_config_{path.stem}", path)
+    if spec is None or spec.loader is None:  # not a suffix Python loads (a config is a .py module)
+        raise InputError(f"config file {path}: not a Python module (configs/<task>_<attention>.py)")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -206,7 +206,8 @@ def parse_flags(argv: list[str]) -> list[str]:
         flag = flags.FLAGS["config"]
         missing = config_file_problem(flag.value, getattr(flag, "_config_filename", None) or _config_arg(argv))
         _fail(missing or f"--config: {e}", EXIT_INVALID)
-    missing = config_file_problem(flags.FLAGS["config"].value, flags.FLAGS["config"].config_filename)
+    config_flag: Any = flags.FLAGS["config"]  # ml_collections' config flag (untyped) adds config_filename
+    missing = config_file_problem(config_flag.value, config_flag.config_filename)
     if missing:
         _fail(missing, EXIT_INVALID)
     return rest

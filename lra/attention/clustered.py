@@ -318,6 +318,7 @@ def hamming_kmeans_bits(
         if init == "first":
             idx_BxC = _first_real_indices(mask_BxN, num_clusters)
         else:
+            assert rng is not None  # refused above
             idx_BxC = _random_real_indices(mask_BxN, num_clusters, rng)
         centroids = jnp.take_along_axis(words_WxBxHxN, idx_BxC[None, :, None, :], axis=-1)
 

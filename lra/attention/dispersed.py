@@ -393,6 +393,7 @@ def dispersed_attention(
     mask2_BxM = _padded(jnp.pad(mask_BxN.astype(bool), [(0, 0), (0, t.n_pad - n)]), t.chunk)
     keep = None
     if not deterministic and dropout_rate > 0.0:
+        assert dropout_rng is not None, "dropout in training needs dropout_rng"
         shape = (t.n_pad // t.chunk, t.rows_q, b, h, t.chunk)
         kept = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, shape)
         keep = jnp.where(kept, 1.0 / (1.0 - dropout_rate), 0.0).astype(jnp.float32)

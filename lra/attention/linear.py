@@ -183,9 +183,11 @@ class LinearAttention(Attention):
     ) -> jax.Array:
         h, dh, features = self.num_heads, self.head_dim, x.shape[-1]
         if op == "lookup":
+            assert summary is not None  # lookup() passes encode()'s summary
             q = dense_heads(h, dh, "query", self.dtype)(x)
             return project_out(self, read(q, summary, self.chunk_size).astype(self.dtype), features)
 
+        assert mask is not None  # forward and encode pass the token mask
         if op == "forward" and not self.tie_kv:
             q, k, v = project_qkv(self, x)
         else:  # encode needs keys and values only; tie_kv has no value projection

@@ -50,7 +50,7 @@ def seed_keys(seeds: Sequence[int]) -> jax.Array:
 
 
 def make_init(model: Any, tx: optax.GradientTransformation, seeds: Sequence[int], sample: jax.Array,
-              sharding: Any) -> Callable[[], State]:
+              sharding: Any) -> jax.stages.Wrapped:
     """``() -> state_S``: every seed's fresh state, stacked on the seed axis."""
     keys_S = seed_keys(seeds)
 
@@ -73,7 +73,7 @@ def all_finite(tree: Any) -> jax.Array:
 
 
 def make_steps(model: Any, tx: optax.GradientTransformation | None, config: ml_collections.ConfigDict, mesh: Any,
-               seeds: Sequence[int] | None = None) -> tuple[Callable, Callable]:
+               seeds: Sequence[int] | None = None) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:
     """``train(state_S, batch_SxB) -> (state_S, metrics_S)`` and ``evaluate(params_S, batch_B) -> metrics_S``.
 
     The train batch holds one batch per seed (seed axis first, rows sharded over the mesh);
