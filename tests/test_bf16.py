@@ -11,8 +11,6 @@ the generator has no bearing on precision.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -23,12 +21,13 @@ import pytest
 
 from lra.attention import ATTENTIONS
 from lra.data.listops import NUM_CLASSES, VOCAB
+from lra.defaults import load_config_file
+from lra.family_configs import config_spec
 from lra.model import build_model
 from lra.training.schedules import make_optimizer
 from lra.training.validation import validate_config
 from test_golden import assert_golden_steps
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 STEPS = 4
 BATCH, LENGTH = 8, 48
 
@@ -59,16 +58,10 @@ def _key(seed: int) -> jax.Array:
     return jax.random.key(seed, impl="rbg")
 
 
-def _config_file(family: str) -> Path:
-    return CONFIGS / f"listops_{'transformer' if family == 'softmax' else family}.py"
-
-
 def _smoke_config(family: str, dtype: str) -> Any:
-    path = _config_file(family)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config("smoke")
+    """The family's ListOps config file at smoke scale (configs/listops.py:family=NAME without one)."""
+    path, first = config_spec("listops", family)
+    config = load_config_file(path).get_config(",".join(filter(None, [first, "smoke"])))
     config.model.dtype = dtype
     validate_config(config)
     return config
