@@ -156,7 +156,8 @@ def summary(plans: Sequence[RunPlan]) -> str:
         used = Rate(0.0, tuple(sorted({r for p in known if p.rate is not None for r in p.rate.records})))
         text = f"estimated CPU time of the {len(todo)} run(s) to train: "
         if known:
-            text += (f"{duration(sum(s for p in known if (s := p.estimate_seconds) is not None))} for {len(known)} (the median seconds "
+            seconds = sum(s for p in known if (s := p.estimate_seconds) is not None)
+            text += (f"{duration(seconds)} for {len(known)} (the median seconds "
                      f"per seed-step of each one's task, variant and preset in {used.source})")
         if len(known) < len(todo):
             text += ("; " if known else "") + f"no estimate for {len(todo) - len(known)} (no earlier CPU record of " \

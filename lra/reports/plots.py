@@ -220,8 +220,8 @@ def memory_curves(curves: Mapping[str, Mapping[str, Mapping[str, Mapping[int, fl
     for run_curves in curves.values():
         memories.extend(m for m in run_curves if m not in memories)
     blocks = [m for m in memories if not m.startswith("initial")]
-    style: dict[str, LineStyleType] = {m: ":" if m.startswith("initial") else _BLOCK_STYLES[blocks.index(m) % len(_BLOCK_STYLES)]
-             for m in memories}
+    style: dict[str, LineStyleType] = {
+        m: ":" if m.startswith("initial") else _BLOCK_STYLES[blocks.index(m) % len(_BLOCK_STYLES)] for m in memories}
     flat = list(axes.flat)
     for ax, (stat, stat_title) in zip(flat, stats_titles):
         drawn = False
