@@ -137,6 +137,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for family in families:
         ok = _ok(cases, family)
         ns = sorted(ok)
+        style: dict[str, Any]
         if family.partition(":")[0] in REFERENCES:
             style = dict(color="black", linestyle="--", marker="x", label=f"{family} (reference: dense layers only)")
         else:
@@ -152,11 +153,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
         missing = sorted((c for c in cases if c["family"] == family and c["status"] != "ok"), key=lambda c: c["n"])
         if not missing:
             continue
-        lengths = ", ".join(_length_label(c["n"]) for c in missing)
-        skipped_notes.append(f"{family} at N = {lengths} {missing[0]['status']}: {missing[0].get('reason', '')}")
+        missed = ", ".join(_length_label(c["n"]) for c in missing)
+        skipped_notes.append(f"{family} at N = {missed} {missing[0]['status']}: {missing[0].get('reason', '')}")
         if ns:
             last = ns[-1]
-            ax_t.annotate(f"{family}: N = {lengths} {missing[0]['status']}", (last, ok[last]["seconds"]),
+            ax_t.annotate(f"{family}: N = {missed} {missing[0]['status']}", (last, ok[last]["seconds"]),
                           xytext=(6, 0), textcoords="offset points", va="center", fontsize=8,
                           color=style["color"])
         predicted = [(c["n"], c["memory"]["total_bytes"] / 2**20) for c in missing
