@@ -100,7 +100,7 @@ def friedman_tests(runs: Sequence[RunResult], tasks: Sequence[str],
     acc: dict[str, dict[str, dict[int, dict[int, float]]]] = {}
     for run in runs:
         name, size = family(run.variant)
-        if size in sizes:
+        if size is not None and size in sizes:
             acc.setdefault(name, {}).setdefault(run.task, {}).setdefault(size, {})[run.seed] = run.test_accuracy
     models = [m for m in sorted(acc, key=lambda m: variant_order(f"{m}-0"))
               if len({s for by_size in acc[m].values() for s in by_size}) >= 2]
