@@ -296,7 +296,7 @@ def expand(
     chosen_variants = [grid.variants[labels.index(x)] for x in _choose("variant", variants, labels)]
     overrides = tuple(sorted(overrides))
     root = Path(root) if root is not None else default_root(grid_name, preset, overrides)
-    runs = []
+    runs: list[Run] = []
     if group_seeds and len(chosen_seeds) > 1:
         seeds = tuple(int(s) for s in chosen_seeds)
         for task in chosen_tasks:
@@ -395,7 +395,7 @@ def status(run: Run, steps: int | None = None) -> str:
     return "started" if any(w.exists() for w in run.seed_workdirs) else "new"
 
 
-Runner = Callable[[Run, Path], int]
+Runner = Callable[..., int]  # runner(run, log) -> exit code; with --jobs N also core=K
 
 
 LANES = ChildSignals("passing it to {count} running run(s) ({labels}) and waiting for them to save; "
@@ -435,6 +435,7 @@ def subprocess_runner(run: Run, log: Path, core: int | None = None) -> int:
 
         previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
+            assert child.stdout is not None  # stdout=PIPE
             for line in child.stdout:
                 sys.stdout.write(line)
                 sys.stdout.flush()
@@ -456,6 +457,7 @@ def _lane_runner(run: Run, log: Path, env: dict[str, str]) -> int:
         child = LANES.start(run.command(), run.name, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                             text=True, bufsize=1)
         try:
+            assert child.stdout is not None  # stdout=PIPE
             for line in child.stdout:
                 with _PRINT:
                     sys.stdout.write(f"[{run.name}] {line}")
