@@ -139,8 +139,8 @@ def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
     tokens = rng.integers(1, compiled["vocab"], (case.seeds, config.batch_size, case.length)).astype(np.int32)
     batch = {"inputs": tokens, "labels": rng.integers(0, compiled["classes"], tokens.shape[:2]).astype(np.int32),
              "weights": np.ones(tokens.shape[:2], np.float32)}
-    batch = distributed.shard_batch(batch, distributed.seed_batch_sharded(compiled["mesh"]))
-    state, metrics = train(state, batch)  # warm-up
+    placed = distributed.shard_batch(batch, distributed.seed_batch_sharded(compiled["mesh"]))
+    state, metrics = train(state, placed)  # warm-up
     jax.block_until_ready(metrics)
     windows = []
     for _ in range(case.repeats):
@@ -204,7 +204,8 @@ def probe(dtypes: Sequence[str], matmul_size: int, command: Sequence[str], isola
     """The environment, whether the device reports memory, and the dense matmul rate of each
     dtype; in a child process when ``isolate`` (the parent then never holds device memory that
     the cases' processes would lack)."""
-    payload = {"probe": {"dtypes": sorted(set(dtypes)), "matmul_size": matmul_size, "command": list(command)}}
+    payload: dict[str, Any] = {
+        "probe": {"dtypes": sorted(set(dtypes)), "matmul_size": matmul_size, "command": list(command)}}
     return _child(payload, None, None) if isolate else _probe_here(**payload["probe"])
 
 
