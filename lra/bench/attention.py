@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import jax
 import jax.numpy as jnp
@@ -111,7 +111,7 @@ def attention_scores(family: str, n: int) -> int | None:
     return None
 
 
-def _step(family: str, n: int, s: Settings) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+def _step(family: str, n: int, s: Settings) -> tuple[jax.stages.Wrapped, tuple[Any, ...]]:
     """The jitted forward+backward of one layer and its arguments at length ``n``."""
     name, kwargs = parse_family(family)
     cls = _family_class(name)
@@ -128,7 +128,8 @@ def _step(family: str, n: int, s: Settings) -> tuple[Callable[..., Any], tuple[A
     rngs = {"attention": jax.random.key(1)}
 
     def loss(params: Any, x: jax.Array) -> jax.Array:
-        y, mem = module.apply(params, x, mask, memory=memory, rngs=rngs)
+        # flax types apply as output-or-(output, mutated collections); with no mutable= it is the output
+        y, mem = cast(tuple[jax.Array, "jax.Array | None"], module.apply(params, x, mask, memory=memory, rngs=rngs))
         total = jnp.sum(y.astype(jnp.float32))
         return total if mem is None else total + jnp.sum(mem.astype(jnp.float32))
 
@@ -158,8 +159,8 @@ def measure_length(
             continue
         try:
             start = time.perf_counter()
-            fn, args = _step(family, n, s)
-            compiled = fn.lower(*args).compile()
+            step_fn, args = _step(family, n, s)
+            compiled = step_fn.lower(*args).compile()
             case["compile_seconds"] = time.perf_counter() - start
             case["memory"] = compiled_bytes(compiled)
             total = (case["memory"] or {}).get("total_bytes")
@@ -227,7 +228,7 @@ def run(
     for n in sorted(lengths):
         log(f"N={n}")
         if isolate:
-            batch = []
+            batch: list[dict[str, Any]] = []
             for family in families:
                 if family in skip:
                     batch.append({"family": family, "n": n, "status": "skipped", "reason": skip[family]})
