@@ -153,7 +153,8 @@ def layer_step(conv: Conv, batch: int = 32, length: int = 256) -> tuple[Callable
         y, packed = module.apply(params, x, mask, memory, deterministic=False, rngs={"dropout": keys[5]})
         return jnp.sum(jnp.sin(y)) + jnp.sum(packed ** 2)
 
-    luna._conv_same = conv  # filter_length looks it up at trace time
+    # filter_length looks it up at trace time and passes (x, kernel) only, never _conv_same's block
+    luna._conv_same = conv  # type: ignore[assignment]  # a Conv takes no block argument
     try:
         compiled = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))).lower(params, x, memory).compile()
     finally:
