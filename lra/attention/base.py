@@ -11,7 +11,7 @@ from them share softmax's parameter tree (weights trained with one evaluate with
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Mapping, Protocol, overload, runtime_checkable
 
 import flax.linen as nn
 import jax
@@ -162,6 +162,22 @@ def per_chunk(summary_Bx___: jax.Array, num_chunks: int) -> jax.Array:
     return jnp.broadcast_to(summary_Bx___[:, None], (summary_Bx___.shape[0], num_chunks) + summary_Bx___.shape[1:])
 
 
+@overload
+def dot_product_attention(
+    q_BxNxHxD: jax.Array, k_BxMxHxD: jax.Array, v_BxMxHxD: jax.Array, kv_mask_BxM: jax.Array | None, *,
+    scale: jax.Array | float | None = None, dropout_rate: float = 0.0, dropout_rng: jax.Array | None = None,
+    deterministic: bool = True, return_weights: Literal[False] = False,
+) -> jax.Array: ...
+
+
+@overload
+def dot_product_attention(
+    q_BxNxHxD: jax.Array, k_BxMxHxD: jax.Array, v_BxMxHxD: jax.Array, kv_mask_BxM: jax.Array | None, *,
+    scale: jax.Array | float | None = None, dropout_rate: float = 0.0, dropout_rng: jax.Array | None = None,
+    deterministic: bool = True, return_weights: Literal[True],
+) -> tuple[jax.Array, jax.Array]: ...
+
+
 def dot_product_attention(
     q_BxNxHxD: jax.Array,
     k_BxMxHxD: jax.Array,
@@ -190,6 +206,7 @@ def dot_product_attention(
         logits_BxHxNxM = logits_BxHxNxM + key_mask_bias(kv_mask_BxM)
     probs = weights = jax.nn.softmax(logits_BxHxNxM, axis=-1)
     if not deterministic and dropout_rate > 0.0:
+        assert dropout_rng is not None, "attention dropout in training needs dropout_rng"
         keep = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, weights.shape)
         weights = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
     y = jnp.einsum("bhnm,bmhd->bnhd", weights.astype(v_BxMxHxD.dtype), v_BxMxHxD)
