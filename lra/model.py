@@ -219,6 +219,7 @@ class Encoder(nn.Module):
         if cfg.pooling == "mean":
             m = mask[..., None].astype(x.dtype)
             return jnp.sum(x * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
+        assert memory is not None  # pooling="memory" is refused for a family without memory (validation)
         return jnp.mean(memory, axis=1)
 
 
