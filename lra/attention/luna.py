@@ -258,6 +258,7 @@ def filter_length(
     if kind == "maxpool":
         y = _maxpool_same(jnp.where(real, x_BxNxHxDh, -jnp.inf), kernel_size)
     elif kind == "conv":
+        assert kernel_KxH is not None, "a conv filter needs its kernel"
         y = _conv_same(jnp.where(real, x_BxNxHxDh, 0.0), kernel_KxH)
     else:
         raise InputError(f"unknown filter {kind!r}; valid: {', '.join(FILTERS)}")
@@ -349,6 +350,7 @@ class LunaAttention(Attention):
             v = layers.value(xkv_BxKxD)
         scale: jax.Array | float | None = None if packing or self.scale_unpacking else 1.0  # None: Dh^-1/2
         if packing:
+            assert kv_mask_BxK is not None  # packing attends to the tokens: __call__ passes their mask
             k, v = zero_padding(k, kv_mask_BxK), zero_padding(v, kv_mask_BxK)
             if self.filter != "none":
                 kernel = None
@@ -418,5 +420,5 @@ class ConvLunaAttention(LunaAttention):
 
     filter: str = "maxpool"  # kernel_size 4, stride 1: LunaAttention's defaults
     learn_temperature: bool = True
-    share_projections: bool = True
+    share_projections: bool | str = True
     share_kv: bool = True
