@@ -63,8 +63,8 @@ class SeedRun:
     lock: WorkdirLock | None
     label: str  # "seed k: " in a bundle, "" alone
     index: int = -1  # place on the seed axis of the compiled step (finished seeds are not on it)
-    plan: resume.ResumePlan | None = None
-    log: MetricsLog | None = None
+    plan: resume.ResumePlan = dataclasses.field(init=False)  # set by the program before anything reads it
+    log: MetricsLog = dataclasses.field(init=False)  # opened before the seed trains
     stopped: str | None = None  # why the seed stopped early (a NaN); None while it trains
 
     @property
@@ -221,7 +221,7 @@ def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int 
     if steps == {None, 0}:  # killed between the seeds' step-0 saves: step 0 is the initial state, drawn again
         return None
     if None not in steps:
-        lowest = min(steps)
+        lowest = min(step for step in steps if step is not None)  # (None is not among them)
         if all(lowest in run.checkpoints.steps("latest") for run in runs):
             for run in runs:
                 run.checkpoints.verify("latest", lowest)
@@ -447,7 +447,8 @@ class Trainer:
                     break
         records = {}
         for run in self._active():
-            record = {k: float(np.mean([m[k][run.index] for m in fetched])) for k in fetched[0] if k != "state_finite"}
+            record: dict[str, Any] = {k: float(np.mean([m[k][run.index] for m in fetched]))
+                                      for k in fetched[0] if k != "state_finite"}
             record.update(step=steps[-1], split="train")
             if self.window_steps:
                 record["steps_per_second"] = self.window_steps / max(elapsed, 1e-9)
@@ -570,9 +571,9 @@ class Trainer:
                 f"{run.label}test accuracy {test[i]['accuracy']:.4f} at the best validation step "
                 f"{result['best_step']} (validation {result['best_val_accuracy']:.4f}); {run.workdir}/result.json")
             results[run.position] = result
-        stopped = [run for run in self.runs if run.stopped]
+        stopped = [run.stopped for run in self.runs if run.stopped]
         if stopped:
             raise NonFiniteLossError(
-                "\n".join(run.stopped for run in stopped)
+                "\n".join(stopped)
                 + f"\nThe other seeds finished: {', '.join(str(run.workdir) for run in self._active())}")
         return results
