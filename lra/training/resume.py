@@ -111,6 +111,7 @@ def _say(message: str) -> None:
 def report_damaged(plan: ResumePlan, checkpoints: Checkpoints, set_aside: bool) -> None:
     """Warn about each damaged latest checkpoint (and move it out of the way if ``set_aside``)."""
     for error in plan.damaged:
+        assert plan.step is not None  # plan_resume refuses damaged checkpoints with no intact one to fall back to
         step = int(error.path.name)
         moved = f"; moved to {checkpoints.set_aside('latest', step)}" if set_aside else ""
         then = (f"resuming from the previous intact checkpoint {checkpoints.path('latest', plan.step)}"
@@ -122,7 +123,8 @@ def apply(plan: ResumePlan, workdir: Path, checkpoints: Checkpoints) -> None:
     """Set damaged checkpoints and a stale or damaged result.json aside, saying so."""
     report_damaged(plan, checkpoints, set_aside=True)
     path = workdir / "result.json"
-    if plan.result is None and plan.result_problem != "missing":
+    # None: result.json is this config's valid result but the final checkpoint fell back (damaged): kept as it is
+    if plan.result is None and plan.result_problem is not None and plan.result_problem != "missing":
         try:
             steps = json.loads(path.read_text())["num_train_steps"]
             aside = path.with_name(f"result_{int(steps)}steps.json") if plan.result_problem.startswith(
