@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import ml_collections
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from lra.reports.diagnostics import DiagnoseError, diagnose_memory
 

@@ -20,15 +20,15 @@ from typing import Any, NoReturn
 import jax
 import ml_collections
 
+from lra.attention.trees import parameter_tree, swap_groups, tree_difference
+from lra.data import load_task
+from lra.defaults import OPTION_ALIASES, parse_value
 from lra.errors import InputError
+from lra.model import build_model
 from lra.training import distributed
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.training.run_errors import EXIT_INVALID, describe, exit_code
 from lra.training.run_files import RunFileError, append_jsonl, load_run_config
-from lra.attention.trees import parameter_tree, swap_groups, tree_difference
-from lra.data import load_task
-from lra.defaults import OPTION_ALIASES, parse_value
-from lra.model import build_model
 from lra.training.steps import evaluate_split, make_steps
 from lra.training.validation import validate_config
 

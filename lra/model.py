@@ -34,7 +34,8 @@ table has ``max_len`` rows) and ``param_init="pytorch"`` (:func:`pytorch_init`).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax
 import flax.linen as nn
@@ -43,10 +44,10 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra import attention as attention_registry
 from lra.attention.base import memory_cells
 from lra.data.types import PAD_ID
+from lra.errors import InputError
 
 POOLINGS = ("cls", "mean", "memory")
 NORMS = ("pre", "post")
@@ -295,7 +296,7 @@ def pytorch_init(params: Any, key: jax.Array) -> Any:
     return flax.traverse_util.unflatten_dict(out)
 
 
-def init_params(model: "Classifier", key: jax.Array, sample: jax.Array) -> Any:
+def init_params(model: Classifier, key: jax.Array, sample: jax.Array) -> Any:
     """The model's initial parameters under ``config.model.param_init``: ``xavier`` (this suite's
     default: xavier-uniform kernels, zero biases, N(0, 0.02) positions) or ``pytorch`` (above)."""
     params = model.init(key, sample)["params"]

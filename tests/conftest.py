@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -40,9 +40,8 @@ def smoke_data_dir(tmp_path_factory) -> Path:
 def finished_smoke_run(smoke_data_dir, tmp_path_factory) -> tuple[Path, dict]:
     """A finished ListOps smoke run (6 steps; checkpoints and validations at 3 and 6): copy it
     before damaging it."""
-    from test_train import smoke
-
     from lra.train import train_and_evaluate
+    from test_train import smoke
 
     workdir = tmp_path_factory.mktemp("finished") / "run"
     return workdir, train_and_evaluate(smoke(smoke_data_dir), workdir)

@@ -8,15 +8,15 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 import pytest
-from conftest import script_main
-from test_attention_contract import CHECKS
 
+from conftest import script_main
 from lra import attention
 from lra.attention.base import Attention, dense_heads, project_out, zero_padding
 from lra.bench import steps as step_bench
 from lra.defaults import load_config_file
 from lra.experiments import sweep
 from lra.family_configs import CONFIGS, config_spec
+from test_attention_contract import CHECKS
 
 NAME = "mean_pool"
 

@@ -51,7 +51,7 @@ def reference(module: AgglomerativeAttention, variables, x, mask) -> np.ndarray:
                 taus = [t for t in range(x.shape[1]) if mask[b, t] and (t <= i or not module.causal)]
                 n_ik = sum(c_r[b, t, k] for t in taus)
                 xp = [x[b, t] @ p["value"]["kernel"][:, k] + p["value"]["bias"][k] for t in taus]
-                a_ik = sum(c_r[b, t, k] * xp_t for t, xp_t in zip(taus, xp)) / n_ik
+                a_ik = sum(c_r[b, t, k] * xp_t for t, xp_t in zip(taus, xp, strict=False)) / n_ik
                 parts.append(c_q[b, i, k] * a_ik)
             p_i = np.stack(parts)  # classes x (qkv_dim / m): the concatenation
             y[b, i] = np.einsum("kc,kcd->d", p_i, p["out"]["kernel"]) + p["out"]["bias"]

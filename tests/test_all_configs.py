@@ -7,13 +7,13 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from test_data_tasks import write_aan, write_aclimdb, write_cifar_pickles
 
 from lra.attention import FAMILIES
 from lra.defaults import TASKS
 from lra.errors import InputError
 from lra.family_configs import config_spec
 from lra.training.validation import validate_config
+from test_data_tasks import write_aan, write_aclimdb, write_cifar_pickles
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 CONFIG_FILES = sorted(p for p in CONFIGS.glob("*_*.py"))

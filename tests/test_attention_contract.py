@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from attention_checks import (
     assert_gradients_finite,
     assert_no_quadratic,
@@ -30,7 +31,6 @@ from attention_checks import (
     largest_intermediate,
     random_inputs,
 )
-
 from lra import attention
 
 HEADS, QKV, DIM = 2, 16, 16

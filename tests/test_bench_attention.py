@@ -130,7 +130,6 @@ def test_plot_keeps_the_legend_off_the_data_and_says_where_softmax_stops(tmp_pat
 
 def test_replot_redraws_from_the_json_without_running(tmp_path, monkeypatch):
     import importlib
-    import sys
     from pathlib import Path
 
     (tmp_path / "attention_scaling.json").write_text(json.dumps(_report()))

@@ -19,7 +19,7 @@ C = [35.0, 36.5, 37.0, 36.0, 34.5]
 
 
 def _write(root: Path, variant: str, values: list[float], seeds=range(5)) -> None:
-    for seed, v in zip(seeds, values):
+    for seed, v in zip(seeds, values, strict=False):
         d = root / variant.replace(" ", "_") / f"seed{seed}"
         d.mkdir(parents=True)
         (d / "result.json").write_text(json.dumps(result_record(variant=variant, seed=seed, test_accuracy=v / 100)))

@@ -13,7 +13,6 @@ from conftest import script_main
 from lra.reports import curve_compare
 
 
-
 def _run(folder: Path, losses: list[float], val: float = 0.5) -> None:
     folder.mkdir(parents=True)
     records = [{"step": i + 1, "split": "train", "loss": v, "accuracy": 0.1} for i, v in enumerate(losses)]
@@ -56,9 +55,8 @@ def test_roots_without_common_runs_are_refused(tmp_path, capsys):
 
 @pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
 def test_bfloat16_follows_float32_on_a_smoke_run(smoke_data_dir, tmp_path):
-    from test_train import smoke
-
     from lra.train import train_and_evaluate
+    from test_train import smoke
 
     for dtype in ("float32", "bfloat16"):
         config = smoke(smoke_data_dir, num_train_steps=30, eval_every=30, checkpoint_every=30,

@@ -126,7 +126,7 @@ def write_tfds_cifar(root: Path) -> None:
         data = np.concatenate([CIFAR_BATCHES[n][0] for n in names])
         labels = np.concatenate([CIFAR_BATCHES[n][1] for n in names])
         records = [tfrecord.encode_example({"id": [b"%s_%05d" % (split.encode(), i)], "image": [png(row)],
-                                            "label": [int(lab)]}) for i, (row, lab) in enumerate(zip(data, labels))]
+                                            "label": [int(lab)]}) for i, (row, lab) in enumerate(zip(data, labels, strict=False))]
         tfrecord.write_records(folder / f"cifar10-{split}.tfrecord-00000-of-00001", records)
 
 

@@ -15,13 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from test_checkpoints import flip_bit
-
 from lra import diagnose
 from lra.reports import diagnostics
+from lra.train import train_and_evaluate
 from lra.training.run_errors import EXIT_CORRUPT
 from lra.training.run_files import config_to_dict, write_json_atomic
-from lra.train import train_and_evaluate
+from test_checkpoints import flip_bit
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -98,10 +97,10 @@ def _mean_cosine(m: np.ndarray) -> float:
 def test_numbers_equal_an_independent_recomputation(diagnosed):
     """Restore the checkpoint, run the model on the first 8 validation examples and recompute
     the statistics here with numpy, without lra.training.memory_stats."""
-    from lra.training.checkpoints import Checkpoints
     from lra.data import load_task
-    from lra.training.run_files import load_run_config
     from lra.model import build_model
+    from lra.training.checkpoints import Checkpoints
+    from lra.training.run_files import load_run_config
 
     root, result, _, doc = diagnosed
     stats = doc["runs"][0]["stats"]

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import lra.attention
-from lra.attention import dispersed
-from lra.attention.dispersed import DispersedAttention, num_scores, offsets, pattern
-from lra.attention.softmax import SoftmaxAttention
 from attention_checks import (
     assert_padding_invariant,
     reference_softmax_attention,
 )
+from lra.attention import dispersed
+from lra.attention.dispersed import DispersedAttention, num_scores, offsets, pattern
+from lra.attention.softmax import SoftmaxAttention
 
 # Table 1 of the paper (window 4): N -> number of attention scores, and the sliding-window column.
 TABLE1 = {10: 62, 50: 700, 100: 1962, 500: 21524, 1000: 60550, 5000: 671500,
@@ -230,7 +230,7 @@ def test_core_and_gradients_match_dense_reference(n, chunk, block):
     loss = lambda f: (lambda q, k, v: jnp.sum(f(q, k, v) * r))
     got = jax.jit(jax.grad(loss(core), argnums=(0, 1, 2)))(q, k, v)
     want = jax.grad(loss(dense), argnums=(0, 1, 2))(q, k, v)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
 
 
@@ -248,7 +248,7 @@ def test_hand_written_backward_matches_autodiff_with_dropout():
     plain = lambda q, k, v: jnp.sum(dispersed._pattern_attention_fwd(q, k, v, mask2, keep, key)[0] * r)
     got = jax.grad(custom, argnums=(0, 1, 2))(q, k, v)
     want = jax.grad(plain, argnums=(0, 1, 2))(q, k, v)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         assert np.abs(np.asarray(w)).max() > 1e-3
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_checkpoints import flip_bit
 
 from lra.defaults import make_config
 from lra.evaluate import evaluate_run, load_run_config, parse_options
 from lra.train import train_and_evaluate
 from lra.training.run_errors import EXIT_CORRUPT
+from test_checkpoints import flip_bit
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.train import train_and_evaluate
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from test_checkpoints import flip_bit
 from test_run_safety import SAME, cli, run_env
 from test_seeds import assert_same_run
@@ -277,7 +277,7 @@ def test_different_steps_refusal_prints_each_seeds_exact_command(finished_bundle
     line = _error_line(refused)
     commands = [shlex.split(c) for c in line.split("`")[1::2]]
     assert [c[c.index("-m") + 1] for c in commands] == ["lra.train", "lra.train"]
-    for seed, command in zip(BUNDLE, commands):
+    for seed, command in zip(BUNDLE, commands, strict=False):
         assert f"--config.seed={seed}" in command and f"--workdir={workdir / f'seed{seed}'}" in command
         run = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO,
                              env=run_env(), timeout=600)
@@ -435,7 +435,7 @@ def bundle_kill_campaign(data_dir: Path, root: Path, ref: tuple[Path, list[dict]
             time.sleep(0.001)
         stderr = proc.stderr.read()
         assert "Traceback" not in stderr, stderr[-3000:]
-        for s, ref_result in zip(BUNDLE, reference):
+        for s, ref_result in zip(BUNDLE, reference, strict=False):
             _check_result(workdir / f"seed{s}", ref_result)
         if killed:
             counts[kind] += 1

@@ -15,7 +15,7 @@ def _run(root, init, seed, losses, accuracy):
 
 
 def _grid(root, offset_pytorch, accuracies_pytorch):
-    for seed, acc in zip(range(3), (0.36, 0.37, 0.38)):
+    for seed, acc in zip(range(3), (0.36, 0.37, 0.38), strict=False):
         base = [2.0 - 0.01 * i + 0.001 * seed for i in range(60)]
         _run(root, "xavier", seed, base, acc)
         _run(root, "pytorch", seed, [v + offset_pytorch for v in base], accuracies_pytorch[seed])

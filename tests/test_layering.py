@@ -22,8 +22,9 @@ module is placed on the floor plan here, and in docs/design.md, when it is added
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 

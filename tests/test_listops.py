@@ -14,8 +14,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from lra.data import DataError, TaskData, cache, get_loader, task_shapes
-from lra.data import listops, listops_reader, listops_store
+from lra.data import DataError, TaskData, cache, get_loader, listops, listops_reader, listops_store, task_shapes
 from lra.defaults import task_config
 
 LIMITS = dict(min_len=10, max_len=60)
@@ -315,7 +314,7 @@ def test_reader_handles_many_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(listops_reader, "_CHUNK_BYTES", 500)  # a few lines per chunk
     split = listops.read_split(folder / "basic_train.tsv", "train", LIMITS["max_len"])
     assert split.labels.tolist() == [label for _, label in expected]
-    for row, (source, _) in zip(split.inputs, expected):
+    for row, (source, _) in zip(split.inputs, expected, strict=False):
         ids = [listops.VOCAB[w] for w in words_of(source)]
         assert row.tolist() == ids + [0] * (LIMITS["max_len"] - len(ids))
     # the line number of an error counts across chunks
@@ -381,7 +380,7 @@ def test_load_returns_padded_task_data(tmp_path):
     assert (data.vocab_size, data.num_classes, data.max_len, data.dual) == (16, 10, 60, False)
     assert task_shapes("listops") == (data.vocab_size, data.num_classes, data.dual)  # preflight, step bench
     folder = listops.generated_dir(tmp_path, 10, 60, COUNTS, 0)
-    for (name, split), file, count in zip(data.splits().items(), listops.SPLIT_FILES.values(), COUNTS):
+    for (name, split), file, count in zip(data.splits().items(), listops.SPLIT_FILES.values(), COUNTS, strict=False):
         examples = read_tsv(folder / file)
         assert split.name == name and len(split) == count
         assert split.inputs.shape == (count, 60) and np.issubdtype(split.inputs.dtype, np.integer)

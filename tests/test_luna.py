@@ -142,7 +142,7 @@ def test_convluna_without_filter_and_temperature_is_luna(share):
     memory = jax.random.normal(jax.random.key(2), (2, 4, 16))
     params = luna.init(jax.random.key(0), x, mask, memory=memory)
     assert jax.tree.structure(conv.init(jax.random.key(0), x, mask, memory=memory)) == jax.tree.structure(params)
-    for a, b in zip(luna.apply(params, x, mask, memory=memory), conv.apply(params, x, mask, memory=memory)):
+    for a, b in zip(luna.apply(params, x, mask, memory=memory), conv.apply(params, x, mask, memory=memory), strict=False):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -182,7 +182,7 @@ def test_jit_matches_eager(cls, kw):
     module = cls(num_heads=2, qkv_dim=16, **kw)
     params, x, mask, memory = _inputs(module)
     run = lambda p: module.apply(p, x, mask, memory=memory)  # noqa: E731
-    for a, b in zip(run(params), jax.jit(run)(params)):
+    for a, b in zip(run(params), jax.jit(run)(params), strict=False):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
 
 

@@ -75,7 +75,7 @@ def test_label_is_whether_a_chain_of_marked_pixels_joins_the_markers(batches):
     for (side, length), batch in batches.items():
         link = pathfinder_gen.GEOMETRIES[side].link
         assert batch.images.shape == (len(batch.labels), side, side) and batch.images.dtype == np.uint8
-        for image, label, markers in zip(batch.images, batch.labels, batch.markers):
+        for image, label, markers in zip(batch.images, batch.labels, batch.markers, strict=False):
             marked = image > 0
             a, b = (tuple(int(v) for v in m) for m in markers)
             assert marked[a] and marked[b], "each marker centre is a marked pixel"
@@ -90,7 +90,7 @@ def test_paths_are_dashed_and_distractors_drawn(batches):
     examples fall apart (visible gaps between paddles); distractor paths are there."""
     batch = batches[(32, 6)]
     split = sum(not flood_fill(img > 0, tuple(int(v) for v in m[0]), 1)[tuple(int(v) for v in m[1])]
-                for img, lab, m in zip(batch.images, batch.labels, batch.markers) if lab == 1)
+                for img, lab, m in zip(batch.images, batch.labels, batch.markers, strict=False) if lab == 1)
     assert split > 0
     assert batch.distractors.mean() > 0.5 * pathfinder_gen.GEOMETRIES[32].num_distractors(6)
 

@@ -50,7 +50,7 @@ def _trace(tmp_path, kernels, input_us, step_us=(0, 1000, 1000, 2000)):
               {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "Stream #13(Compute)"}},
               {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "Stream #14(Compute)"}},
               {"ph": "M", "pid": 7, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}}]
-    for k, (a, b) in enumerate(zip(step_us[::2], step_us[1::2])):
+    for k, (a, b) in enumerate(zip(step_us[::2], step_us[1::2], strict=False)):
         events.append({"ph": "X", "pid": 1, "tid": 9, "name": "train", "ts": a, "dur": b - a,
                        "args": {"step_num": str(k + 1)}})
         events.append({"ph": "X", "pid": 1, "tid": 9, "name": "host_batch", "ts": a, "dur": input_us})

@@ -23,7 +23,7 @@ def _write(root: Path, rel: str, obj) -> None:
 def _seeds(root: Path, label: str, accs, steps: int = 1500) -> None:
     """Finished runs of the row ``label`` (its settings ``[field=value]`` in each config.json)."""
     base, *settings = label.split(" [")
-    for k, acc in zip(convluna.SEEDS, accs):
+    for k, acc in zip(convluna.SEEDS, accs, strict=False):
         folder = f"{convluna.run_dir(label)}/seed{k}"
         _write(root, f"{folder}/result.json",
                result_record(variant=base, seed=k, task="listops", test_accuracy=acc, num_train_steps=steps))

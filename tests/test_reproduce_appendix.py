@@ -7,8 +7,8 @@ checks (every branch covered, words and code naming the same branches) cover the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -26,7 +26,7 @@ JITTER = [0.3, -0.2, 0.1, -0.3, 0.2, 0.0, -0.1, 0.25, -0.15, 0.05]
 
 def _row(root: Path, label: str, accs: list[float]) -> None:
     """Finished runs of ``label`` at this design (accuracies in percent)."""
-    for k, acc in zip(ca.SEEDS, accs):
+    for k, acc in zip(ca.SEEDS, accs, strict=False):
         folder = root / ca.run_dir(label) / f"seed{k}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "result.json").write_text(json.dumps(result_record(
@@ -35,7 +35,7 @@ def _row(root: Path, label: str, accs: list[float]) -> None:
 
 
 def _shift(points: float, jitter: float = 1.0) -> list[float]:
-    return [b + points + jitter * j for b, j in zip(BASE, JITTER)]
+    return [b + points + jitter * j for b, j in zip(BASE, JITTER, strict=False)]
 
 
 def _temperature(learned: float, fixed: float) -> Writer:

@@ -7,8 +7,8 @@ checks (every branch covered, words and code naming the same branches) cover the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -36,7 +36,7 @@ def _config(settings: dict) -> dict:
 def _row(root: Path, label: str, accs: list[float], losses: list[float] | None = None,
          settings: dict | None = None) -> None:
     """Finished runs of ``label`` at this design (accuracies in percent), with metrics for the secondary."""
-    for k, acc, loss in zip(cc.SEEDS, accs, losses or [1.5] * len(accs)):
+    for k, acc, loss in zip(cc.SEEDS, accs, losses or [1.5] * len(accs), strict=False):
         folder = root / cc.run_dir(label) / f"seed{k}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "result.json").write_text(json.dumps(result_record(
@@ -47,7 +47,7 @@ def _row(root: Path, label: str, accs: list[float], losses: list[float] | None =
 
 
 def _shift(points: float, jitter: float = 1.0) -> list[float]:
-    return [b + points + jitter * j for b, j in zip(BASE, JITTER)]
+    return [b + points + jitter * j for b, j in zip(BASE, JITTER, strict=False)]
 
 
 def _pair(winner: str, loser: str, gain: float) -> Writer:

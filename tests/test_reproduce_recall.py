@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -23,7 +23,7 @@ def _record(acc: dict[str, tuple[float, float, float]], **settings) -> Writer:
     """family -> its accuracy (0-1) at each of LENGTHS, the same on every seed but for a small jitter."""
     def write(root: Path) -> None:
         rows = [dict(family=f, n=n, seed=s, accuracy=a + 0.001 * s)
-                for f, accs in acc.items() for n, a in zip(cr.LENGTHS, accs) for s in cr.SEEDS]
+                for f, accs in acc.items() for n, a in zip(cr.LENGTHS, accs, strict=False) for s in cr.SEEDS]
         path = root / cr.RECORD
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"rows": rows, "steps": cr.STEPS, "width": cr.WIDTH, **settings}))
@@ -63,7 +63,7 @@ def test_a_record_of_another_budget_or_with_a_missing_cell_is_not_judged(tmp_pat
 
 def test_each_sequence_has_distinct_keys_and_its_query_answers_from_it():
     batch = cr._batch(np.random.default_rng(0), 32, 64)
-    for keys, values, query, target in zip(batch["keys"], batch["values"], batch["query"], batch["target"]):
+    for keys, values, query, target in zip(batch["keys"], batch["values"], batch["query"], batch["target"], strict=False):
         assert len(set(keys)) == 32
         (where,) = np.flatnonzero(keys == query)
         assert values[where] == target

@@ -9,15 +9,22 @@ reproduced) with the verdict the words promise; a claim the registry adds withou
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from lra.experiments import sweep
 from lra.reproduce import (
-    agglomerative, cheap_linear, cheap_linear_speedup, clustered, clustered_prop2, convluna, dispersed,
-    dispersed_formulas, registry,
+    agglomerative,
+    cheap_linear,
+    cheap_linear_speedup,
+    clustered,
+    clustered_prop2,
+    convluna,
+    dispersed,
+    dispersed_formulas,
+    registry,
 )
 from lra.reproduce.registry import HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, PARTLY, REPRODUCED
 from test_reproduce import _ablation_rows, _attribution_records, _masked_copy, _seeds, _write

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-
 from lra.defaults import make_config
 from lra.training.run_files import MetricsLog, WorkdirMismatchError, check_workdir, config_to_dict, export_records
 

@@ -18,11 +18,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
-from lra.training.run_errors import (EXIT_CORRUPT, EXIT_INVALID, EXIT_LOCKED, EXIT_STORAGE, NonFiniteLossError,
-                            RunStateError, StorageError, WorkdirLockedError, exit_code)
-from lra.training.run_files import MetricsLog, RunFileError, check_workdir, config_to_dict, result_problem
 from lra.train import train_and_evaluate
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.run_errors import (
+    EXIT_CORRUPT,
+    EXIT_INVALID,
+    EXIT_LOCKED,
+    EXIT_STORAGE,
+    NonFiniteLossError,
+    RunStateError,
+    StorageError,
+    WorkdirLockedError,
+    exit_code,
+)
+from lra.training.run_files import MetricsLog, RunFileError, check_workdir, config_to_dict, result_problem
 from lra.training.validation import ConfigError, validate_config
 from lra.training.workdir_lock import WorkdirLock
 from test_checkpoints import flip_bit
@@ -199,10 +208,8 @@ def test_sizes_that_cannot_work_are_refused_before_generating_data(tmp_path, ove
 # 7 -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("empty", ["basic_val.tsv", "basic_test.tsv"])
 def test_empty_split_is_an_error_naming_the_file(data_dir, tmp_path, empty):
-    from lra.data import DataError
+    from lra.data import DataError, load_task
     from lra.data.listops import HEADER, SPLIT_FILES
-
-    from lra.data import load_task
 
     load_task(smoke(data_dir))  # generates the smoke set (cached)
     generated = next((data_dir / "listops_generated").glob("*"))

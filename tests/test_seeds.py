@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -63,7 +62,7 @@ def assert_same_run(a: Path, b: Path) -> None:
     assert json.loads((a / "config.json").read_text()) == json.loads((b / "config.json").read_text())
     ra, rb = records(a), records(b)
     assert [(r["step"], r["split"]) for r in ra] == [(r["step"], r["split"]) for r in rb]
-    for x, y in zip(ra, rb):
+    for x, y in zip(ra, rb, strict=False):
         for key in ("loss", "accuracy", "learning_rate"):
             if key in x:
                 assert y[key] == pytest.approx(x[key], rel=RTOL, abs=1e-6), (x, y)

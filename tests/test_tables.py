@@ -68,7 +68,7 @@ def md_row(markdown: str, variant: str) -> list[str]:
 def assert_no_bold_is_beaten(markdown: str, variants: list[str]) -> None:
     """The bold rule's promise: no bold cell is lower than a plain cell shown in its column."""
     rows = [md_row(markdown, v) for v in variants]
-    for column in zip(*rows):
+    for column in zip(*rows, strict=False):
         shown = [(c.startswith("**"), float(c.replace("**", "").split()[0])) for c in column if c != "—"]
         plain = [x for bold, x in shown if not bold]
         for bold, x in shown:
@@ -86,7 +86,7 @@ def test_means_stds_bold_and_average(grid, tmp_path):
     means = {}
     for v in VARIANTS:
         row = md_row(md, v)
-        for t, text in zip(table["tasks"], row):
+        for t, text in zip(table["tasks"], row, strict=False):
             values = [100 * acc[v, t, s] for s in SEEDS]
             means[v, t] = np.mean(values)
             cell = next(c for c in table["cells"] if c["variant"] == v and c["task"] == t)
@@ -112,7 +112,7 @@ def test_friedman_holm_matches_scipy_and_statsmodels(grid, tmp_path):
     (table,) = make(root, tmp_path / "out")["tables"]
     raw = {(m, t): friedmanchisquare(*[[acc[f"{m}-{k}", t, s] for s in SEEDS] for k in (1, 16, 256)]).pvalue
            for m in ("Luna", "ConvLuna") for t in ("text", "listops")}
-    holm = dict(zip(raw, multipletests(list(raw.values()), method="holm")[1]))
+    holm = dict(zip(raw, multipletests(list(raw.values()), method="holm")[1], strict=False))
     got = {(r["model"], r["task"]): r for r in table["friedman"]}
     assert set(got) == set(raw)  # the Transformer has no memory sizes: not tested
     for key in raw:

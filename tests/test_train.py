@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from lra.defaults import make_config
-from lra.training.run_files import WorkdirMismatchError
 from lra.train import train_and_evaluate
+from lra.training.run_files import WorkdirMismatchError
 from lra.training.validation import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent

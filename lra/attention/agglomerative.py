@@ -41,8 +41,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lra.errors import InputError
-
 from lra.attention.base import (
     Attention,
     dense_heads,
@@ -51,6 +49,7 @@ from lra.attention.base import (
     split_chunks,
     zero_padding,
 )
+from lra.errors import InputError
 
 
 def class_averages(

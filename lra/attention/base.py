@@ -11,7 +11,8 @@ from them share softmax's parameter tree (weights trained with one evaluate with
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Mapping, Protocol, overload, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
 import flax.linen as nn
 import jax

@@ -88,8 +88,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lra.errors import InputError
-
 from lra.attention.base import (
     MASK_LOGIT,
     Attention,
@@ -99,6 +97,7 @@ from lra.attention.base import (
     project_qkv,
     zero_padding,
 )
+from lra.errors import InputError
 
 INITS = ("farthest", "first", "random")
 WORD_BITS = 32  # hash bits per packed word (uint32: no need for jax's x64 mode)

@@ -73,16 +73,17 @@ the backward pass is written by hand (``jax.custom_vjp``):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lra.errors import InputError
 from lra.attention.base import MASK_LOGIT, Attention, Dtype, project_out, project_qkv, zero_padding
+from lra.errors import InputError
 
 PAPER_WINDOW = 4  # Table 1 ("the window size is normalized at w = 4")
 PAPER_MAX_GAP = 180  # Algorithm 2's gap sequence [2, 3, ..., 180]
@@ -336,7 +337,7 @@ def _pattern_attention_bwd(key, residuals, dy_BxNxHxD):
         def scatter(accs, xs):
             start, ds_BxHxL, wd_BxHxL = xs
             new = []
-            for acc, w, x in zip(accs, (ds_BxHxL, wd_BxHxL), (q_DxBxHxL, dy_DxBxHxL)):
+            for acc, w, x in zip(accs, (ds_BxHxL, wd_BxHxL), (q_DxBxHxL, dy_DxBxHxL), strict=False):
                 window = jax.lax.dynamic_slice_in_dim(acc, start, t.chunk, axis=3)
                 new.append(jax.lax.dynamic_update_slice_in_dim(acc, window + w * x, start, axis=3))
             return tuple(new), None

@@ -71,17 +71,16 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lra.errors import InputError
-
 from lra.attention.base import (
     Attention,
     dense_heads,
-    project_out,
     per_chunk,
+    project_out,
     project_qkv,
     split_chunks,
     zero_padding,
 )
+from lra.errors import InputError
 
 GATE_SIDES = ("both", "key", "value")
 

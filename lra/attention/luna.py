@@ -92,8 +92,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lra.errors import InputError
 from lra.attention.base import Attention, Dtype, dense_heads, dot_product_attention, zero_padding
+from lra.errors import InputError
 
 FILTERS = ("none", "conv", "maxpool")
 WINDOWS = ("same", "valid")

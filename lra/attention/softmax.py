@@ -31,8 +31,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lra.errors import InputError
-
 from lra.attention.base import (
     Attention,
     dot_product_attention,
@@ -40,6 +38,7 @@ from lra.attention.base import (
     project_qkv,
     zero_padding,
 )
+from lra.errors import InputError
 
 IMPLEMENTATIONS = ("xla", "cudnn")
 CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)

@@ -9,7 +9,8 @@ computed), so a family added or changed later is grouped by what it builds, not 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -35,15 +35,15 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence, cast
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
 
 from lra import attention
-from lra.bench.attention_report import (FLAT_TIME_FACTOR, LINEAR_MEMORY_SLACK, SPEED_CHECK_LENGTH, checks,
-                                        markdown, plot)
+from lra.bench.attention_report import FLAT_TIME_FACTOR, LINEAR_MEMORY_SLACK, SPEED_CHECK_LENGTH, checks, markdown, plot
 from lra.bench.device_info import compiled_bytes, environment, memory_stats
 from lra.bench.projections import REFERENCES, Projections
 

@@ -149,7 +149,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
             mem = [(n, (ok[n].get("memory") or {}).get("total_bytes")) for n in ns]
             mem = [(n, b / 2**20) for n, b in mem if b]
             if mem:
-                ax_m.plot(*zip(*mem), markersize=5, **style)
+                ax_m.plot(*zip(*mem, strict=False), markersize=5, **style)
         missing = sorted((c for c in cases if c["family"] == family and c["status"] != "ok"), key=lambda c: c["n"])
         if not missing:
             continue
@@ -164,8 +164,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
                      if (c.get("memory") or {}).get("total_bytes")]
         if predicted:
             start = [(ns[-1], ok[ns[-1]]["memory"]["total_bytes"] / 2**20)] if ns and ok[ns[-1]].get("memory") else []
-            ax_m.plot(*zip(*(start + predicted)), color=style["color"], linestyle=":", marker=None)
-            ax_m.plot(*zip(*predicted), linestyle="none", marker=style["marker"], markersize=7,
+            ax_m.plot(*zip(*(start + predicted), strict=False), color=style["color"], linestyle=":", marker=None)
+            ax_m.plot(*zip(*predicted, strict=False), linestyle="none", marker=style["marker"], markersize=7,
                       markerfacecolor="white", markeredgecolor=style["color"])
             n, mib = predicted[-1]
             ax_m.annotate(f"{family} {_length_label(n)}: predicted, not run", (n, mib), xytext=(-8, 1),

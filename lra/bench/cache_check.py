@@ -14,7 +14,6 @@ quote results/bench/cache_check.json).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil

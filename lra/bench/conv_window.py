@@ -37,8 +37,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -133,8 +134,8 @@ def check_bits(names: list[str], shapes: tuple[tuple[int, ...], ...] = CHECK_SHA
             got = [np.asarray(a) for a in forward_backward(WAYS[name][0])(*args)]
             rows.append({"way": name, "shape": list(shape),
                          "identical": {part: bool(np.array_equal(w.view(np.uint32), g.view(np.uint32)))
-                                       for part, w, g in zip(("y", "dx", "dkernel"), want, got)},
-                         "max_abs_diff": max(float(np.max(np.abs(w - g))) for w, g in zip(want, got))})
+                                       for part, w, g in zip(("y", "dx", "dkernel"), want, got, strict=False)},
+                         "max_abs_diff": max(float(np.max(np.abs(w - g))) for w, g in zip(want, got, strict=False))})
     return rows
 
 
@@ -187,7 +188,7 @@ def time_layer(names: list[str], rounds: int, calls: int) -> dict[str, Any]:
     for name in names:
         steps[name], out = layer_step(WAYS[name][0])
         outputs[name] = [np.asarray(a) for a in jax.tree_util.tree_leaves(out)]
-    identical = {name: all(np.array_equal(a, b) for a, b in zip(outputs["toeplitz"], outputs[name]))
+    identical = {name: all(np.array_equal(a, b) for a, b in zip(outputs["toeplitz"], outputs[name], strict=False))
                  for name in names}
     wall: dict[str, list[float]] = {name: [] for name in names}
     ops: dict[str, list[float]] = {name: [] for name in names}
@@ -203,8 +204,8 @@ def time_layer(names: list[str], rounds: int, calls: int) -> dict[str, Any]:
             print(f"round {rnd + 1}/{rounds} {name}: wall {1e3 * wall[name][-1]:.1f} ms, "
                   f"ops at fastest {1e3 * ops[name][-1]:.1f} ms", flush=True)
     return {"layer_identical_to_toeplitz": identical, "wall_seconds": wall, "op_seconds": ops,
-            "wall_ratio": {n: [a / b for a, b in zip(wall["toeplitz"], wall[n])] for n in names},
-            "op_ratio": {n: [a / b for a, b in zip(ops["toeplitz"], ops[n])] for n in names}}
+            "wall_ratio": {n: [a / b for a, b in zip(wall["toeplitz"], wall[n], strict=False)] for n in names},
+            "op_ratio": {n: [a / b for a, b in zip(ops["toeplitz"], ops[n], strict=False)] for n in names}}
 
 
 def markdown(record: dict[str, Any]) -> str:

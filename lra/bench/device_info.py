@@ -8,7 +8,8 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 

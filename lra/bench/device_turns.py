@@ -19,8 +19,8 @@ import contextlib
 import fcntl
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ENV = "LRA_BENCH_TURNS"
 

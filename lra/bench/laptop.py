@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = ("configs/listops_convluna.py:cpu,mem=16,reference", "configs/listops_luna.py:cpu,mem=16,reference",
@@ -88,7 +89,6 @@ def _run_with_rusage(config: str, seeds: int, steps: int, variant: str, workdir:
 def step_cost(config_arg: str, seeds: int) -> dict[str, Any]:
     """XLA's FLOPs of the compiled train step at the config's longest batch shape, and a dense f32
     matmul's FLOP/s, both in this process (a child of the benchmark)."""
-    import jax
     import jax.numpy as jnp
 
     from lra.bench.steps import matmul_rate

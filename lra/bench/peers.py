@@ -41,9 +41,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 DEFAULT_LENGTHS = (1024, 4096, 16384)
 PEER_INSTALL = ("python -m venv /work/peers-venv --system-site-packages; "
@@ -327,7 +328,7 @@ def report(result: dict[str, Any]) -> str:
             b = [case_ms(run, n, peer_name) for run in runs]
             if all(x is None for x in a + b):
                 continue
-            ratios = [x / y if x is not None and y is not None else None for x, y in zip(a, b)]
+            ratios = [x / y if x is not None and y is not None else None for x, y in zip(a, b, strict=False)]
             spreads = " / ".join(x for x in (_spread(a), _spread(b)) if x) or ""
             lines.append(f"| {family} | {n} | {_fmt(a)} | {peer_label} | {_fmt(b)} | {_fmt(ratios, 2)} | {spreads} |")
     lines += ["", "Dispersed vs softmax (lra), per attention score (dispersed: the pattern's scores, "
@@ -341,8 +342,8 @@ def report(result: dict[str, Any]) -> str:
             continue
         ns_d = [1e6 * x / (s["batch"] * num_scores(n)) if x is not None else None for x in d]
         ns_s = [1e6 * x / (s["batch"] * n * n) if x is not None else None for x in sm]
-        per_score = [x / y if x is not None and y is not None else None for x, y in zip(ns_d, ns_s)]
-        per_token = [x / y if x is not None and y is not None else None for x, y in zip(d, sm)]
+        per_score = [x / y if x is not None and y is not None else None for x, y in zip(ns_d, ns_s, strict=False)]
+        per_token = [x / y if x is not None and y is not None else None for x, y in zip(d, sm, strict=False)]
         lines.append(f"| {n} | {_fmt(d)} | {_fmt(sm)} | {_fmt(ns_d)} | {_fmt(ns_s)} | {_fmt(per_score, 2)} "
                      f"| {_fmt(per_token, 2)} |")
     lines += ["", "Spread: (largest / smallest - 1) over the runs of that row. Raw calls: the .json beside "

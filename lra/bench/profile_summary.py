@@ -22,8 +22,9 @@ import collections
 import gzip
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 STEP, INPUT = "train", "host_batch"
 

@@ -31,8 +31,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +42,7 @@ import numpy as np
 from lra import attention
 from lra.bench import device_turns
 from lra.bench.device_info import compiled_bytes, environment, memory_stats
+
 
 def families() -> tuple[str, ...]:
     """Every registered family, in registration order: a family registered later is benchmarked too."""
@@ -277,7 +279,7 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
     if retry_errors:
         done = {k: r for k, r in done.items() if r.get("status") == "ok"}
     keys = [case_key(dataclasses.asdict(c)) for c in cases]
-    todo = [(c, k) for c, k in zip(cases, keys) if k not in done]
+    todo = [(c, k) for c, k in zip(cases, keys, strict=False) if k not in done]
     rows = {k: done[k] for k in keys if k in done}
     if rows:
         log(f"{len(rows)} of {len(cases)} cases already measured in {partial}; measuring the other {len(todo)}")
@@ -415,7 +417,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     families = list(dict.fromkeys(r["family"] for r in ok))
     colours = {f: plt.get_cmap("tab10")(i % 10) for i, f in enumerate(families)}  # one colour per family in every panel
     handles: dict[str, Any] = {}  # the legend lists every family, not only the last panel's
-    for ax, (dtype, seeds) in zip(axes[0], panels):
+    for ax, (dtype, seeds) in zip(axes[0], panels, strict=False):
         for family in families:
             rows = sorted((r for r in ok if (r["family"], r["dtype"], r["seeds"]) == (family, dtype, seeds)),
                           key=lambda r: r["length"])

@@ -23,12 +23,12 @@ layer) also reads the task defaults of ``lra.defaults`` (tests/test_layering.py)
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 import ml_collections
 
-from lra.errors import InputError
 from lra.data.types import DataError, Split, TaskData
+from lra.errors import InputError
 
 # name -> "module:function"
 _LOADERS: dict[str, str] = {

@@ -8,12 +8,12 @@ by bucket, so short sequences are not padded to the task's maximum.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from lra.errors import InputError
 from lra.data.types import Split
+from lra.errors import InputError
 
 Batch = dict[str, np.ndarray]
 

@@ -66,7 +66,7 @@ class Progress:
         elif self.done != self.printed:
             self._line(time.time())
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

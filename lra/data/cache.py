@@ -24,8 +24,9 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import ml_collections
 import numpy as np

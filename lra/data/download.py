@@ -39,19 +39,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from lra.errors import InputError
 from lra.data.archive_verify import verify
-from lra.data.archives import (ARCHIVES, BASE_ENV, CHUNK, TASK_ARCHIVE, Archive, DownloadError, Place,
-                               archive_url, missing_entries)
+from lra.data.archives import (
+    ARCHIVES,
+    BASE_ENV,
+    CHUNK,
+    TASK_ARCHIVE,
+    Archive,
+    DownloadError,
+    Place,
+    archive_url,
+    missing_entries,
+)
 from lra.data.byte_progress import Progress, format_bytes
 from lra.data.cache import log
 from lra.data.http_fetch import fetch
 from lra.data.paths import data_dir
 from lra.data.stale_extractions import EXTRACT_PREFIX, remove_stale_extractions
 from lra.data.tar_extract import BadArchive, check_places, extract, member_path
+from lra.errors import InputError
 
 __all__ = ["ARCHIVES", "BASE_ENV", "CHUNK", "DOWNLOADS", "TASK_ARCHIVE", "Archive", "BadArchive", "DownloadError",
            "EXTRACT_PREFIX", "Place", "Progress", "add_parser", "archive_url", "check_places", "download", "extract",

@@ -41,11 +41,11 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra.data import cache, tfds_reader
 from lra.data.bytes_tokenizer import TOKEN_DTYPE, VOCAB_SIZE
 from lra.data.paths import data_dir
 from lra.data.types import DataError, Split, TaskData
+from lra.errors import InputError
 
 NUM_CLASSES = 10
 SIDE = 32
@@ -159,7 +159,7 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
                                     ("bin", root / "cifar-10-batches-bin",
                                      ([f + ".bin" for f in TRAIN_FILES], [f + ".bin" for f in TEST_FILES]))):
             if folder.is_dir():
-                files = {s: [folder / n for n in ns] for s, ns in zip(("train", "test"), names)}
+                files = {s: [folder / n for n in ns] for s, ns in zip(("train", "test"), names, strict=False)}
                 for path in files["train"] + files["test"]:
                     if not path.is_file():
                         raise DataError(f"CIFAR-10 folder incomplete: {path} is missing\n  to fix: {fix}")

@@ -43,22 +43,35 @@ from here are re-exported.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra.data import cache
-from lra.data.listops_format import (END, GENERATED_SUBDIR, GENERATOR_VERSION, HEADER, MAX_ARGS, MAX_DEPTH,
-                                     NUM_CLASSES, OPERATOR_P, OPERATORS, READER_VERSION, RELEASE_MAX_LEN,
-                                     RELEASE_SUBDIR, SPLIT_FILES, VOCAB)
+from lra.data.listops_format import (
+    END,
+    GENERATED_SUBDIR,
+    GENERATOR_VERSION,
+    HEADER,
+    MAX_ARGS,
+    MAX_DEPTH,
+    NUM_CLASSES,
+    OPERATOR_P,
+    OPERATORS,
+    READER_VERSION,
+    RELEASE_MAX_LEN,
+    RELEASE_SUBDIR,
+    SPLIT_FILES,
+    VOCAB,
+)
 from lra.data.listops_gen import apply_operator, generate, sample_tree, to_string
 from lra.data.listops_reader import Allocator, read_split, tokenize
 from lra.data.listops_store import MANIFEST, check_generated, ensure_generated, generated_dir, say
 from lra.data.paths import data_dir, require_file
 from lra.data.types import DataError, TaskData
+from lra.errors import InputError
 
 __all__ = ["END", "GENERATED_SUBDIR", "GENERATOR_VERSION", "HEADER", "MANIFEST", "MAX_ARGS", "MAX_DEPTH",
            "NUM_CLASSES", "OPERATORS", "OPERATOR_P", "READER_VERSION", "RELEASE_MAX_LEN", "RELEASE_SUBDIR",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from lra.data.listops_format import END, MAX_ARGS, MAX_DEPTH, OPERATOR_P, OPERATORS
 from lra.data.types import DataError

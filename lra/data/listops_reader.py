@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -87,7 +87,7 @@ def _parse_chunk(raw: bytes, first_line: int, where: _Where) -> tuple[np.ndarray
         raise where.error(first_line + i, what)
 
     labels = np.empty(n, np.int32)
-    for i, (tab, end) in enumerate(zip(tabs.tolist(), newlines.tolist())):
+    for i, (tab, end) in enumerate(zip(tabs.tolist(), newlines.tolist(), strict=False)):
         try:
             labels[i] = int(text[tab + 1 : end])
         except ValueError:
@@ -99,7 +99,7 @@ def _parse_chunk(raw: bytes, first_line: int, where: _Where) -> tuple[np.ndarray
 
     # The Source fields back to back, one blank apart (4 more at the end for the look-ahead below).
     starts = np.concatenate([[0], newlines[:-1] + 1])
-    sources = [text[s:t] for s, t in zip(starts.tolist(), tabs.tolist())]
+    sources = [text[s:t] for s, t in zip(starts.tolist(), tabs.tolist(), strict=False)]
     flat = np.frombuffer(b" ".join(sources) + b"     ", np.uint8).copy()
     flat[flat == ord("\r")] = ord(" ")
     ends = np.cumsum(np.fromiter(map(len, sources), np.int64, n) + 1)  # end of each, blank included

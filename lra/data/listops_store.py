@@ -13,15 +13,15 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from lra.data.listops_format import GENERATED_SUBDIR, GENERATOR_VERSION, HEADER, SPLIT_FILES
 from lra.data.listops_gen import generate
-from lra.errors import InputError
 from lra.data.types import DataError
+from lra.errors import InputError
 
 
 def generated_dir(root: Path, min_len: int, max_len: int, counts: Sequence[int], seed: int) -> Path:
@@ -85,7 +85,7 @@ def check_generated(folder: Path, counts: Sequence[int]) -> None:
     except (OSError, ValueError, UnicodeDecodeError) as e:
         raise DataError(f"{manifest_path} is damaged ({e})\n  to fix: delete the folder {folder} (the next run "
                         f"generates the same set again)") from None
-    for file, want_rows in zip(SPLIT_FILES.values(), counts):
+    for file, want_rows in zip(SPLIT_FILES.values(), counts, strict=False):
         entry = manifest.get(file, {})
         rows, digest = _scan(folder / file, "sha256" in entry)
         problem = (f"holds {rows} examples, but the generated set promises {want_rows} (its folder name"
@@ -100,7 +100,7 @@ def check_generated(folder: Path, counts: Sequence[int]) -> None:
 def _write_set(folder: Path, min_len: int, max_len: int, counts: Sequence[int], seed: int) -> None:
     total, done, start = sum(counts), 0, time.time()
     stream = generate(min_len, max_len, seed)
-    for split_file, count in zip(SPLIT_FILES.values(), counts):
+    for split_file, count in zip(SPLIT_FILES.values(), counts, strict=False):
         with open(folder / split_file, "w", encoding="ascii", newline="\n") as f:
             f.write(HEADER + "\n")
             for _ in range(count):
@@ -110,7 +110,7 @@ def _write_set(folder: Path, min_len: int, max_len: int, counts: Sequence[int], 
                 if total >= 20_000 and done % (total // 10) == 0:
                     say(f"{done}/{total} ({time.time() - start:.0f}s)")
     manifest = {}
-    for split_file, count in zip(SPLIT_FILES.values(), counts):
+    for split_file, count in zip(SPLIT_FILES.values(), counts, strict=False):
         rows, digest = _scan(folder / split_file, True)
         manifest[split_file] = {"rows": rows, "sha256": digest}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

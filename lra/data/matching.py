@@ -27,10 +27,10 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra.data import bytes_tokenizer, cache
 from lra.data.paths import data_dir
 from lra.data.types import DataError, TaskData
+from lra.errors import InputError
 
 NUM_CLASSES = 2
 FILES = {"train": "new_aan_pairs.train.tsv", "validation": "new_aan_pairs.eval.tsv",

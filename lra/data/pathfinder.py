@@ -55,11 +55,11 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra.data import cache, pathfinder_gen, pathfinder_write
 from lra.data.bytes_tokenizer import TOKEN_DTYPE, VOCAB_SIZE
 from lra.data.paths import data_dir
 from lra.data.types import DataError, TaskData
+from lra.errors import InputError
 
 NUM_CLASSES = 2
 TASK_RESOLUTION = {"pathfinder": 32, "pathx": 128}

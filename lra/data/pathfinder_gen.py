@@ -101,7 +101,7 @@ import dataclasses
 import functools
 import math
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -238,7 +238,7 @@ def _coverage(points_Kx2: np.ndarray, directions_Kx2: np.ndarray, length: float,
     return inside.reshape(-1, n, antialias, n, antialias).mean(axis=(2, 4))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tables(side: int) -> _Tables:
     """The stamps and constants of ``GEOMETRIES[side]`` (computed once per process)."""
     geo = GEOMETRIES[side]
@@ -282,7 +282,7 @@ class _Path:
     paddles: list[tuple[np.ndarray, np.ndarray]]  # per paddle: (anchor (n,), key (n,))
     pending: np.ndarray  # (n, N) in-row indices of the newest paddle's NEAR pixels, not yet written
 
-    def take(self, rows: np.ndarray) -> "_Path":
+    def take(self, rows: np.ndarray) -> _Path:
         return _Path(self.pivot[rows], self.direction[rows], self.start[rows], self.end[rows],
                      [(a[rows], k[rows]) for a, k in self.paddles], self.pending[rows])
 

@@ -17,8 +17,8 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from lra.data.pathfinder_gen import GEOMETRIES, IMAGES_PER_FILE, SETTINGS, batch_seed, generate
 from lra.errors import InputError

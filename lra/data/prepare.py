@@ -14,16 +14,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra.data import cache, tfds_reader
 from lra.data.types import PAD_ID, DataError, TaskData
 from lra.defaults import apply_override, task_config
+from lra.errors import InputError
 
 # tasks whose missing data tensorflow-datasets can download: task -> tfds builder name
 _TFDS = {"text": "imdb_reviews/plain_text", "image": "cifar10"}
@@ -68,7 +68,7 @@ def expected_sizes(task: str, config: ml_collections.ConfigDict) -> dict[str, in
 
 def _row_ok(inputs: np.ndarray, length: np.ndarray, data: TaskData) -> bool:
     """Real tokens in 1..vocab_size-1 up to each document's length, padding after it."""
-    for row, n in zip(inputs.reshape(-1, data.max_len), np.atleast_1d(length)):
+    for row, n in zip(inputs.reshape(-1, data.max_len), np.atleast_1d(length), strict=False):
         real, pad = row[:n], row[n:]
         if (real == PAD_ID).any() or (real >= data.vocab_size).any() or (pad != PAD_ID).any():
             return False

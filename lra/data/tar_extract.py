@@ -15,8 +15,9 @@ import socket
 import tarfile
 import uuid
 import zlib
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import IO, BinaryIO, Callable, cast
+from typing import IO, BinaryIO, cast
 
 from lra.data.archive_verify import corrupt
 from lra.data.archives import CHUNK, Archive, DownloadError, Place, disk_full, missing_entries

@@ -27,10 +27,10 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra.data import bytes_tokenizer, cache, tfds_reader
 from lra.data.paths import data_dir
 from lra.data.types import DataError, Split, TaskData
+from lra.errors import InputError
 
 NUM_CLASSES = 2
 LABELS = ("neg", "pos")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from lra.data import tfrecord
 from lra.data.types import DataError

@@ -19,8 +19,9 @@ tens of seconds on CIFAR-10's 150 MB of PNGs.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any, Union
 
 import numpy as np
 

@@ -21,8 +21,8 @@ import dataclasses
 import json
 import os
 import statistics
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from lra.experiments.sweep import REPO, Run, expected_steps, run_config, run_fields, status
 

@@ -39,9 +39,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from lra.training.child_signals import ChildSignals
 from lra.training.cpu_speed import PIN_VARIABLE, child_environment
@@ -342,7 +343,7 @@ def run_fields(run: Run) -> dict[str, str]:
     return {**dict(run.variant.settings), **dict(run.overrides)}
 
 
-def run_config(run: Run) -> "ml_collections.ConfigDict":
+def run_config(run: Run) -> ml_collections.ConfigDict:
     """The config ``run``'s lra.train process trains (its file, options, settings and --set);
     a misspelt or mistyped field is a ValueError naming it."""
     from lra.defaults import apply_override, load_config_file
@@ -490,7 +491,7 @@ def exec_run(run: Run, total: int, out: Callable[[str], None] = print) -> int:
 def _write_run_record(run: Run) -> None:
     """Each seed's ``sweep_run.json``, replaced atomically (a private temporary name: two sweeps on
     one grid may write it at once), so the tables never read a torn one."""
-    for seed, workdir in zip(run.seeds or (run.seed,), run.seed_workdirs):
+    for seed, workdir in zip(run.seeds or (run.seed,), run.seed_workdirs, strict=False):
         workdir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(workdir / "sweep_run.json", run.record(seed))
 
@@ -657,7 +658,7 @@ def _accelerator() -> bool:
     return jax.default_backend() in ("gpu", "cuda", "rocm", "tpu")
 
 
-def make_parser(description: str = "") -> "argparse.ArgumentParser":
+def make_parser(description: str = "") -> argparse.ArgumentParser:
     """scripts/sweep.py's arguments: the selection (grid, preset, tasks, seeds, variants, root, --set,
     --group-seeds) and one mode (--list, --commands, --run, --index, --slurm)."""
     import argparse
@@ -695,7 +696,7 @@ def make_parser(description: str = "") -> "argparse.ArgumentParser":
     return p
 
 
-def select(args: "argparse.Namespace") -> tuple[list[Run], Path]:
+def select(args: argparse.Namespace) -> tuple[list[Run], Path]:
     """The runs and root the parsed arguments name (sets ``args.group`` and ``args.overrides``);
     ValueError for an unknown task, variant or a malformed --set."""
     args.group = args.group_seeds == "on" or (args.group_seeds == "auto" and (args.slurm is not None
@@ -710,7 +711,7 @@ def select(args: "argparse.Namespace") -> tuple[list[Run], Path]:
 SWEEP_SCRIPT = "scripts/sweep.py"
 
 
-def command_selection(command: str, cwd: Path | None = None) -> tuple[list[Run], "argparse.Namespace"] | None:
+def command_selection(command: str, cwd: Path | None = None) -> tuple[list[Run], argparse.Namespace] | None:
     """The runs a ``python scripts/sweep.py ...`` command line selects and its parsed arguments
     (None for any other command): how lra.reproduce plans its claims' commands. With ``cwd`` (where
     the command would run) the workdirs are under it."""

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _versions_json(python: str) -> str:
     if os.path.abspath(python) == os.path.abspath(sys.executable):  # not resolve(): a venv python is a symlink
         return json.dumps(versions(), sort_keys=True)
@@ -58,7 +58,7 @@ STEP_SOURCES = ("lra/model.py", "lra/defaults.py", "lra/attention", "lra/referen
 REPO = Path(__file__).resolve().parents[2]
 
 
-@lru_cache(maxsize=None)
+@cache
 def code_digest(root: Path = REPO) -> str:
     """SHA-256 over the step's sources (every .py under STEP_SOURCES, sorted by path)."""
     h = hashlib.sha256()

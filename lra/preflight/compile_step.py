@@ -19,9 +19,7 @@ RESULT, ERROR = "PREFLIGHT_RESULT ", "PREFLIGHT_ERROR "
 
 def load_config(path: str, options: str | None, overrides: dict[str, Any]) -> Any:
     """The config as ``lra.train --config path:options`` builds it, with ``overrides`` (dotted keys) set."""
-    from lra.defaults import load_config_file
-
-    from lra.defaults import existing_field
+    from lra.defaults import existing_field, load_config_file
 
     config = load_config_file(path).get_config(options or None)
     for key, value in overrides.items():

@@ -40,7 +40,7 @@ def sweep_summary(grid: str, preset: str, target_name: str, *, tasks=None, varia
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = list(pool.map(one, enumerate(distinct.items(), 1)))
     rows = []
-    for ((task, label), spec), r in zip(distinct.items(), results):
+    for ((task, label), spec), r in zip(distinct.items(), results, strict=False):
         spec = spec.replace(f"{REPO}/", "")  # the record names the config as the repository does
         st = r.get("step_time")
         ok = r.get("status") == "ok"

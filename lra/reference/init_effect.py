@@ -26,8 +26,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from lra.reports.curve_compare import compare_pair, train_losses
 from lra.training.run_files import MetricsLog
 

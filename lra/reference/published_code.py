@@ -26,8 +26,9 @@ import json
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -188,7 +189,7 @@ def weight_map(case: Case, config: Any) -> Mapping:
         out.update(_linear(ours + ("mlp", "Dense_1"), f"{theirs}.ffn.3"))
         attn = ours + ("attention",)
         projections = ("q", "k", "v") if case.family == "luna" else ("q", "k")  # ConvLuna: W^V = I
-        for letter, name in zip(projections, ("query", "key", "value")):
+        for letter, name in zip(projections, ("query", "key", "value"), strict=False):
             out.update(_linear(attn + (name,), f"{theirs}.attention.{letter}", heads, to_heads=True))
         out.update(_linear(attn + ("out",), f"{theirs}.attention.lin", heads))
         if case.family == "convluna":
@@ -256,8 +257,8 @@ def compare(case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0,
     import optax
     import torch
 
-    from lra.model import build_model
     from lra.defaults import load_config_file
+    from lra.model import build_model
 
     config = load_config_file(REPO_ROOT / "configs" / f"{case.config}.py").get_config("reference")
     if override is not None:

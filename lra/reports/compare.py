@@ -22,8 +22,9 @@ import itertools
 import math
 import sys
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def friedman_holm(rows: Mapping[str, Mapping[int, float]]) -> dict[str, Any]:
     adjusted = holm(raw)
     return {"seeds": seeds, "friedman_p": friedman,
             "pairs": [{"a": a, "b": b, "mean_difference": float(np.mean([rows[a][k] - rows[b][k] for k in seeds])),
-                       "t_p": p, "t_p_holm": float(q)} for (a, b), p, q in zip(pairs, raw, adjusted)]}
+                       "t_p": p, "t_p_holm": float(q)} for (a, b), p, q in zip(pairs, raw, adjusted, strict=False)]}
 
 
 def mean_std_line(name: str, values: Sequence[float]) -> str:

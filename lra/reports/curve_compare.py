@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     cols = min(3, len(rows))
     nrows = math.ceil(len(rows) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False, layout="constrained")
-    for ax, r in zip(axes.flat, rows):
+    for ax, r in zip(axes.flat, rows, strict=False):
         c = r["curves"]
         ax.plot(c["steps"], c["a"], label=a, color="tab:blue", linewidth=1.4)
         ax.plot(c["steps"], c["b"], label=b, color="tab:orange", linewidth=1.4, linestyle="--")

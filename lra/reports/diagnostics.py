@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import ml_collections
 import numpy as np
@@ -104,11 +105,11 @@ def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> di
     import jax
     import jax.numpy as jnp
 
-    from lra.training import memory_stats
-    from lra.training.checkpoints import Checkpoints
     from lra.data import load_task
     from lra.data.types import PAD_ID
     from lra.model import build_model
+    from lra.training import memory_stats
+    from lra.training.checkpoints import Checkpoints
 
     log(f"  loading {config.task} data and building the model")
     data = load_task(config)
@@ -137,7 +138,7 @@ def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> di
 
     stats: dict[str, float | None] = {f"initial/{k}": v for k, v in memory_stats.memory_summary(initial).items()}
     first: dict[str, float | None] = dict(stats)
-    for i, (memory, entropy) in enumerate(zip(memories, entropies)):
+    for i, (memory, entropy) in enumerate(zip(memories, entropies, strict=False)):
         stats.update({f"block{i}/{k}": v for k, v in memory_stats.batch_summary(memory).items()})
         stats[f"block{i}/packing_entropy"] = float(entropy)
         first.update({f"block{i}/{k}": v for k, v in memory_stats.memory_summary(memory[0]).items()})
@@ -313,7 +314,7 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
     absl_logging.set_verbosity(absl_logging.WARNING)
     runs, memories, records = [], {}, {}
     taken: set[str] = set()
-    for n, (workdir, config) in enumerate(zip(paths, configs), 1):
+    for n, (workdir, config) in enumerate(zip(paths, configs, strict=False), 1):
         name = _unique_name(run_name(config), config, taken)
         log(f"[{n}/{len(paths)}] {describe(config)} seed {config.seed}: {workdir}")
         probed = probe_run(workdir, config, log)

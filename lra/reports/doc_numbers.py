@@ -33,8 +33,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lra.reproduce.registry import VERDICTS as REPRODUCE_VERDICTS
 

@@ -16,7 +16,6 @@ whose best is a late blip within ``tolerance`` of earlier values is not).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ def flattening(val: dict[int, float], loss: dict[int, float], tolerance: float =
     steps = list(val)
     best_so_far = np.maximum.accumulate([val[s] for s in steps])
     final_best = best_so_far[-1]
-    flat_at = next(s for s, b in zip(steps, best_so_far) if final_best - b <= tolerance)
+    flat_at = next(s for s, b in zip(steps, best_so_far, strict=False) if final_best - b <= tolerance)
     best_step = steps[int(np.argmax([val[s] for s in steps]))]
     last = steps[-1]
     slope = None

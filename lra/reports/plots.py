@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], pat
     all_steps = sorted(set().union(*(s.keys() for by_seed in curves.values() for s in by_seed.values())))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.6), sharey=True,
                              squeeze=False, layout="constrained")
-    for ax, (panel_title, members) in zip(axes[0], panels):
+    for ax, (panel_title, members) in zip(axes[0], panels, strict=False):
         drawn = ([REFERENCE] if REFERENCE in curves and REFERENCE not in members else []) + members
         for slot, variant in enumerate(drawn):
             by_seed = curves[variant]
@@ -193,7 +194,7 @@ def memory_heatmaps(panels: Sequence[tuple[str, np.ndarray]], path: Path, title:
     paper's Figure 1, each with its own colorbar."""
     count = len(panels)
     fig, axes = plt.subplots(1, count, figsize=(4.3 * count, 4.4), squeeze=False)
-    for ax, (panel_title, memory) in zip(axes[0], panels):
+    for ax, (panel_title, memory) in zip(axes[0], panels, strict=False):
         _memory_image(ax, fig, memory)
         ax.set_title(panel_title, fontsize=9)
     fig.suptitle(title, fontsize=10)
@@ -223,13 +224,13 @@ def memory_curves(curves: Mapping[str, Mapping[str, Mapping[str, Mapping[int, fl
     style: dict[str, LineStyleType] = {
         m: ":" if m.startswith("initial") else _BLOCK_STYLES[blocks.index(m) % len(_BLOCK_STYLES)] for m in memories}
     flat = list(axes.flat)
-    for ax, (stat, stat_title) in zip(flat, stats_titles):
+    for ax, (stat, stat_title) in zip(flat, stats_titles, strict=False):
         drawn = False
         for r, run_curves in enumerate(curves.values()):
             for memory, by_stat in run_curves.items():
                 points = sorted((s, v) for s, v in by_stat.get(stat, {}).items() if v is not None)
                 if points:
-                    ax.plot(*zip(*points), color=colors(r % 10), linestyle=style[memory], marker=".", markersize=3)
+                    ax.plot(*zip(*points, strict=False), color=colors(r % 10), linestyle=style[memory], marker=".", markersize=3)
                     drawn = True
         ax.set_title(stat_title, fontsize=9)
         ax.set_xlabel("training step", fontsize=8)
@@ -280,7 +281,7 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
         ("mean_pairwise_cosine", "mean cosine between memory cells\n(1 = all cells point the same way)"),
         ("packing_entropy", "packing-attention entropy / log(tokens)\n(1 = uniform over the input)"),
     ]
-    for ax, (key, panel_title) in zip(axes, panels):
+    for ax, (key, panel_title) in zip(axes, panels, strict=False):
         for i, v in enumerate(variants):
             values = [float(r[key]) for r in by_variant[v] if r.get(key) is not None]
             if values:
@@ -308,7 +309,7 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
                  fontsize=9)
     if bottom is not None:  # there is a heatmap row
         heat_axes = bottom.subplots(1, len(heat), squeeze=False)[0]
-        for ax, (v, memory) in zip(heat_axes, heat):
+        for ax, (v, memory) in zip(heat_axes, heat, strict=False):
             _memory_image(ax, bottom, memory)
             ax.set_title(textwrap.fill(f"{v}: memory after the last block", 24), fontsize=8)
         bottom.suptitle("the last block's memory, first validation example (one run per variant)", fontsize=9)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def friedman(model: str, task: str, by_size: Mapping[int, Mapping[int, float]],
 def correct_holm(results: Sequence[FriedmanResult]) -> None:
     """Set ``p_holm`` of the tested results, correcting over all of them together."""
     tested = [r for r in results if r.tested]
-    for r, p in zip(tested, holm([r.p_value for r in tested])):
+    for r, p in zip(tested, holm([r.p_value for r in tested]), strict=False):
         r.p_holm = p
 
 
@@ -94,7 +94,7 @@ def friedman_test(samples: Sequence[Sequence[float]]) -> tuple[float, float] | N
     treatment), where the statistic is 0/0 (scipy returns NaN)."""
     from scipy.stats import friedmanchisquare
 
-    if all(len(set(block)) == 1 for block in zip(*samples)):
+    if all(len(set(block)) == 1 for block in zip(*samples, strict=False)):
         return None
     stat = friedmanchisquare(*samples)
     return float(stat.statistic), float(stat.pvalue)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from lra.reports import stats
 from lra.reports.table_runs import RunResult, Scale, column_name, family, task_order, variant_order

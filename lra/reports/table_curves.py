@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from lra.training.run_files import (MetricsLog, RunFileError)
 from lra.reports.table_build import Table
 from lra.reports.table_runs import RunResult, column_name, read_json_object, variant_order
-
+from lra.training.run_files import MetricsLog, RunFileError
 
 # NUM_CLASSES of each lra.data task module (tests check they agree): the chance line of the curves
 TASK_CLASSES = {"text": 2, "matching": 2, "listops": 10, "image": 10, "pathfinder": 2, "pathx": 2}

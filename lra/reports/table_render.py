@@ -10,7 +10,6 @@ from lra.reports import stats
 from lra.reports.table_build import Table
 from lra.reports.table_runs import column_name, family
 
-
 STD_NOTE = "sample std (ddof=1)"
 PM = r"$\pm$"
 

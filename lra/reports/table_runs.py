@@ -9,11 +9,11 @@ import functools
 import json
 import re
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from lra.training.run_files import (RESUMABLE_CHANGES, flatten_config, result_problem)
-
+from lra.training.run_files import RESUMABLE_CHANGES, flatten_config, result_problem
 
 TASK_COLUMNS = {"text": "Classification", "matching": "Matching", "listops": "ListOps", "image": "CIFAR-10",
                 "pathfinder": "Pathfinder", "pathx": "Path-X"}
@@ -220,7 +220,7 @@ def split_by_config(runs: Sequence[RunResult]) -> list[RunResult]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def default_steps(task: str, preset: str) -> int | None:
     """``num_train_steps`` of ``task`` under ``preset`` (None for an unknown task or preset)."""
     from lra.defaults import make_config

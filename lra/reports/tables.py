@@ -49,15 +49,47 @@ import math
 from pathlib import Path
 from typing import Any
 
-from lra.training.run_files import (write_text_atomic)
 from lra.reports.table_build import Table, build_table, friedman_tests
-from lra.reports.table_curves import (OVERRIDE_WORDS, TASK_CLASSES, curve_baselines, curve_title, listops_baseline,
-                                      validation_curves)
-from lra.reports.table_render import (PM, STD_NOTE, caption, friedman_caption, friedman_grid, friedman_latex,
-                                      friedman_markdown, latex_table, markdown_table)
-from lra.reports.table_runs import (FAMILY_ORDER, IGNORED_OVERRIDES, POOL_IGNORED, RESULT_KEYS, TASK_COLUMNS, RunResult,
-                                    Scale, column_name, default_steps, family, group_by_scale, load_results,
-                                    read_json_object, run_config, scale_of, split_by_config, task_order, variant_order)
+from lra.reports.table_curves import (
+    OVERRIDE_WORDS,
+    TASK_CLASSES,
+    curve_baselines,
+    curve_title,
+    listops_baseline,
+    validation_curves,
+)
+from lra.reports.table_render import (
+    PM,
+    STD_NOTE,
+    caption,
+    friedman_caption,
+    friedman_grid,
+    friedman_latex,
+    friedman_markdown,
+    latex_table,
+    markdown_table,
+)
+from lra.reports.table_runs import (
+    FAMILY_ORDER,
+    IGNORED_OVERRIDES,
+    POOL_IGNORED,
+    RESULT_KEYS,
+    TASK_COLUMNS,
+    RunResult,
+    Scale,
+    column_name,
+    default_steps,
+    family,
+    group_by_scale,
+    load_results,
+    read_json_object,
+    run_config,
+    scale_of,
+    split_by_config,
+    task_order,
+    variant_order,
+)
+from lra.training.run_files import write_text_atomic
 
 __all__ = ["BAND_NOTE", "FAMILY_ORDER", "IGNORED_OVERRIDES", "OVERRIDE_WORDS", "PM", "POOL_IGNORED", "RESULT_KEYS",
            "STD_NOTE", "TASK_CLASSES", "TASK_COLUMNS", "RunResult", "Scale", "Table", "build_table", "caption",

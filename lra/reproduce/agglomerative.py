@@ -25,7 +25,14 @@ from typing import Any
 
 from lra.reproduce import evidence
 from lra.reproduce.registry import (
-    INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    INCOMPLETE,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    Claim,
+    Outcome,
+    Paper,
+    not_testable,
 )
 
 RECORD = "results/reproductions/agglomerative/fig1_timing.json"

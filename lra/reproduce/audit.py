@@ -32,8 +32,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 PRE_REGISTERED = "pre-registered"
 EXPLORATORY = "exploratory"

@@ -26,7 +26,15 @@ from typing import Any
 
 from lra.reproduce import cheap_linear_recall, cheap_linear_speedup, evidence
 from lra.reproduce.registry import (
-    CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    CONSTRUCTION,
+    INCOMPLETE,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    Claim,
+    Outcome,
+    Paper,
+    not_testable,
 )
 
 RECORD = "results/reproductions/cheap_linear/table1.json"

@@ -15,7 +15,15 @@ from pathlib import Path
 
 from lra.reproduce import clustered_prop2, evidence
 from lra.reproduce.registry import (
-    CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    CONSTRUCTION,
+    INCOMPLETE,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    Claim,
+    Outcome,
+    Paper,
+    not_testable,
 )
 
 LENGTHS = (31, 63, 127)

@@ -13,12 +13,19 @@ Transformer numbers from the LRA paper, not from the published ConvLuna code).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from lra.reproduce import evidence
 from lra.reproduce.registry import (
-    INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    INCOMPLETE,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    Claim,
+    Outcome,
+    Paper,
+    not_testable,
 )
 
 SEEDS = (0, 1, 2, 3, 4)

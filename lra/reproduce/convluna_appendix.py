@@ -53,8 +53,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lra.reproduce import convluna_confirm as confirm
 from lra.reproduce import evidence

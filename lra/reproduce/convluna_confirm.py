@@ -42,8 +42,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from lra.reproduce import evidence
 from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome

@@ -20,7 +20,15 @@ from typing import Any
 
 from lra.reproduce import dispersed_formulas, evidence
 from lra.reproduce.registry import (
-    CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome, Paper, not_testable,
+    CONSTRUCTION,
+    INCOMPLETE,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    Claim,
+    Outcome,
+    Paper,
+    not_testable,
 )
 
 RECORD = "results/reproductions/dispersed/table1_counts.json"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from lra.reports.stats import friedman_p, holm  # noqa: F401  (the judges' statistics: one module for the suite)
 

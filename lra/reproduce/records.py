@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def write_record(path: Path, record: dict[str, Any], command: str | None = None) -> None:

@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from lra.training.run_errors import Interrupted
 
@@ -75,7 +76,7 @@ class ChildSignals:
         self.signum, self.interrupted = None, []
 
     @contextlib.contextmanager
-    def forwarding(self) -> Iterator["ChildSignals"]:
+    def forwarding(self) -> Iterator[ChildSignals]:
         """SIGINT/SIGTERM handled by :meth:`forward` inside the block (the main thread only), restored after."""
         previous = {sig: signal.signal(sig, self.forward) for sig in SIGNALS}
         try:

@@ -41,9 +41,9 @@ import importlib.metadata
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 from lra.errors import InputError
 

@@ -31,19 +31,26 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from lra.errors import InputError
 from lra.data import TaskData, load_task
 from lra.data.batching import TrainBatches, seed_batch
-from lra.training.memory_stats import log_memory_stats
+from lra.errors import InputError
 from lra.model import build_model
 from lra.training import cpu_speed, distributed, resume
 from lra.training.checkpoints import Checkpoints
 from lra.training.memory_estimate import check_before_data, check_fits
+from lra.training.memory_stats import log_memory_stats
 from lra.training.profiling import ProfileWindow
 from lra.training.progress import Progress
 from lra.training.run_errors import Interrupted, NonFiniteLossError, RunStateError, StorageError
-from lra.training.run_files import (MetricsLog, append_session, config_to_dict, git_commit, read_sessions,
-                                    remove_run, write_json_atomic)
+from lra.training.run_files import (
+    MetricsLog,
+    append_session,
+    config_to_dict,
+    git_commit,
+    read_sessions,
+    remove_run,
+    write_json_atomic,
+)
 from lra.training.schedules import make_optimizer
 from lra.training.seeds import run_seeds, seed_command, seed_config, seed_workdirs, stack, take
 from lra.training.steps import evaluate_split, make_init, make_steps
@@ -110,7 +117,7 @@ def open_workdir(workdir: Path, primary: bool) -> WorkdirLock | None:
     return WorkdirLock(workdir).acquire()
 
 
-def remove_previous_runs(runs: list["SeedRun"]) -> None:
+def remove_previous_runs(runs: list[SeedRun]) -> None:
     """--start_over: delete every seed's previous run. Called once every seed's lock is held, so a
     seed held by another process refuses the command before any seed's run is deleted (D1)."""
     for run in runs:
@@ -119,7 +126,7 @@ def remove_previous_runs(runs: list["SeedRun"]) -> None:
             print(f"--start_over: removed {', '.join(removed)} from {run.workdir}", file=sys.stderr, flush=True)
 
 
-def inherit_bucket_order(run: "SeedRun") -> None:
+def inherit_bucket_order(run: SeedRun) -> None:
     """A seed of a length-bucketed bundle, resumed alone (``scripts/sweep.py --group-seeds off``, a
     rerun of one seed): its config.json records the bundle's shared bucket order
     (``data.bucket_order_seed``), which this command leaves at -1 (the run's own seed). Take the
@@ -169,7 +176,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
             window = ProfileWindow.parse(profile, workdirs[0] / "profile")
             window.check(config)
         data, model, param_shapes = prepare(config, workdirs)
-        for index, (seed, path) in enumerate(zip(seeds, workdirs)):  # every lock first: then change anything
+        for index, (seed, path) in enumerate(zip(seeds, workdirs, strict=False)):  # every lock first: then change anything
             lock = open_workdir(path, primary)
             runs.append(SeedRun(index, seed_config(config, seed), path, Checkpoints(path), lock,
                                 label=f"seed {seed}: " if len(seeds) > 1 else ""))
@@ -438,7 +445,7 @@ class Trainer:
         self.pending.clear()
         for run in self._active():
             i = run.index
-            for step, m in zip(steps, fetched):
+            for step, m in zip(steps, fetched, strict=False):
                 if not np.isfinite(m["loss"][i]):
                     self._stop_seed(run, f"training loss became {m['loss'][i]} at step {step}")
                     break

@@ -133,7 +133,7 @@ def collect(probe: Any, params: Any, inputs: jax.Array) -> dict[str, float | Non
     out: dict[str, float | None] = {}
     initial = np.asarray(jax.device_get(params["encoder"]["memory"]))
     out.update({f"initial/{k}": v for k, v in memory_summary(initial).items()})
-    for i, (memory, entropy) in enumerate(zip(memories, entropies)):
+    for i, (memory, entropy) in enumerate(zip(memories, entropies, strict=False)):
         out.update({f"block{i}/{k}": v for k, v in batch_summary(memory).items()})
         out[f"block{i}/packing_entropy"] = float(entropy)
     return out

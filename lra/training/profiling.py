@@ -30,7 +30,7 @@ class ProfileWindow:
     active: bool = False
 
     @classmethod
-    def parse(cls, spec: str, folder: Path) -> "ProfileWindow":
+    def parse(cls, spec: str, folder: Path) -> ProfileWindow:
         start, sep, count = spec.partition(":")
         try:
             window = cls(int(start), int(count), folder)

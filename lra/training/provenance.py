@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime
 import shlex
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _start: dict[str, str] | None = None
 

@@ -17,8 +17,15 @@ import ml_collections
 
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
 from lra.training.run_errors import RunStateError
-from lra.training.run_files import (WorkdirMismatchError, check_workdir, config_differences, config_digest,
-                                    describe_differences, result_problem, run_traces)
+from lra.training.run_files import (
+    WorkdirMismatchError,
+    check_workdir,
+    config_differences,
+    config_digest,
+    describe_differences,
+    result_problem,
+    run_traces,
+)
 
 START_OVER = ("use a new --workdir, or pass --start_over to delete this run's config, metrics, "
               "checkpoints and result and train from step 0")

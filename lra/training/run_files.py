@@ -15,8 +15,9 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import ml_collections
 

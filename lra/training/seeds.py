@@ -9,8 +9,9 @@ writes exactly the files that command writes, in its own workdir.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp

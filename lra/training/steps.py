@@ -11,7 +11,8 @@ Randomness is a pure function of (seed, step): dropout and the attention key of 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -134,4 +135,4 @@ def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]]) -> list[dict[str,
         return []
     count = np.maximum(totals["count"], 1.0)
     return [{"accuracy": float(c / n), "loss": float(l / n)}
-            for c, l, n in zip(totals["correct"], totals["loss_sum"], count)]
+            for c, l, n in zip(totals["correct"], totals["loss_sum"], count, strict=False)]

@@ -26,7 +26,7 @@ class StopSignals:
         self.training = False
         self._old: dict[int, Any] = {}
 
-    def install(self) -> "StopSignals":
+    def install(self) -> StopSignals:
         self._old = {s: signal.signal(s, self) for s in SIGNALS}
         return self
 

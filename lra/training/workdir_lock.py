@@ -24,7 +24,7 @@ class WorkdirLock:
         self.flag = flag  # the option that names this folder in the refusing command's own terms
         self._fd: int | None = None
 
-    def acquire(self) -> "WorkdirLock":
+    def acquire(self) -> WorkdirLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
@@ -52,7 +52,7 @@ class WorkdirLock:
             os.close(self._fd)  # closing the descriptor drops the lock
             self._fd = None
 
-    def __enter__(self) -> "WorkdirLock":
+    def __enter__(self) -> WorkdirLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
