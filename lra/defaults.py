@@ -38,23 +38,71 @@ OPTION_ALIASES = {
 
 # Table 2 (paper scale). Heads 4, hidden 128, QKV 128, MLP 512, GELU, learnable absolute positions.
 _TABLE2: dict[str, dict[str, Any]] = {
-    "listops": dict(max_len=2000, batch_size=32, num_train_steps=50_000, learning_rate=0.005,
-                    weight_decay=0.01, warmup_steps=1000, num_layers=6, dropout_rate=0.1),
-    "text": dict(max_len=4000, batch_size=32, num_train_steps=25_000, learning_rate=0.005,
-                 weight_decay=0.01, warmup_steps=8000, num_layers=4, dropout_rate=0.1),
-    "matching": dict(max_len=4000, batch_size=32, num_train_steps=30_000, learning_rate=0.015,
-                     weight_decay=0.04, warmup_steps=8000, num_layers=4, dropout_rate=0.1),
-    "image": dict(max_len=1024, batch_size=64, num_train_steps=30_000, learning_rate=0.01,
-                  weight_decay=0.01, warmup_steps=700, num_layers=8, dropout_rate=0.0),
+    "listops": dict(
+        max_len=2000,
+        batch_size=32,
+        num_train_steps=50_000,
+        learning_rate=0.005,
+        weight_decay=0.01,
+        warmup_steps=1000,
+        num_layers=6,
+        dropout_rate=0.1,
+    ),
+    "text": dict(
+        max_len=4000,
+        batch_size=32,
+        num_train_steps=25_000,
+        learning_rate=0.005,
+        weight_decay=0.01,
+        warmup_steps=8000,
+        num_layers=4,
+        dropout_rate=0.1,
+    ),
+    "matching": dict(
+        max_len=4000,
+        batch_size=32,
+        num_train_steps=30_000,
+        learning_rate=0.015,
+        weight_decay=0.04,
+        warmup_steps=8000,
+        num_layers=4,
+        dropout_rate=0.1,
+    ),
+    "image": dict(
+        max_len=1024,
+        batch_size=64,
+        num_train_steps=30_000,
+        learning_rate=0.01,
+        weight_decay=0.01,
+        warmup_steps=700,
+        num_layers=8,
+        dropout_rate=0.0,
+    ),
     # Not in Table 2: LRA's Transformer settings (lra_benchmarks/image/configs/pathfinder32/
     # {base_pathfinder32_config,transformer_base}.py and pathfinder128/...): 200 epochs of 160k
     # images, warmup one epoch, peak learning rate 0.001, no weight decay. Our schedule
     # (lra/training/schedules.py) decays as 1/sqrt(step) where LRA's decays by a cosine: the same warmup and
     # peak, base_lr = 0.001 * sqrt(warmup). The rest of their config: _pathfinder_task below.
-    "pathfinder": dict(max_len=1024, batch_size=512, num_train_steps=62_400, learning_rate=0.001 * 312**0.5,
-                       weight_decay=0.0, warmup_steps=312, num_layers=1, dropout_rate=0.2),
-    "pathx": dict(max_len=16_384, batch_size=64, num_train_steps=500_000, learning_rate=0.001 * 2500**0.5,
-                  weight_decay=0.0, warmup_steps=2500, num_layers=1, dropout_rate=0.1),
+    "pathfinder": dict(
+        max_len=1024,
+        batch_size=512,
+        num_train_steps=62_400,
+        learning_rate=0.001 * 312**0.5,
+        weight_decay=0.0,
+        warmup_steps=312,
+        num_layers=1,
+        dropout_rate=0.2,
+    ),
+    "pathx": dict(
+        max_len=16_384,
+        batch_size=64,
+        num_train_steps=500_000,
+        learning_rate=0.001 * 2500**0.5,
+        weight_decay=0.0,
+        warmup_steps=2500,
+        num_layers=1,
+        dropout_rate=0.1,
+    ),
 }
 
 
@@ -163,8 +211,14 @@ def _pathfinder_task(c: ml_collections.ConfigDict) -> None:
     c.data.pathfinder_resolution = 128 if pathx else 32  # lra/data/pathfinder.py
     c.data.pathfinder_setting = "curv_contour_length_14"  # LRA's "hard" split, the one it reports
     c.data.pathfinder_images = 200_000  # generated when the release is absent (data.source "auto")
-    c.model.update(num_heads=2 if pathx else 4, emb_dim=32 if pathx else 128, qkv_dim=16 if pathx else 64,
-                   mlp_dim=32 if pathx else 128, attention_dropout_rate=0.1, pooling="mean")
+    c.model.update(
+        num_heads=2 if pathx else 4,
+        emb_dim=32 if pathx else 128,
+        qkv_dim=16 if pathx else 64,
+        mlp_dim=32 if pathx else 128,
+        attention_dropout_rate=0.1,
+        pooling="mean",
+    )
     c.eval_every = c.checkpoint_every = 2500 if pathx else 312  # 160,000 // batch_size: one epoch
     c.grad_clip_norm = 1.0 if pathx else 0.0
 
@@ -223,25 +277,47 @@ def _apply_preset(c: ml_collections.ConfigDict, preset: str) -> None:
         return
     if preset == "smoke":  # seconds: a tiny model on tiny data, for tests
         c.model.update(num_layers=1, num_heads=2, emb_dim=32, qkv_dim=32, mlp_dim=64)
-        c.update(batch_size=8, eval_batch_size=8, num_train_steps=6, warmup_steps=2,
-                 eval_every=3, checkpoint_every=3, log_every=1)
-        c.data.update(max_len=64, min_len=8, num_train=160, num_val=32, num_test=32,
-                      buckets=(), source="generated")
+        c.update(
+            batch_size=8,
+            eval_batch_size=8,
+            num_train_steps=6,
+            warmup_steps=2,
+            eval_every=3,
+            checkpoint_every=3,
+            log_every=1,
+        )
+        c.data.update(max_len=64, min_len=8, num_train=160, num_val=32, num_test=32, buckets=(), source="generated")
         c.model.max_len = 64
         if c.task == "image":
             c.data.image_downsample = 4  # 8 x 8 pixels
         if c.task in PATHFINDER_TASKS:  # 16 x 16 generated images, the shortest contours
-            c.data.update(max_len=256, pathfinder_resolution=16, pathfinder_setting="curv_baseline",
-                          pathfinder_images=64)
+            c.data.update(
+                max_len=256, pathfinder_resolution=16, pathfinder_setting="curv_baseline", pathfinder_images=64
+            )
             c.model.max_len = 256
         return
     if preset == "cpu":  # minutes on a 2-core CPU: shorter sequences, bucketed, a small model
         c.model.update(num_layers=2, num_heads=4, emb_dim=64, qkv_dim=64, mlp_dim=128)
-        c.update(batch_size=32, eval_batch_size=64, num_train_steps=1500, warmup_steps=1000,
-                 learning_rate=0.05, eval_every=250, checkpoint_every=250, log_every=50)
+        c.update(
+            batch_size=32,
+            eval_batch_size=64,
+            num_train_steps=1500,
+            warmup_steps=1000,
+            learning_rate=0.05,
+            eval_every=250,
+            checkpoint_every=250,
+            log_every=50,
+        )
         if c.task == "listops":
-            c.data.update(max_len=256, min_len=32, num_train=20_000, num_val=1_000,
-                          num_test=1_000, buckets=(64, 128, 256), source="generated")
+            c.data.update(
+                max_len=256,
+                min_len=32,
+                num_train=20_000,
+                num_val=1_000,
+                num_test=1_000,
+                buckets=(64, 128, 256),
+                source="generated",
+            )
             c.model.max_len = 256
         elif c.task in ("text", "matching"):
             c.data.update(max_len=512, buckets=(128, 256, 512))
@@ -250,8 +326,9 @@ def _apply_preset(c: ml_collections.ConfigDict, preset: str) -> None:
             c.data.update(max_len=256, image_downsample=2)  # 16 x 16 pixels
             c.model.max_len = 256
         elif c.task in PATHFINDER_TASKS:  # 16 x 16 generated images (both tasks), the shortest contours
-            c.data.update(max_len=256, pathfinder_resolution=16, pathfinder_setting="curv_baseline",
-                          pathfinder_images=20_000)
+            c.data.update(
+                max_len=256, pathfinder_resolution=16, pathfinder_setting="curv_baseline", pathfinder_images=20_000
+            )
             c.model.update(max_len=256, num_layers=1)  # one layer, as LRA's Pathfinder models: 15 minutes
         return
     raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
@@ -292,9 +369,10 @@ def existing_field(config: ml_collections.ConfigDict, dotted: str) -> ml_collect
             where = ".".join(parts[:depth]) or "config"
             names = list(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
             close = difflib.get_close_matches(part, names, n=3, cutoff=0.5)
-            raise InputError(f"{dotted}: {where} has no field {part!r}"
-                             + (f"; did you mean {', '.join('.'.join([*parts[:depth], c]) for c in close)}?" if close
-                                else ""))
+            raise InputError(
+                f"{dotted}: {where} has no field {part!r}"
+                + (f"; did you mean {', '.join('.'.join([*parts[:depth], c]) for c in close)}?" if close else "")
+            )
         if depth < len(parts) - 1:
             node = node[part]
     return node
@@ -313,7 +391,9 @@ def _cast_like(old: Any, text: str, name: str) -> Any:
         if isinstance(old, float):
             return float(text)
     except ValueError:
-        raise InputError(f"{name} must be {'an integer' if isinstance(old, int) else 'a number'}, got {text!r}") from None
+        raise InputError(
+            f"{name} must be {'an integer' if isinstance(old, int) else 'a number'}, got {text!r}"
+        ) from None
     if isinstance(old, tuple):
         return tuple(parse_value(t.strip()) for t in text.split(",") if t.strip())
     if old is None:
@@ -325,11 +405,7 @@ def _field_defaults(attention: str) -> dict[str, Any]:
     from lra import attention as registry  # local: keeps config loading light until needed
 
     cls = registry.get(attention)
-    return {
-        f.name: f.default
-        for f in dataclasses.fields(cls)
-        if f.default is not dataclasses.MISSING
-    }
+    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
 
 def parse_option(attention: str, token: str) -> tuple[str, Any]:

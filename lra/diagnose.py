@@ -29,15 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
         "memory",
         help="memory degradation of Luna / ConvLuna runs (the ConvLuna paper's Figure 1)",
         description="Memory degradation of memory-family runs (luna, convluna) at their best checkpoints, on "
-                    "the first eval_batch_size validation examples: heatmaps of the learned initial memory "
-                    "and each block's memory (memory_<run>.png), the statistics of lra.training.memory_stats "
-                    "(memory_stats.md, memory_stats.json), memory_degradation.png, and memory_curves.png "
-                    "when the runs logged memory statistics during training.",
+        "the first eval_batch_size validation examples: heatmaps of the learned initial memory "
+        "and each block's memory (memory_<run>.png), the statistics of lra.training.memory_stats "
+        "(memory_stats.md, memory_stats.json), memory_degradation.png, and memory_curves.png "
+        "when the runs logged memory statistics during training.",
     )
-    memory.add_argument("--workdir", nargs="+", required=True, metavar="RUN",
-                        help="run directories written by lra.train (memory families only)")
-    memory.add_argument("--out", metavar="DIR", default=None,
-                        help="output folder (default: <first RUN>/diagnostics)")
+    memory.add_argument(
+        "--workdir",
+        nargs="+",
+        required=True,
+        metavar="RUN",
+        help="run directories written by lra.train (memory families only)",
+    )
+    memory.add_argument("--out", metavar="DIR", default=None, help="output folder (default: <first RUN>/diagnostics)")
     return parser
 
 
@@ -47,8 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from lra.training.provenance import mark_start
 
     mark_start()
-    command = shlex.join(["python", "-m", "lra.diagnose", "memory", "--workdir", *args.workdir]
-                         + (["--out", args.out] if args.out else []))
+    command = shlex.join(
+        ["python", "-m", "lra.diagnose", "memory", "--workdir", *args.workdir]
+        + (["--out", args.out] if args.out else [])
+    )
     from lra.evaluate import error_line
 
     try:

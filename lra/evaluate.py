@@ -41,8 +41,10 @@ def error_line(error: BaseException) -> tuple[int, str]:
         return EXIT_INVALID, f"error: {error}"
     code, line = exit_code(error), f"error: {describe(error)}"
     if isinstance(error, CorruptCheckpointError):
-        line += (". Nothing was changed; a best checkpoint cannot be rebuilt: restore it from a copy, or retrain "
-                 "the run (its lra.train command with --start_over)")
+        line += (
+            ". Nothing was changed; a best checkpoint cannot be rebuilt: restore it from a copy, or retrain "
+            "the run (its lra.train command with --start_over)"
+        )
     return code, line
 
 
@@ -90,8 +92,12 @@ def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, 
     )
 
 
-def evaluation_config(workdir: Path, config: ml_collections.ConfigDict, attention: str | None = None,
-                      options: dict[str, Any] | None = None) -> ml_collections.ConfigDict:
+def evaluation_config(
+    workdir: Path,
+    config: ml_collections.ConfigDict,
+    attention: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> ml_collections.ConfigDict:
     """``config`` with ``attention``/``options`` swapped in, checked (the parameter trees, the config)
     before any data is read: ValueError naming what is wrong. A caller with several evaluations checks
     them all first (scripts/swap_eval.py)."""
@@ -120,7 +126,9 @@ def evaluate_run(
     model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
     mesh = distributed.data_mesh()
     sample = jax.numpy.zeros((1,) + data.train.inputs.shape[1:], jax.numpy.int32)
-    params = jax.jit(lambda: model.init(jax.random.key(0), sample)["params"], out_shardings=distributed.replicated(mesh))()
+    params = jax.jit(
+        lambda: model.init(jax.random.key(0), sample)["params"], out_shardings=distributed.replicated(mesh)
+    )()
 
     checkpoints = Checkpoints(workdir)
     try:
@@ -161,9 +169,11 @@ def main(argv: list[str]) -> None:
     except (ValueError, RuntimeError, OSError) as e:  # a damaged checkpoint, data, a wrong option, a full disk
         fail(e)
     kwargs = ",".join(f"{k}={v}" for k, v in result["attention_kwargs"].items())
-    print(f"{result['split']} accuracy {result['accuracy']:.4f} (loss {result['loss']:.4f}) of the step-"
-          f"{result['step']} checkpoint trained with {result['trained_with']}, evaluated with "
-          f"{result['attention']}{'(' + kwargs + ')' if kwargs else ''}")
+    print(
+        f"{result['split']} accuracy {result['accuracy']:.4f} (loss {result['loss']:.4f}) of the step-"
+        f"{result['step']} checkpoint trained with {result['trained_with']}, evaluated with "
+        f"{result['attention']}{'(' + kwargs + ')' if kwargs else ''}"
+    )
 
 
 # (flag, one-line description): defined for absl and printed by --help, which must work without a run

@@ -27,8 +27,7 @@ def family_config(task: str, name: str, arg: str | None = None) -> ml_collection
     options, flags, ``reference``: ``lra.defaults.make_config``), from the family's registration."""
     family = attention.family(name)
     kwargs, model = family.task_settings(task)
-    return make_config(task, name, arg, label=family.label, attention_kwargs=kwargs, model=model,
-                       flags=family.flags)
+    return make_config(task, name, arg, label=family.label, attention_kwargs=kwargs, model=model, flags=family.flags)
 
 
 def generic_config(task: str, arg: str | None) -> ml_collections.ConfigDict:
@@ -36,8 +35,10 @@ def generic_config(task: str, arg: str | None) -> ml_collections.ConfigDict:
     tokens = [t.strip() for t in (arg or "").split(",") if t.strip()]
     named = [t for t in tokens if t.partition("=")[0].strip() == FAMILY_OPTION]
     if len(named) != 1:
-        raise InputError(f"configs/{task}.py needs one {FAMILY_OPTION}=NAME among its options (got {arg!r}); "
-                         f"registered families: {', '.join(attention.FAMILIES)}")
+        raise InputError(
+            f"configs/{task}.py needs one {FAMILY_OPTION}=NAME among its options (got {arg!r}); "
+            f"registered families: {', '.join(attention.FAMILIES)}"
+        )
     rest = ",".join(t for t in tokens if t not in named)
     return family_config(task, named[0].partition("=")[2].strip(), rest)
 

@@ -168,9 +168,9 @@ class Encoder(nn.Module):
         if cfg.embedding == "linear":
             x = PixelEmbed(cfg.emb_dim, cfg.pixel_mean, cfg.pixel_std, name="embed")(tokens_BxN)
         else:
-            x = nn.Embed(
-                self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(stddev=1.0), name="embed"
-            )(tokens_BxN)
+            x = nn.Embed(self.vocab_size, cfg.emb_dim, embedding_init=nn.initializers.normal(stddev=1.0), name="embed")(
+                tokens_BxN
+            )
             if cfg.zero_padding_embedding:  # PyTorch's padding_idx=0: padding embeds to a fixed zero
                 x = jnp.where((tokens_BxN != PAD_ID)[..., None], x, 0.0)
         if n > cfg.max_len:
@@ -305,9 +305,7 @@ def init_params(model: Classifier, key: jax.Array, sample: jax.Array) -> Any:
     return params
 
 
-def build_model(
-    model_config: ml_collections.ConfigDict, vocab_size: int, num_classes: int, dual: bool
-) -> Classifier:
+def build_model(model_config: ml_collections.ConfigDict, vocab_size: int, num_classes: int, dual: bool) -> Classifier:
     """The classifier for a task; validate the config with lra.training.validation first.
 
     The module holds a frozen copy of ``model_config`` (``FrozenConfigDict``): a Flax module's

@@ -74,8 +74,12 @@ def main(argv: list[str]) -> None:
         if isinstance(results, list) and len(results) > 1:  # a bundle: its summary line
             from lra.reports.compare import mean_std_line
 
-            print(mean_std_line(f"{config.variant} on {config.task}, test accuracy",
-                                [100 * r["test_accuracy"] for r in results]), flush=True)
+            print(
+                mean_std_line(
+                    f"{config.variant} on {config.task}, test accuracy", [100 * r["test_accuracy"] for r in results]
+                ),
+                flush=True,
+            )
     except Interrupted as e:
         where = ", ".join(str(w) for w in seed_workdirs(config, workdir))
         then = ("checkpoint saved in" if e.saved else "nothing needed saving in") + f" {where}"
@@ -97,9 +101,11 @@ def _help(argv: list[str]) -> None:
     from lra.defaults import PRESETS
 
     print(__doc__.strip(), "\n")
-    print(f"Presets (after the colon): {', '.join(PRESETS)}; family options too, e.g. "
-          "configs/listops_convluna.py:cpu,mem=16,reference. Any config field: --config.FIELD=VALUE "
-          "(fields: lra/defaults.py).\n")
+    print(
+        f"Presets (after the colon): {', '.join(PRESETS)}; family options too, e.g. "
+        "configs/listops_convluna.py:cpu,mem=16,reference. Any config field: --config.FIELD=VALUE "
+        "(fields: lra/defaults.py).\n"
+    )
     print(flags.FLAGS.module_help(sys.modules[__name__]) if __name__ in sys.modules else "", flush=True)
     sys.exit(0)
 
@@ -123,7 +129,7 @@ def check_overrides(argv: list[str]) -> str | None:
     for i, arg in enumerate(argv):
         if not arg.startswith("--config."):
             continue
-        dotted, sep, value = arg[len("--config."):].partition("=")
+        dotted, sep, value = arg[len("--config.") :].partition("=")
         if not sep:
             value = argv[i + 1] if i + 1 < len(argv) else ""
         try:
@@ -161,10 +167,10 @@ def fold_family_options(argv: list[str]) -> list[str]:
     except Exception:  # noqa: BLE001 -- the config file's own error is reported by parse_flags, with its text
         return argv
     known = set(registry.option_names(family))
-    moved = [a for a in folded if OPTION_ALIASES.get(k := a[len(FAMILY_FIELD):].split("=", 1)[0], k) in known]
+    moved = [a for a in folded if OPTION_ALIASES.get(k := a[len(FAMILY_FIELD) :].split("=", 1)[0], k) in known]
     if not moved:
         return argv
-    new_spec = ",".join(filter(None, [options, *(a[len(FAMILY_FIELD):] for a in moved)]))
+    new_spec = ",".join(filter(None, [options, *(a[len(FAMILY_FIELD) :] for a in moved)]))
     out = []
     for i, arg in enumerate(argv):
         if arg in moved:
@@ -200,8 +206,11 @@ def parse_flags(argv: list[str]) -> list[str]:
     except (AttributeError, KeyError) as e:  # ml_collections: a --config.<field> the config lacks
         name = str(e).strip("\"'")
         given = [a.split("=")[0] for a in argv if a.startswith("--config.") and name in a.split("=")[0].split(".")]
-        _fail(f"{given[0] if given else 'a --config override'}: the config has no field {name!r} "
-              f"(fields: lra/defaults.py)", EXIT_INVALID)
+        _fail(
+            f"{given[0] if given else 'a --config override'}: the config has no field {name!r} "
+            f"(fields: lra/defaults.py)",
+            EXIT_INVALID,
+        )
     except (ValueError, TypeError, OSError) as e:  # the config file or its options
         flag = flags.FLAGS["config"]
         missing = config_file_problem(flag.value, getattr(flag, "_config_filename", None) or _config_arg(argv))
@@ -236,8 +245,11 @@ def config_file_problem(config: Any, filename: str | None) -> str | None:
         folder = path.parent if path.parent.is_dir() else Path("configs")
         names = sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
         close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
-        hint = (f"did you mean {', '.join(str(folder / n) for n in close)}?" if close else
-                "the configs are configs/<task>_<attention>.py, e.g. configs/listops_transformer.py:smoke")
+        hint = (
+            f"did you mean {', '.join(str(folder / n) for n in close)}?"
+            if close
+            else "the configs are configs/<task>_<attention>.py, e.g. configs/listops_transformer.py:smoke"
+        )
         return f"--config {path}: no such file; {hint}"
     if isinstance(config, _ErrorConfig):  # it exists, so loading it failed for another reason
         error = object.__getattribute__(config, "_error")
@@ -249,15 +261,29 @@ def _define_flags() -> None:
     from absl import flags
     from ml_collections import config_flags
 
-    config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/listops_transformer.py:cpu", lock_config=True)
-    flags.DEFINE_string("workdir", None, "Run directory (default: runs/<task>_<variant>[_<preset>]/seed<k>); with "
-                        "several --config.seeds, the parent of their seed<k>/ directories.")
-    flags.DEFINE_bool("start_over", False, "Delete the workdir's previous run (checkpoints, result, metrics, "
-                      "config) and train from step 0; needed when that run cannot be resumed. With several "
-                      "--config.seeds it deletes every seed's run (each lock is taken first); to start one seed "
-                      "over, use the seed's own command, which a refusal prints.")
-    flags.DEFINE_string("profile", None, "START:COUNT: a jax.profiler trace of steps START+1..START+COUNT in "
-                        "<workdir>/profile (summary: python -m lra.bench.profile_summary <that folder>)")
+    config_flags.DEFINE_config_file(
+        "config", None, "Config file, e.g. configs/listops_transformer.py:cpu", lock_config=True
+    )
+    flags.DEFINE_string(
+        "workdir",
+        None,
+        "Run directory (default: runs/<task>_<variant>[_<preset>]/seed<k>); with "
+        "several --config.seeds, the parent of their seed<k>/ directories.",
+    )
+    flags.DEFINE_bool(
+        "start_over",
+        False,
+        "Delete the workdir's previous run (checkpoints, result, metrics, "
+        "config) and train from step 0; needed when that run cannot be resumed. With several "
+        "--config.seeds it deletes every seed's run (each lock is taken first); to start one seed "
+        "over, use the seed's own command, which a refusal prints.",
+    )
+    flags.DEFINE_string(
+        "profile",
+        None,
+        "START:COUNT: a jax.profiler trace of steps START+1..START+COUNT in "
+        "<workdir>/profile (summary: python -m lra.bench.profile_summary <that folder>)",
+    )
     flags.mark_flags_as_required(["config"])
 
 

@@ -58,22 +58,44 @@ def main(argv: list[str] | None = None) -> int:
     steps.add_argument("--seeds", nargs="+", type=int, default=[1, 5], help="seeds vmapped in one step")
     steps.add_argument("--steps", type=int, default=10, help="timed steps per window")
     steps.add_argument("--repeats", type=int, default=2, help="timed windows (the median is reported)")
-    steps.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                       help="config override for every case, e.g. --set batch_size=4 (repeatable)")
+    steps.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every case, e.g. --set batch_size=4 (repeatable)",
+    )
     steps.add_argument("--matmul-size", type=int, default=4096, help="the dense matmul that MFU is relative to")
-    steps.add_argument("--isolate", choices=("auto", "on", "off"), default="auto",
-                       help="each case in its own process (device peak memory); auto: where memory_stats exists "
-                            "or --jobs > 1")
-    steps.add_argument("--jobs", type=int, default=1,
-                       help="case processes at once: they compile side by side, each is timed alone")
-    steps.add_argument("--case-timeout", type=float, default=None, help="seconds before a case process is "
-                       "stopped and recorded as an error (isolated cases)")
-    steps.add_argument("--restart", action="store_true", help="ignore <out>/<name>.partial.jsonl (by default "
-                       "the cases it holds are kept and skipped, so a killed grid resumes)")
+    steps.add_argument(
+        "--isolate",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="each case in its own process (device peak memory); auto: where memory_stats exists " "or --jobs > 1",
+    )
+    steps.add_argument(
+        "--jobs", type=int, default=1, help="case processes at once: they compile side by side, each is timed alone"
+    )
+    steps.add_argument(
+        "--case-timeout",
+        type=float,
+        default=None,
+        help="seconds before a case process is " "stopped and recorded as an error (isolated cases)",
+    )
+    steps.add_argument(
+        "--restart",
+        action="store_true",
+        help="ignore <out>/<name>.partial.jsonl (by default "
+        "the cases it holds are kept and skipped, so a killed grid resumes)",
+    )
     steps.add_argument("--retry-errors", action="store_true", help="measure again the cases that failed last time")
     seeds = sub.add_parser("seeds", help="seeds vmapped in one program vs one after another (real runs)")
-    seeds.add_argument("--configs", nargs="+", type=Path,
-                       default=[Path("configs/listops_transformer.py"), Path("configs/listops_convluna.py")])
+    seeds.add_argument(
+        "--configs",
+        nargs="+",
+        type=Path,
+        default=[Path("configs/listops_transformer.py"), Path("configs/listops_convluna.py")],
+    )
     seeds.add_argument("--seed-list", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     seeds.add_argument("--steps", type=int, default=200)
     seeds.add_argument("--data-dir", default="", help="config.data_dir of the runs (default: the config's)")
@@ -88,32 +110,56 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs < 1 or (args.jobs > 1 and args.isolate == "off"):
             raise SystemExit("--jobs N runs N case processes at once: N >= 1, and not with --isolate off")
         overrides = _overrides(args.sets)
-        cases = [step_bench.Case(f, n, d, s, args.steps, args.repeats, overrides)
-                 for d in args.dtypes for s in args.seeds for n in args.lengths for f in args.families]
+        cases = [
+            step_bench.Case(f, n, d, s, args.steps, args.repeats, overrides)
+            for d in args.dtypes
+            for s in args.seeds
+            for n in args.lengths
+            for f in args.families
+        ]
         # The probe runs in a child unless told not to isolate: a parent holding the GPU (JAX
         # preallocates most of its memory) would leave the case processes too little.
         probed = step_bench.probe(args.dtypes, args.matmul_size, command, isolate=args.isolate != "off")
         isolate = args.isolate == "on" or args.jobs > 1 or (args.isolate == "auto" and probed["memory_stats"])
-        print(f"{len(cases)} cases on {probed['environment']['device_kind']}"
-              + (f", each in its own process, {args.jobs} at a time" if isolate else ""), flush=True)
+        print(
+            f"{len(cases)} cases on {probed['environment']['device_kind']}"
+            + (f", each in its own process, {args.jobs} at a time" if isolate else ""),
+            flush=True,
+        )
         for dtype, rate in probed["matmul_rates"].items():
             print(f"dense {args.matmul_size}x{args.matmul_size} matmul, {dtype}: {rate / 1e12:.3g} TFLOP/s", flush=True)
-        settings = {"steps": args.steps, "repeats": args.repeats, "overrides": dict(overrides), "isolate": isolate,
-                    "jobs": args.jobs, "matmul_size": args.matmul_size}
+        settings = {
+            "steps": args.steps,
+            "repeats": args.repeats,
+            "overrides": dict(overrides),
+            "isolate": isolate,
+            "jobs": args.jobs,
+            "matmul_size": args.matmul_size,
+        }
         partial = args.out / f"{args.name}.partial.jsonl"
         if args.restart and partial.exists():
             partial.unlink()
         rows = step_bench.run_grid(
-            cases, isolate, probed["matmul_rates"], jobs=args.jobs, case_timeout=args.case_timeout, partial=partial,
-            retry_errors=args.retry_errors, log=lambda line: print(line, flush=True),
-            on_row=lambda rows: step_bench.write_report(rows, probed, settings, args.out, args.name))
+            cases,
+            isolate,
+            probed["matmul_rates"],
+            jobs=args.jobs,
+            case_timeout=args.case_timeout,
+            partial=partial,
+            retry_errors=args.retry_errors,
+            log=lambda line: print(line, flush=True),
+            on_row=lambda rows: step_bench.write_report(rows, probed, settings, args.out, args.name),
+        )
         step_bench.write_report(rows, probed, settings, args.out, args.name)
     else:
         root = args.workdir or Path(tempfile.mkdtemp(prefix="lra_seeds_bench_"))
-        rows = step_bench.seeds_vs_sequential(args.configs, args.seed_list, args.steps, root, args.data_dir,
-                                              log=lambda line: print(line, flush=True))
-        report = {"environment": {**step_bench.environment(command),
-                                  "load_average_1_5_15min": list(os.getloadavg())}, "rows": rows}
+        rows = step_bench.seeds_vs_sequential(
+            args.configs, args.seed_list, args.steps, root, args.data_dir, log=lambda line: print(line, flush=True)
+        )
+        report = {
+            "environment": {**step_bench.environment(command), "load_average_1_5_15min": list(os.getloadavg())},
+            "rows": rows,
+        }
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
         (args.out / f"{args.name}.md").write_text(step_bench.seeds_markdown(report))

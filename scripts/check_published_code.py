@@ -20,20 +20,34 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--authors-repo", type=Path, required=True, help="checkout of vladyorsh/lra_efficient_transformers")
-    parser.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md (e.g. results/reference/published_code)")
+    parser.add_argument(
+        "--authors-repo", type=Path, required=True, help="checkout of vladyorsh/lra_efficient_transformers"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="write OUT.json and OUT.md (e.g. results/reference/published_code)"
+    )
     parser.add_argument("--tolerance", type=float, default=1e-5, help="max |logit difference|")
-    parser.add_argument("--grad-tolerance", type=float, default=2e-3,
-                        help="max |gradient difference| / max |their gradient|, per parameter")
-    parser.add_argument("--ablations", action="store_true",
-                        help="also set each :reference switch back to lra's default, one at a time (ListOps)")
+    parser.add_argument(
+        "--grad-tolerance",
+        type=float,
+        default=2e-3,
+        help="max |gradient difference| / max |their gradient|, per parameter",
+    )
+    parser.add_argument(
+        "--ablations",
+        action="store_true",
+        help="also set each :reference switch back to lra's default, one at a time (ListOps)",
+    )
     args = parser.parse_args(argv)
     try:
         import einops  # noqa: F401  (their layers import it)
         import torch  # noqa: F401
     except ImportError as e:
-        print(f"error: {e.name} is not installed in this environment; the check runs their PyTorch code: "
-              f"python -m venv --system-site-packages ENV && ENV/bin/pip install torch einops", file=sys.stderr)
+        print(
+            f"error: {e.name} is not installed in this environment; the check runs their PyTorch code: "
+            f"python -m venv --system-site-packages ENV && ENV/bin/pip install torch einops",
+            file=sys.stderr,
+        )
         return 2
     from lra.reference.published_code import run
 

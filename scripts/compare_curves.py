@@ -38,8 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     settings = {"window": args.window, "skip": args.skip, "tolerance": args.tolerance}
     command = " ".join(["python", "scripts/compare_curves.py", *(argv if argv is not None else sys.argv[1:])])
-    report = curve_compare.write(rows, args.labels, [args.root_a, args.root_b], settings, command, args.out,
-                                 args.name)
+    report = curve_compare.write(rows, args.labels, [args.root_a, args.root_b], settings, command, args.out, args.name)
     print(curve_compare.markdown(report), end="")
     print(f"wrote {args.out / args.name}.*")
     return 0 if all(r["agree"] for r in rows) else 1

@@ -1,6 +1,6 @@
 """Copy finished runs' records (config, metrics, result; no checkpoints) into results/.
 
-    python scripts/export_runs.py runs/sweeps/lra_families_cpu results/runs/lra_families_cpu
+python scripts/export_runs.py runs/sweeps/lra_families_cpu results/runs/lra_families_cpu
 """
 
 import argparse

@@ -25,7 +25,7 @@ from pathlib import Path
 try:
     from lra.reports import tables
 except ModuleNotFoundError as e:  # a core install (training only) lacks the tables extra
-    sys.exit(f"{e}: make_tables needs the tables extra, pip install -e \".[tables]\"")
+    sys.exit(f'{e}: make_tables needs the tables extra, pip install -e ".[tables]"')
 
 
 def parse_majority(items: list[str]) -> dict[str, float]:
@@ -50,15 +50,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, help="seeds a complete cell has (default: the most any cell of the table has)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--note", help="a sentence printed under every table, e.g. how these runs differ from the paper")
-    p.add_argument("--note-from", type=Path, metavar="SUMMARY_JSON",
-                   help="reuse the note of an earlier summary.json (regenerates a committed table byte for byte)")
-    p.add_argument("--majority", action="append", default=[], metavar="TASK=PERCENT",
-                   help="accuracy (%%) of always answering the validation split's most frequent label, measured "
-                        "on the data; drawn on TASK's curves as 'majority class' (repeatable; chance, 1/classes, "
-                        "is always drawn)")
-    p.add_argument("--no-listops-baseline", action="store_true",
-                   help="leave out ListOps's structure-free baseline (computed from the runs' data, which it loads "
-                        "or generates: lra.reports.listops_baseline)")
+    p.add_argument(
+        "--note-from",
+        type=Path,
+        metavar="SUMMARY_JSON",
+        help="reuse the note of an earlier summary.json (regenerates a committed table byte for byte)",
+    )
+    p.add_argument(
+        "--majority",
+        action="append",
+        default=[],
+        metavar="TASK=PERCENT",
+        help="accuracy (%%) of always answering the validation split's most frequent label, measured "
+        "on the data; drawn on TASK's curves as 'majority class' (repeatable; chance, 1/classes, "
+        "is always drawn)",
+    )
+    p.add_argument(
+        "--no-listops-baseline",
+        action="store_true",
+        help="leave out ListOps's structure-free baseline (computed from the runs' data, which it loads "
+        "or generates: lra.reports.listops_baseline)",
+    )
     args = p.parse_args(argv)
     # a skipped record or a split cell is a "warning: ..." line naming the files, not Python's source echo
     previous = warnings.formatwarning
@@ -83,15 +95,23 @@ def _make(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             args.note = json.loads(args.note_from.read_text()).get("note")
         except (OSError, ValueError, AttributeError) as e:
             p.error(f"--note-from {args.note_from}: not a readable summary.json ({e})")
-    summary = tables.write_all(args.results, args.out, args.seeds, plots_enabled=not args.no_plots,
-                               note=args.note, majority=majority,
-                               structure_free_baseline=not args.no_listops_baseline)
+    summary = tables.write_all(
+        args.results,
+        args.out,
+        args.seeds,
+        plots_enabled=not args.no_plots,
+        note=args.note,
+        majority=majority,
+        structure_free_baseline=not args.no_listops_baseline,
+    )
     if not summary["tables"]:
         print(f"no finished runs (result.json) under {args.results}", file=sys.stderr)
         return 1
     print((args.out / "tables.md").read_text())
-    print(f"wrote {len(summary['tables'])} table(s) from {summary['num_runs']} runs to {args.out} "
-          f"(see {args.out / 'tables.md'}, {args.out / 'summary.json'})")
+    print(
+        f"wrote {len(summary['tables'])} table(s) from {summary['num_runs']} runs to {args.out} "
+        f"(see {args.out / 'tables.md'}, {args.out / 'summary.json'})"
+    )
     return 0
 
 

@@ -30,27 +30,31 @@ from lra.training.run_errors import WorkdirLockedError, describe, exit_code
 
 def main(argv: list[str] | None = None) -> None:
     defaults = masked_copy.Settings()
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for field in dataclasses.fields(masked_copy.Settings):
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         if field.name == "variants":
             parser.add_argument(
-                flag, nargs="+", default=list(default),
-                help="softmax, clustered:C, improved_clustered:C (default: %(default)s)")
+                flag,
+                nargs="+",
+                default=list(default),
+                help="softmax, clustered:C, improved_clustered:C (default: %(default)s)",
+            )
         elif field.name == "swap_eval":
             parser.add_argument(
-                flag, nargs="+", default=[],
+                flag,
+                nargs="+",
+                default=[],
                 help="also evaluate the trained softmax variant with each of clustered:C, improved_clustered:C "
-                     "(the paper's Table 1: train with one, evaluate with another)")
+                "(the paper's Table 1: train with one, evaluate with another)",
+            )
         else:
-            parser.add_argument(flag, type=type(default), default=default,
-                                help="default: %(default)s")
-    parser.add_argument("--out", default="results/masked_copy",
-                        help="output folder (default: %(default)s)")
-    parser.add_argument("--restart", action="store_true",
-                        help="discard the finished variants of an interrupted call in --out")
+            parser.add_argument(flag, type=type(default), default=default, help="default: %(default)s")
+    parser.add_argument("--out", default="results/masked_copy", help="output folder (default: %(default)s)")
+    parser.add_argument(
+        "--restart", action="store_true", help="discard the finished variants of an interrupted call in --out"
+    )
     args = vars(parser.parse_args(argv))
     out, restart = pathlib.Path(args.pop("out")), args.pop("restart")
     args["variants"], args["swap_eval"] = tuple(args["variants"]), tuple(args["swap_eval"])
@@ -66,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {describe(e)}", file=sys.stderr, flush=True)
         sys.exit(code)
     print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
+
 
 if __name__ == "__main__":
     main()

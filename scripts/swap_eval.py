@@ -61,9 +61,13 @@ def main(argv: list[str] | None = None) -> None:
 
         args.out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.out / "swap_eval.json", {"workdir": str(args.workdir), **stamp(), "rows": rows})
-        lines = [f"Checkpoint of `{args.workdir}` (trained with {rows[0]['trained_with']}, step {rows[0]['step']}),",
-                 f"evaluated on {args.split} with each attention. Command: `python {' '.join(sys.argv)}`", "",
-                 "| attention | options | accuracy (%) | loss |", "|---|---|---:|---:|"]
+        lines = [
+            f"Checkpoint of `{args.workdir}` (trained with {rows[0]['trained_with']}, step {rows[0]['step']}),",
+            f"evaluated on {args.split} with each attention. Command: `python {' '.join(sys.argv)}`",
+            "",
+            "| attention | options | accuracy (%) | loss |",
+            "|---|---|---:|---:|",
+        ]
         for r in rows:
             opts = ", ".join(f"{k}={v}" for k, v in r["attention_kwargs"].items()) or "-"
             lines.append(f"| {r['attention']} | {opts} | {100 * r['accuracy']:.2f} | {r['loss']:.4f} |")

@@ -61,16 +61,27 @@ def main(argv: list[str] | None = None) -> int:
         plans = plan.plan_runs(runs)
         for item in plans:
             print(plan.run_line(item))
-        print(f"{len(runs)} runs in {root}: " + plan.summary(plans)
-              + (f"; overrides {dict(args.overrides)}" if args.overrides else ""))
+        print(
+            f"{len(runs)} runs in {root}: "
+            + plan.summary(plans)
+            + (f"; overrides {dict(args.overrides)}" if args.overrides else "")
+        )
         return 0
     if args.commands:
         for run in runs:
             print(shlex.join(run.command("python")))
         return 0
     if args.slurm is not None:
-        text = sweep.slurm_script(runs, _selection_argv(args, root), root, time_limit=args.time, cpus=args.cpus,
-                                  max_parallel=args.max_parallel, sbatch=args.sbatch, setup=args.setup)
+        text = sweep.slurm_script(
+            runs,
+            _selection_argv(args, root),
+            root,
+            time_limit=args.time,
+            cpus=args.cpus,
+            max_parallel=args.max_parallel,
+            sbatch=args.sbatch,
+            setup=args.setup,
+        )
         args.slurm.parent.mkdir(parents=True, exist_ok=True)
         args.slurm.write_text(text)
         (root / "slurm").mkdir(parents=True, exist_ok=True)  # sbatch does not create the log folder

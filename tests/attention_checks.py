@@ -93,7 +93,9 @@ def padding_invariance_outputs(
     apply = apply or module.apply
 
     def run(inp: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        y, mem = apply(variables, jnp.asarray(inp), jnp.asarray(m), memory=memory, rngs={"attention": jax.random.key(7)})
+        y, mem = apply(
+            variables, jnp.asarray(inp), jnp.asarray(m), memory=memory, rngs={"attention": jax.random.key(7)}
+        )
         return np.asarray(y)[:, :n] * mask[..., None], (None if mem is None else np.asarray(mem))
 
     outs = [run(x, mask), run(noisy, mask), run(longer, longer_mask)]
@@ -142,8 +144,9 @@ def perturb_params(variables: Any, seed: int = 3, scale: float = 0.3) -> Any:
     return jax.tree.map(lambda a: a + scale * rng.normal(size=a.shape).astype(np.float32), variables)
 
 
-def assert_jit_matches_and_gradients_finite(module: Any, x: jax.Array, mask: jax.Array,
-                                            every_weight_used: bool = False) -> None:
+def assert_jit_matches_and_gradients_finite(
+    module: Any, x: jax.Array, mask: jax.Array, every_weight_used: bool = False
+) -> None:
     """jit == eager, and the gradients wrt parameters and input are finite (and non-zero: for every
     parameter with ``every_weight_used``, else for some)."""
     variables = module.init(jax.random.key(1), x, mask)
@@ -153,8 +156,9 @@ def assert_jit_matches_and_gradients_finite(module: Any, x: jax.Array, mask: jax
     assert_gradients_finite(module, variables, x, mask, every_weight_used=every_weight_used)
 
 
-def assert_gradients_finite(module: Any, variables: Any, x: jax.Array, mask: jax.Array, memory: Any = None,
-                            every_weight_used: bool = False) -> None:
+def assert_gradients_finite(
+    module: Any, variables: Any, x: jax.Array, mask: jax.Array, memory: Any = None, every_weight_used: bool = False
+) -> None:
     """Under jit, the gradients wrt parameters and input (of the outputs and the memory) are finite,
     and non-zero for every parameter with ``every_weight_used``, else for some."""
 

@@ -23,11 +23,25 @@ def script_main(name: str) -> Callable[..., int]:
 
 def result_record(**fields) -> dict:
     """A result.json that ``run_files.result_problem`` accepts (a finished run), with ``fields`` changed."""
-    record = {"task": "listops", "attention": "softmax", "variant": "Transformer", "seed": 0,
-              "best_val_accuracy": 0.5, "best_step": 6, "test_accuracy": 0.5, "test_loss": 1.0,
-              "num_train_steps": 6, "train_seconds": 1.0, "steps_per_second": 1.0, "num_params": 1,
-              "config_preset": "smoke", "device_kind": "cpu", "num_devices": 1, "jax_version": "0",
-              "git_commit": "abc"}
+    record = {
+        "task": "listops",
+        "attention": "softmax",
+        "variant": "Transformer",
+        "seed": 0,
+        "best_val_accuracy": 0.5,
+        "best_step": 6,
+        "test_accuracy": 0.5,
+        "test_loss": 1.0,
+        "num_train_steps": 6,
+        "train_seconds": 1.0,
+        "steps_per_second": 1.0,
+        "num_params": 1,
+        "config_preset": "smoke",
+        "device_kind": "cpu",
+        "num_devices": 1,
+        "jax_version": "0",
+        "git_commit": "abc",
+    }
     return {**record, **fields}
 
 

@@ -69,8 +69,13 @@ def test_toy_family_trains_end_to_end(toy, smoke_data_dir, tmp_path):
 
 def test_toy_family_is_a_benchmark_case(toy):
     assert step_bench.families()[-1] == NAME and step_bench.label(NAME) == "MeanPool-x1.0"
-    tiny = (("model.num_layers", 1), ("model.emb_dim", 16), ("model.qkv_dim", 16), ("model.mlp_dim", 32),
-            ("batch_size", 2))
+    tiny = (
+        ("model.num_layers", 1),
+        ("model.emb_dim", 16),
+        ("model.qkv_dim", 16),
+        ("model.mlp_dim", 32),
+        ("batch_size", 2),
+    )
     case = step_bench.Case(NAME, 16, "float32", 1, steps=1, repeats=1, overrides=tiny)
     row = step_bench.measure(case)
     assert (row["status"], row["family"], row["loss_finite"]) == ("ok", NAME, True)
@@ -81,8 +86,11 @@ def test_toy_family_is_a_sweep_row(toy, capsys):
     runs = sweep.expand("lra_families", "smoke", seeds=[0])
     assert [r.variant.label for r in runs[:-1]] == [f.default_label() for f in attention.FAMILIES.values()][:-1]
     run = runs[-1]
-    assert (run.variant.label, run.config_path, run.config_arg) == ("MeanPool-x1.0", CONFIGS / "listops.py",
-                                                                    f"smoke,family={NAME}")
+    assert (run.variant.label, run.config_path, run.config_arg) == (
+        "MeanPool-x1.0",
+        CONFIGS / "listops.py",
+        f"smoke,family={NAME}",
+    )
     assert sweep.expected_steps(run) == 6  # builds the config and checks its label
     assert f"--config={CONFIGS / 'listops.py'}:smoke,family={NAME}" in run.command()
     assert script_main("sweep")(["lra_families", "--preset", "smoke", "--seeds", "0", "--list"]) == 0

@@ -28,7 +28,6 @@ def inputs(seed: int = 0) -> tuple[jax.Array, jax.Array]:
     return random_inputs(B, N, D, LENGTHS, seed)
 
 
-
 def reference(module: AgglomerativeAttention, variables, x, mask) -> np.ndarray:
     """The paper's equations, element by element (float64 loops)."""
     p = jax.tree.map(lambda a: np.asarray(a, np.float64), variables["params"])
@@ -62,8 +61,9 @@ def reference(module: AgglomerativeAttention, variables, x, mask) -> np.ndarray:
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("num_classes", [None, 4])
 def test_matches_the_papers_equations(causal, num_classes, chunk_size):
-    module = AgglomerativeAttention(num_heads=H, qkv_dim=QKV, num_classes=num_classes, causal=causal,
-                                    chunk_size=chunk_size)
+    module = AgglomerativeAttention(
+        num_heads=H, qkv_dim=QKV, num_classes=num_classes, causal=causal, chunk_size=chunk_size
+    )
     x, mask = inputs()
     variables = perturb_params(module.init(jax.random.key(1), x, mask))
     m = num_classes or H
@@ -72,8 +72,10 @@ def test_matches_the_papers_equations(causal, num_classes, chunk_size):
     y, memory = module.apply(variables, x, mask)
     assert memory is None and y.shape == (B, N, D)
     np.testing.assert_allclose(
-        np.asarray(y) * np.asarray(mask)[..., None], reference(module, variables, x, mask),
-        rtol=1e-4, atol=1e-4,
+        np.asarray(y) * np.asarray(mask)[..., None],
+        reference(module, variables, x, mask),
+        rtol=1e-4,
+        atol=1e-4,
     )
 
 
@@ -141,6 +143,7 @@ def test_dropout_only_when_training():
     module = AgglomerativeAttention(num_heads=H, qkv_dim=QKV, dropout_rate=0.5)
     x, mask = inputs()
     assert_jit_matches_and_gradients_finite(module, x, mask, every_weight_used=True)
+
 
 def test_no_quadratic_intermediate_causal():  # the registered default (full): tests/test_attention_contract.py
     assert_no_quadratic(AgglomerativeAttention(num_heads=2, qkv_dim=16, causal=True), n=4096)

@@ -82,8 +82,18 @@ def check_shapes(name: str) -> None:
 def check_padding(name: str) -> None:
     module, variables, apply = _setup(name)
     memory_cells = MEMORY_CELLS if attention.family(name).uses_memory else 0
-    assert_padding_invariant(module, atol=1e-4, batch=2, n=10, dim=DIM, lengths=(6, 10), extra_padding=5,
-                             memory_cells=memory_cells, variables=variables, apply=apply)
+    assert_padding_invariant(
+        module,
+        atol=1e-4,
+        batch=2,
+        n=10,
+        dim=DIM,
+        lengths=(6, 10),
+        extra_padding=5,
+        memory_cells=memory_cells,
+        variables=variables,
+        apply=apply,
+    )
 
 
 def check_no_quadratic(name: str) -> None:
@@ -110,8 +120,13 @@ def check_bfloat16(name: str) -> None:
     np.testing.assert_allclose(y16, np.asarray(y32) * real, atol=0.1, err_msg=f"{name}: bfloat16 far from float32")
 
 
-CHECKS = {"shapes": check_shapes, "padding": check_padding, "no_quadratic": check_no_quadratic, "jit": check_jit,
-          "bfloat16": check_bfloat16}
+CHECKS = {
+    "shapes": check_shapes,
+    "padding": check_padding,
+    "no_quadratic": check_no_quadratic,
+    "jit": check_jit,
+    "bfloat16": check_bfloat16,
+}
 
 
 @pytest.mark.parametrize("check", CHECKS)

@@ -10,7 +10,7 @@ import pytest
 
 from lra.reproduce import audit
 
-REGISTRY = '''
+REGISTRY = """
 import dataclasses
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +32,7 @@ def papers():
     return {{"p": Paper((Claim("a", "{rule_a}", _judge, ("rec/a.json",)),
                         Claim("b", "{rule_b}", _judge, ("rec/b.json",)),
                         Claim("c", "rule C", _judge, ("rec/c.json",))))}}
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> str:

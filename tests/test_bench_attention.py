@@ -14,7 +14,11 @@ def test_tiny_run_writes_reports(tmp_path):
     s = bench.Settings(dim=16, num_heads=2, qkv_dim=16, repeats=1)
     cases = bench.run(["softmax", "luna"], [32, 16], s, log=lambda _: None)
     assert [(c["family"], c["n"], c["status"]) for c in cases] == [
-        ("softmax", 16, "ok"), ("luna", 16, "ok"), ("softmax", 32, "ok"), ("luna", 32, "ok")]
+        ("softmax", 16, "ok"),
+        ("luna", 16, "ok"),
+        ("softmax", 32, "ok"),
+        ("luna", 32, "ok"),
+    ]
     assert all(c["seconds"] > 0 and c["memory"]["total_bytes"] > 0 for c in cases)
     paths = bench.write_report(cases, s, tmp_path, ["bench_attention.py", "--tiny"])
     report = json.loads(paths["json"].read_text())
@@ -37,11 +41,21 @@ def test_skips_are_recorded_with_reasons():
 
 def test_checks():
     def case(family, n, seconds, mem):
-        return dict(family=family, n=n, status="ok", seconds=seconds, us_per_token=1e6 * seconds / n,
-                    memory=dict(total_bytes=mem))
+        return dict(
+            family=family,
+            n=n,
+            status="ok",
+            seconds=seconds,
+            us_per_token=1e6 * seconds / n,
+            memory=dict(total_bytes=mem),
+        )
 
-    cases = [case("softmax", 1024, 1.0, 100), case("softmax", 4096, 16.0, 1600),
-             case("luna", 1024, 1.0, 100), case("luna", 4096, 4.0, 400)]
+    cases = [
+        case("softmax", 1024, 1.0, 100),
+        case("softmax", 4096, 16.0, 1600),
+        case("luna", 1024, 1.0, 100),
+        case("luna", 4096, 4.0, 400),
+    ]
     ch = bench.checks(cases)
     assert ch["luna"]["time_per_token"]["passed"] and ch["luna"]["memory"]["passed"]
     assert ch["luna"]["vs_softmax"]["ratio"] == 0.25 and ch["luna"]["vs_softmax"]["passed"]
@@ -59,8 +73,16 @@ def test_scores_follow_the_pattern():
 def test_per_score_check_separates_pattern_growth_from_cost():
     # dispersed-like: 4x the scores per token at the long length, each score as cheap as before.
     def case(n, seconds, scores):
-        return dict(family="dispersed", n=n, status="ok", seconds=seconds, us_per_token=1e6 * seconds / n,
-                    scores=scores, ns_per_score=1e9 * seconds / scores, memory=dict(total_bytes=n))
+        return dict(
+            family="dispersed",
+            n=n,
+            status="ok",
+            seconds=seconds,
+            us_per_token=1e6 * seconds / n,
+            scores=scores,
+            ns_per_score=1e9 * seconds / scores,
+            memory=dict(total_bytes=n),
+        )
 
     ch = bench.checks([case(1024, 1.0, 1000), case(16384, 64.0, 64000)])["dispersed"]
     assert ch["time_per_token"]["ratio"] == 4.0 and not ch["time_per_token"]["passed"]
@@ -97,14 +119,29 @@ def test_projections_reference_row(tmp_path):
 
 def _report() -> dict:
     """A recorded benchmark: softmax stops at N=64 (its 128 case was skipped with a predicted memory)."""
+
     def case(family, n, seconds, mib):
-        return dict(family=family, n=n, status="ok", seconds=seconds, us_per_token=1e6 * seconds / n,
-                    memory=dict(total_bytes=mib * 2**20))
+        return dict(
+            family=family,
+            n=n,
+            status="ok",
+            seconds=seconds,
+            us_per_token=1e6 * seconds / n,
+            memory=dict(total_bytes=mib * 2**20),
+        )
 
     cases = [case(f, n, n / 1e4 * k, n / 8 * k) for n in (32, 64, 128) for k, f in ((1, "projections"), (2, "luna"))]
-    cases += [case("softmax", 32, 0.01, 40), case("softmax", 64, 0.04, 160),
-              dict(family="softmax", n=128, status="skipped", memory=dict(total_bytes=640 * 2**20),
-                   reason="predicted memory 0.6 GiB > limit 0.5 GiB (--max-memory-gb)")]
+    cases += [
+        case("softmax", 32, 0.01, 40),
+        case("softmax", 64, 0.04, 160),
+        dict(
+            family="softmax",
+            n=128,
+            status="skipped",
+            memory=dict(total_bytes=640 * 2**20),
+            reason="predicted memory 0.6 GiB > limit 0.5 GiB (--max-memory-gb)",
+        ),
+    ]
     s = bench.Settings(batch=2, dim=16, num_heads=2, qkv_dim=16, repeats=3)
     env = dict(device_kind="cpu", backend="cpu", cpu_count=2, jax_version="0", command="x")
     return {"environment": env, "settings": bench.dataclasses.asdict(s), "cases": cases, "checks": bench.checks(cases)}

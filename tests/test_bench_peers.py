@@ -15,10 +15,32 @@ def test_bench_peers_without_peers(tmp_path):
     out = tmp_path / "peers"
     # "python -I -S": no site-packages, so neither torch nor fast-transformers can be imported.
     peer_python = f"{sys.executable} -I -S"
-    cmd = [sys.executable, str(SCRIPT), "--lengths", "64", "--calls", "1", "--clusters", "4",
-           "--bits", "16", "--iterations", "2", "--topk", "4", "--peer_python", peer_python,
-           "--cases", "lra_clustered", "lra_softmax", "lra_dispersed", "torch_sdpa", "ft_clustered",
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(SCRIPT),
+        "--lengths",
+        "64",
+        "--calls",
+        "1",
+        "--clusters",
+        "4",
+        "--bits",
+        "16",
+        "--iterations",
+        "2",
+        "--topk",
+        "4",
+        "--peer_python",
+        peer_python,
+        "--cases",
+        "lra_clustered",
+        "lra_softmax",
+        "lra_dispersed",
+        "torch_sdpa",
+        "ft_clustered",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "NOT INSTALLED: torch" in proc.stdout

@@ -13,9 +13,39 @@ from lra.bench import steps as step_bench
 @pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
 def test_steps_benchmark_writes_table_json_and_plot(tmp_path):
     main = script_main("bench_training")
-    assert main(["steps", "--families", "softmax", "--lengths", "16", "--dtypes", "float32", "--seeds", "1", "2",
-                 "--set", "batch_size=2", "--set", "model.num_layers=1", "--steps", "2", "--repeats", "1",
-                 "--matmul-size", "128", "--isolate", "off", "--out", str(tmp_path), "--name", "tiny"]) == 0
+    assert (
+        main(
+            [
+                "steps",
+                "--families",
+                "softmax",
+                "--lengths",
+                "16",
+                "--dtypes",
+                "float32",
+                "--seeds",
+                "1",
+                "2",
+                "--set",
+                "batch_size=2",
+                "--set",
+                "model.num_layers=1",
+                "--steps",
+                "2",
+                "--repeats",
+                "1",
+                "--matmul-size",
+                "128",
+                "--isolate",
+                "off",
+                "--out",
+                str(tmp_path),
+                "--name",
+                "tiny",
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "tiny.json").read_text())
     one, two = report["cases"]
     assert (one["seeds"], two["seeds"], one["status"], two["status"]) == (1, 2, "ok", "ok")
@@ -24,8 +54,9 @@ def test_steps_benchmark_writes_table_json_and_plot(tmp_path):
     assert two["flops_per_step"] == pytest.approx(2 * one["flops_per_step"], rel=0.05)
     for case in (one, two):
         assert case["seed_steps_per_second"] == pytest.approx(case["seeds"] * case["steps_per_second"])
-        assert case["mfu"] == pytest.approx(case["flops_per_step"] * case["steps_per_second"]
-                                            / report["matmul_rates"]["float32"])
+        assert case["mfu"] == pytest.approx(
+            case["flops_per_step"] * case["steps_per_second"] / report["matmul_rates"]["float32"]
+        )
         assert case["memory"]["total_bytes"] > 0
     assert report["environment"]["device_kind"] == "cpu"
     text = (tmp_path / "tiny.md").read_text()
@@ -33,8 +64,24 @@ def test_steps_benchmark_writes_table_json_and_plot(tmp_path):
     assert (tmp_path / "tiny.png").stat().st_size > 0
 
 
-TINY = ["--lengths", "16", "--dtypes", "float32", "--seeds", "1", "--set", "batch_size=2", "--set",
-        "model.num_layers=1", "--steps", "2", "--repeats", "1", "--matmul-size", "128"]
+TINY = [
+    "--lengths",
+    "16",
+    "--dtypes",
+    "float32",
+    "--seeds",
+    "1",
+    "--set",
+    "batch_size=2",
+    "--set",
+    "model.num_layers=1",
+    "--steps",
+    "2",
+    "--repeats",
+    "1",
+    "--matmul-size",
+    "128",
+]
 
 
 @pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
@@ -101,11 +148,19 @@ def test_plot_legend_names_every_family_in_one_colour_across_panels(tmp_path, mo
     the legend, and each family keeps its colour from panel to panel."""
     import matplotlib.pyplot as plt
 
-    case = lambda family, seeds, n: {"status": "ok", "family": family, "dtype": "float32", "seeds": seeds,  # noqa: E731
-                                     "length": n, "seed_steps_per_second": 1.0 + n / 100}
-    report = {"cases": [case("softmax", 1, 16), case("linear", 1, 16), case("dispersed", 1, 16),
-                        case("linear", 5, 16)],
-              "environment": {"device_kind": "cpu"}, "settings": {"overrides": {}}}
+    case = lambda family, seeds, n: {
+        "status": "ok",
+        "family": family,
+        "dtype": "float32",
+        "seeds": seeds,  # noqa: E731
+        "length": n,
+        "seed_steps_per_second": 1.0 + n / 100,
+    }
+    report = {
+        "cases": [case("softmax", 1, 16), case("linear", 1, 16), case("dispersed", 1, 16), case("linear", 5, 16)],
+        "environment": {"device_kind": "cpu"},
+        "settings": {"overrides": {}},
+    }
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)
     step_bench.plot(report, tmp_path / "p.png")

@@ -86,8 +86,12 @@ def _grad_fn(config: Any) -> Any:
 
     def loss_fn(params: Any, i: jax.Array, batch: dict[str, jax.Array]) -> jax.Array:
         dropout_key, attention_key = jax.random.split(jax.random.fold_in(base_key, i))
-        logits = model.apply({"params": params}, batch["inputs"], deterministic=False,
-                             rngs={"dropout": dropout_key, "attention": attention_key})
+        logits = model.apply(
+            {"params": params},
+            batch["inputs"],
+            deterministic=False,
+            rngs={"dropout": dropout_key, "attention": attention_key},
+        )
         return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), batch["labels"]).mean()
 
     return _jit(jax.value_and_grad(loss_fn))
@@ -125,6 +129,6 @@ def test_bf16_training_steps_track_float32(family):
     assert np.isfinite(loss16).all(), f"{family} bf16 losses {loss16}"
     assert np.isfinite(loss32).all(), f"{family} float32 losses {loss32}"
     gap = np.abs(np.asarray(loss16) - np.asarray(loss32))
-    assert (gap <= ABS_TOL + REL_TOL * np.asarray(loss32)).all(), (
-        f"{family}: bf16 {np.round(loss16, 4)} vs float32 {np.round(loss32, 4)} (gap {np.round(gap, 4)})"
-    )
+    assert (
+        gap <= ABS_TOL + REL_TOL * np.asarray(loss32)
+    ).all(), f"{family}: bf16 {np.round(loss16, 4)} vs float32 {np.round(loss32, 4)} (gap {np.round(gap, 4)})"

@@ -26,8 +26,13 @@ def save_format1(folder: Path, state, config: dict | None) -> None:
     into ``<step>/state/``, and ``integrity.json`` with the digests of the files under ``state/``."""
     with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as checkpointer:
         checkpointer.save(folder / "state", args=ocp.args.StandardSave(state))
-    record = {"format": 1, "kind": folder.parent.name, "step": int(folder.name),
-              "files": integrity.file_digests(folder / "state"), "arrays": integrity.array_digests(jax.device_get(state))}
+    record = {
+        "format": 1,
+        "kind": folder.parent.name,
+        "step": int(folder.name),
+        "files": integrity.file_digests(folder / "state"),
+        "arrays": integrity.array_digests(jax.device_get(state)),
+    }
     if config is not None:
         record.update(config=config, config_digest=config_digest(config))
     integrity.write_sealed_json(folder / RECORD, record)
@@ -107,8 +112,9 @@ def test_format1_checkpoints_verify_restore_and_are_pruned_with_new_ones(tmp_pat
     ckpt.close()
 
 
-def test_a_run_with_format1_checkpoints_resumes_to_the_uninterrupted_result(finished_smoke_run, smoke_data_dir,
-                                                                          tmp_path):
+def test_a_run_with_format1_checkpoints_resumes_to_the_uninterrupted_result(
+    finished_smoke_run, smoke_data_dir, tmp_path
+):
     from lra.train import train_and_evaluate
     from test_run_safety import SAME
     from test_train import smoke

@@ -15,8 +15,10 @@ from lra.training.run_errors import NonFiniteLossError
 
 
 def _state(value: float = 1.0) -> dict:
-    return {"params": {"w": jnp.full((4, 3), value, jnp.float32), "b": jnp.arange(3, dtype=jnp.float32)},
-            "step": jnp.asarray(7, jnp.int32)}
+    return {
+        "params": {"w": jnp.full((4, 3), value, jnp.float32), "b": jnp.arange(3, dtype=jnp.float32)},
+        "step": jnp.asarray(7, jnp.int32),
+    }
 
 
 def flip_bit(path: Path, rng: np.random.Generator) -> tuple[int, int]:
@@ -109,7 +111,7 @@ def test_sealed_json_detects_any_change(tmp_path):
     assert integrity.read_sealed_json(path) == {"a": [1, 2], "b": "x"}
     raw = path.read_bytes()
     for byte in range(len(raw)):
-        path.write_bytes(raw[:byte] + bytes([raw[byte] ^ 4]) + raw[byte + 1:])
+        path.write_bytes(raw[:byte] + bytes([raw[byte] ^ 4]) + raw[byte + 1 :])
         with pytest.raises((integrity.IntegrityError, ValueError)):
             integrity.read_sealed_json(path)
     os.remove(path)

@@ -128,10 +128,11 @@ def test_efficient_outputs_match_dense_rows(topk):
     q, k, v, mask, clusters = random_qkv_and_clusters(7)
     mask_np = np.asarray(mask)
     for fn, rows in (
-        (cl.clustered_attention(q, k, v, mask, clusters, 3),
-         cl.attention_matrix(q, k, mask, clusters, 3)),
-        (cl.improved_clustered_attention(q, k, v, mask, clusters, 3, topk),
-         cl.attention_matrix(q, k, mask, clusters, 3, topk=topk)),
+        (cl.clustered_attention(q, k, v, mask, clusters, 3), cl.attention_matrix(q, k, mask, clusters, 3)),
+        (
+            cl.improved_clustered_attention(q, k, v, mask, clusters, 3, topk),
+            cl.attention_matrix(q, k, mask, clusters, 3, topk=topk),
+        ),
     ):
         expected = np.einsum("bhnm,bmhd->bnhd", np.asarray(rows), np.asarray(v))
         np.testing.assert_allclose(np.asarray(fn)[mask_np], expected[mask_np], atol=1e-5)
@@ -146,8 +147,7 @@ def test_kmeans_recovers_separated_groups_and_ignores_padding():
     hashes[..., -2:, :] = -centers[0]  # two padded queries far from everything
     mask = jnp.asarray(np.arange(10)[None, :] < 8)
     for init in cl.INITS:
-        got = np.asarray(cl.hamming_kmeans(jnp.asarray(hashes, jnp.float32), mask, 3, 5, init,
-                                           jax.random.key(0)))
+        got = np.asarray(cl.hamming_kmeans(jnp.asarray(hashes, jnp.float32), mask, 3, 5, init, jax.random.key(0)))
         got = got[0, 0, :8]
         # Same partition as the labels (cluster ids are arbitrary).
         assert len(set(zip(got, labels[:8], strict=False))) == 3 == len(set(got))
@@ -185,8 +185,7 @@ def float_hamming_kmeans(h_BxHxNxR, mask_BxN, num_clusters, iterations, init, rn
     clusters = assign(centroids)
     ones = jnp.ones((b, nh, n, 1))
     for _ in range(iterations):
-        votes = cl.cluster_sums(jnp.concatenate([h_BxHxNxR, ones], -1), clusters, mask_BxN,
-                                num_clusters)
+        votes = cl.cluster_sums(jnp.concatenate([h_BxHxNxR, ones], -1), clusters, mask_BxN, num_clusters)
         majority = jnp.where(votes[..., :-1] > 0, 1.0, -1.0)
         centroids = jnp.where(votes[..., -1:] > 0, majority, centroids)
         clusters = assign(centroids)
@@ -213,8 +212,9 @@ def test_packed_assignment_equals_float_argmax(bits):
     expected = np.argmax(np.einsum("bhnr,bhcr->bhnc", h, c), axis=-1)
     words, cents = (jnp.moveaxis(cl.pack_bits(jnp.asarray(x > 0)), -1, 0) for x in (h, c))
     np.testing.assert_array_equal(np.asarray(cl.nearest_centroids(words, cents)), expected)
-    assert bits > 8 or (np.sort(np.einsum("bhnr,bhcr->bhnc", h, c), -1)[..., -2:]
-                        .std(-1) == 0).mean() > 0.2  # ties really occur at 8 bits
+    assert (
+        bits > 8 or (np.sort(np.einsum("bhnr,bhcr->bhnc", h, c), -1)[..., -2:].std(-1) == 0).mean() > 0.2
+    )  # ties really occur at 8 bits
 
 
 def test_packed_kmeans_equals_the_float_kmeans(bits=8):  # 8 bits: ties in every step
@@ -237,8 +237,7 @@ def test_padding_invariance(name, kmeans_init):
 
 
 def random_seeds(mask: np.ndarray, count: int, key: int) -> np.ndarray:
-    return np.asarray(jax.jit(cl._random_real_indices, static_argnums=1)(
-        jnp.asarray(mask), count, jax.random.key(key)))
+    return np.asarray(jax.jit(cl._random_real_indices, static_argnums=1)(jnp.asarray(mask), count, jax.random.key(key)))
 
 
 def test_random_init_draws_distinct_real_positions_deterministically():
@@ -266,12 +265,13 @@ def test_random_init_seeds_come_from_the_attention_rng_under_jit():
     y = np.asarray(apply(jax.random.key(2)))
     np.testing.assert_array_equal(np.asarray(apply(jax.random.key(2))), y)
     np.testing.assert_allclose(
-        np.asarray(module.apply(variables, x, mask, rngs={"attention": jax.random.key(2)})[0]),
-        y, atol=1e-5)  # eager == jit
+        np.asarray(module.apply(variables, x, mask, rngs={"attention": jax.random.key(2)})[0]), y, atol=1e-5
+    )  # eager == jit
     # Other keys, other clusterings (with no Lloyd step: the seeds' Voronoi cells).
     q = jnp.asarray(np.random.default_rng(0).normal(size=(2, N, 2, 8)), jnp.float32)
-    clusters = [np.asarray(cl.cluster_queries(q, mask, jax.random.key(k), 3, iterations=0,
-                                              init="random")) for k in range(3)]
+    clusters = [
+        np.asarray(cl.cluster_queries(q, mask, jax.random.key(k), 3, iterations=0, init="random")) for k in range(3)
+    ]
     assert not np.array_equal(clusters[0], clusters[1])
     assert not np.array_equal(clusters[0], clusters[2])
     with pytest.raises(ValueError, match="rng"):
@@ -368,8 +368,18 @@ def test_masked_copy_resumes_a_killed_call_exactly(tmp_path, monkeypatch):
 
     from lra.experiments import masked_copy as mc
 
-    settings = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4,
-                           steps=2, eval_batches=1, log_every=1, variants=("softmax", "clustered:2"))
+    settings = mc.Settings(
+        seq_len=5,
+        num_layers=1,
+        num_heads=2,
+        head_dim=4,
+        mlp_dim=8,
+        batch_size=4,
+        steps=2,
+        eval_batches=1,
+        log_every=1,
+        variants=("softmax", "clustered:2"),
+    )
     whole = mc.run_resumable(settings, tmp_path / "whole", "cmd", log=lambda line: None)
 
     trained, real = [], mc.train_variant
@@ -399,7 +409,10 @@ def test_masked_copy_resumes_a_killed_call_exactly(tmp_path, monkeypatch):
     assert trained == ["softmax", "clustered:2"]  # softmax once, before the kill; then only the rest
     strip = lambda r: [{k: v for k, v in run.items() if k != "train_seconds"} for run in r["runs"]]
     assert strip(resumed) == strip(whole)
-    assert json.loads((out / "results.json").read_text())["runs"][0]["masked_accuracy"] == whole["runs"][0]["masked_accuracy"]
+    assert (
+        json.loads((out / "results.json").read_text())["runs"][0]["masked_accuracy"]
+        == whole["runs"][0]["masked_accuracy"]
+    )
     assert not (out / mc.PARTIAL).exists()
 
 
@@ -409,11 +422,22 @@ def test_masked_copy_swap_evaluates_the_softmax_weights_with_another_attention(t
     not); a record without the option keeps its old settings (no swap_eval key)."""
     from lra.experiments import masked_copy as mc
 
-    settings = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4, steps=2,
-                           eval_batches=1, log_every=1, topk=12, variants=("softmax",),
-                           swap_eval=("clustered:12", "improved_clustered:12"))
+    settings = mc.Settings(
+        seq_len=5,
+        num_layers=1,
+        num_heads=2,
+        head_dim=4,
+        mlp_dim=8,
+        batch_size=4,
+        steps=2,
+        eval_batches=1,
+        log_every=1,
+        topk=12,
+        variants=("softmax",),
+        swap_eval=("clustered:12", "improved_clustered:12"),
+    )
     result = mc.run_resumable(settings, tmp_path / "swap", "cmd", log=lambda line: None)
-    full, = result["runs"]
+    (full,) = result["runs"]
     assert [s["variant"] for s in full["swap_eval"]] == ["clustered-12", "i-clustered-12"]
     clustered_run, improved = full["swap_eval"]
     assert improved["masked_accuracy"] == full["masked_accuracy"]

@@ -20,13 +20,28 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _train(workdir: Path, data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "lra.train", "--config", "configs/listops_transformer.py:smoke",
-            "--config.num_train_steps=20", "--config.log_every=1", "--config.eval_every=10",
-            "--config.checkpoint_every=10", f"--config.data_dir={data_dir}", "--workdir", str(workdir)]
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LD_PRELOAD", "MIMALLOC_PURGE_DELAY")}
-    return subprocess.run(argv, cwd=REPO, env={**base, "JAX_PLATFORMS": "cpu", **env}, capture_output=True,
-                          text=True, timeout=600)
+    argv = [
+        sys.executable,
+        "-m",
+        "lra.train",
+        "--config",
+        "configs/listops_transformer.py:smoke",
+        "--config.num_train_steps=20",
+        "--config.log_every=1",
+        "--config.eval_every=10",
+        "--config.checkpoint_every=10",
+        f"--config.data_dir={data_dir}",
+        "--workdir",
+        str(workdir),
+    ]
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LD_PRELOAD", "MIMALLOC_PURGE_DELAY")
+    }
+    return subprocess.run(
+        argv, cwd=REPO, env={**base, "JAX_PLATFORMS": "cpu", **env}, capture_output=True, text=True, timeout=600
+    )
 
 
 def _logged(workdir: Path) -> list[tuple]:
@@ -120,12 +135,14 @@ def test_child_environment_adds_the_tunables_once_and_keeps_the_users():
     assert "GLIBC_TUNABLES" not in off
 
 
-_BITS = ("import json, jax; from lra.training import cpu_speed; on = cpu_speed.unroll_threefry_on_cpu(); "
-         "k = jax.random.key(3); d, a = jax.random.split(jax.random.fold_in(k, 7)); "
-         "keys = jax.vmap(jax.random.key)(jax.numpy.arange(2)); "
-         "print(json.dumps([on, cpu_speed.settings()['threefry'], jax.jit(lambda: jax.random.bits(d, (4, 257))).__call__().tolist(), "
-         "jax.jit(lambda: jax.random.bernoulli(a, 0.9, (3, 100))).__call__().tolist(), "
-         "jax.jit(jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 5), (2, 3, 7)))).__call__(keys).tolist()]))")
+_BITS = (
+    "import json, jax; from lra.training import cpu_speed; on = cpu_speed.unroll_threefry_on_cpu(); "
+    "k = jax.random.key(3); d, a = jax.random.split(jax.random.fold_in(k, 7)); "
+    "keys = jax.vmap(jax.random.key)(jax.numpy.arange(2)); "
+    "print(json.dumps([on, cpu_speed.settings()['threefry'], jax.jit(lambda: jax.random.bits(d, (4, 257))).__call__().tolist(), "
+    "jax.jit(lambda: jax.random.bernoulli(a, 0.9, (3, 100))).__call__().tolist(), "
+    "jax.jit(jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 5), (2, 3, 7)))).__call__(keys).tolist()]))"
+)
 
 
 def test_faster_threefry_lowerings_give_the_same_bits_and_break_loudly_if_jax_moves_them():
@@ -133,12 +150,21 @@ def test_faster_threefry_lowerings_give_the_same_bits_and_break_loudly_if_jax_mo
     the one-pass lowering is not in force and this fails."""
     outs = {}
     for value in ("0", "", "1"):
-        done = subprocess.run([sys.executable, "-c", _BITS], cwd=REPO, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "JAX_PLATFORMS": "cpu", cpu_speed.THREEFRY_SWITCH: value})
+        done = subprocess.run(
+            [sys.executable, "-c", _BITS],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "JAX_PLATFORMS": "cpu", cpu_speed.THREEFRY_SWITCH: value},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         outs[value] = json.loads(done.stdout.strip().splitlines()[-1])
     assert outs["0"][:2] == [False, "rolled"]
-    assert outs[""][:2] == [True, "one-pass"], "jax moved the threefry lowering: update lra/training/threefry_lowering.py"
+    assert outs[""][:2] == [
+        True,
+        "one-pass",
+    ], "jax moved the threefry lowering: update lra/training/threefry_lowering.py"
     assert outs["1"][:2] == [True, "fused"]
     assert outs["0"][2:] == outs[""][2:] == outs["1"][2:]
 
@@ -159,17 +185,21 @@ def test_a_threefry_setting_that_is_not_one_is_refused():
 def test_the_laptop_benchmark_takes_ratios_within_rounds():
     from lra.bench import laptop
 
-    rows = [dict(config="c", seeds=1, variant=v, round=r, seed_steps_per_second=x)
-            for v, r, x in (("default", 0, 2.0), ("fast", 0, 3.0), ("default", 1, 1.0), ("fast", 1, 2.0))]
+    rows = [
+        dict(config="c", seeds=1, variant=v, round=r, seed_steps_per_second=x)
+        for v, r, x in (("default", 0, 2.0), ("fast", 0, 3.0), ("default", 1, 1.0), ("fast", 1, 2.0))
+    ]
     (ratio,) = laptop.ratios(rows)
     assert ratio["ratios"] == [1.5, 2.0] and ratio["median_ratio"] == 1.75
 
 
-_MASKED_COPY = ("import json, os; from lra.experiments import masked_copy as mc; "
-                "s = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4, steps=6, "
-                "eval_batches=1, log_every=1, variants=('clustered:2',)); run = mc.train_variant(s, 'clustered:2', "
-                "lambda line: None); print(json.dumps([len(os.sched_getaffinity(0)), "
-                "{k: v for k, v in run.items() if k != 'train_seconds'}]))")
+_MASKED_COPY = (
+    "import json, os; from lra.experiments import masked_copy as mc; "
+    "s = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4, steps=6, "
+    "eval_batches=1, log_every=1, variants=('clustered:2',)); run = mc.train_variant(s, 'clustered:2', "
+    "lambda line: None); print(json.dumps([len(os.sched_getaffinity(0)), "
+    "{k: v for k, v in run.items() if k != 'train_seconds'}]))"
+)
 
 
 def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_run_does():
@@ -178,8 +208,14 @@ def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_ru
     core = str(min(os.sched_getaffinity(0)))
     outs = {}
     for pin in ("", core):
-        done = subprocess.run([sys.executable, "-c", _MASKED_COPY], cwd=REPO, capture_output=True, text=True,
-                              timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu", cpu_speed.PIN_VARIABLE: pin})
+        done = subprocess.run(
+            [sys.executable, "-c", _MASKED_COPY],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "JAX_PLATFORMS": "cpu", cpu_speed.PIN_VARIABLE: pin},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         outs[pin] = json.loads(done.stdout.strip().splitlines()[-1])
     assert outs[core][0] == 1  # pinned: one core left to the whole process
@@ -189,11 +225,27 @@ def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_ru
 def test_the_laptop_record_states_its_note_and_each_runs_numbers():
     from lra.bench import laptop
 
-    run = dict(config="c", seeds=1, round=0, seed_steps_per_second=2.0, minor_faults_per_step=10.0,
-               system_seconds_per_step=0.01, compile_seconds=3.0)
+    run = dict(
+        config="c",
+        seeds=1,
+        round=0,
+        seed_steps_per_second=2.0,
+        minor_faults_per_step=10.0,
+        system_seconds_per_step=0.01,
+        compile_seconds=3.0,
+    )
     runs = [dict(run, variant="default"), dict(run, variant="fast", seed_steps_per_second=5.0)]
-    record = {"command": "python -m lra.bench.laptop", "git_commit": "abc", "date": "d", "machine": "2 CPUs",
-              "steps": 9, "note": "Shared with two other jobs.", "runs": runs, "step_costs": {},
-              "ratios": laptop.ratios(runs), "identical": []}
+    record = {
+        "command": "python -m lra.bench.laptop",
+        "git_commit": "abc",
+        "date": "d",
+        "machine": "2 CPUs",
+        "steps": 9,
+        "note": "Shared with two other jobs.",
+        "runs": runs,
+        "step_costs": {},
+        "ratios": laptop.ratios(runs),
+        "identical": [],
+    }
     text = laptop.markdown(record)
     assert "Shared with two other jobs." in text and "| `c` | 1 | fast | 5.00 | 2.50x |" in text

@@ -32,8 +32,21 @@ def test_gap_pairs_and_agreement(tmp_path):
     _run(tmp_path / "b" / "listops_luna-16" / "seed0", base[:50] + [v + 0.3 for v in base[50:]])
     _run(tmp_path / "a" / "listops_linear" / "seed0", base)  # no partner: left out
     main = script_main("compare_curves")
-    code = main([str(tmp_path / "a"), str(tmp_path / "b"), "--labels", "float32", "bfloat16", "--window", "5",
-                 "--out", str(tmp_path / "out"), "--name", "cmp"])
+    code = main(
+        [
+            str(tmp_path / "a"),
+            str(tmp_path / "b"),
+            "--labels",
+            "float32",
+            "bfloat16",
+            "--window",
+            "5",
+            "--out",
+            str(tmp_path / "out"),
+            "--name",
+            "cmp",
+        ]
+    )
     assert code == 1  # one pair disagrees
     report = json.loads((tmp_path / "out" / "cmp.json").read_text())
     rows = {r["run"]: r for r in report["rows"]}
@@ -49,7 +62,10 @@ def test_gap_pairs_and_agreement(tmp_path):
 def test_roots_without_common_runs_are_refused(tmp_path, capsys):
     _run(tmp_path / "a" / "x" / "seed0", [1.0, 1.0])
     _run(tmp_path / "b" / "y" / "seed0", [1.0, 1.0])
-    assert script_main("compare_curves")([str(tmp_path / "a"), str(tmp_path / "b"), "--name", "n", "--out", str(tmp_path)]) == 2
+    assert (
+        script_main("compare_curves")([str(tmp_path / "a"), str(tmp_path / "b"), "--name", "n", "--out", str(tmp_path)])
+        == 2
+    )
     assert "no run is under both" in capsys.readouterr().err
 
 
@@ -59,8 +75,7 @@ def test_bfloat16_follows_float32_on_a_smoke_run(smoke_data_dir, tmp_path):
     from test_train import smoke
 
     for dtype in ("float32", "bfloat16"):
-        config = smoke(smoke_data_dir, num_train_steps=30, eval_every=30, checkpoint_every=30,
-                       **{"model.dtype": dtype})
+        config = smoke(smoke_data_dir, num_train_steps=30, eval_every=30, checkpoint_every=30, **{"model.dtype": dtype})
         train_and_evaluate(config, tmp_path / dtype / "listops_transformer" / "seed0")
     (row,) = curve_compare.compare(tmp_path / "float32", tmp_path / "bfloat16", window=5, tolerance=0.1)
     assert row["steps"] == 30

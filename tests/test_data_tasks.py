@@ -39,8 +39,10 @@ def imdb_docs() -> dict[str, dict[str, list[tuple[str, bytes]]]]:
     for split, per_class in (("train", 10), ("test", 3)):
         docs[split] = {}
         for label in ("neg", "pos"):
-            items = [(f"{i:03d}_{7 if label == 'pos' else 2}.txt", f"{split} {label} review {i}".encode())
-                     for i in range(per_class)]
+            items = [
+                (f"{i:03d}_{7 if label == 'pos' else 2}.txt", f"{split} {label} review {i}".encode())
+                for i in range(per_class)
+            ]
             docs[split][label] = items
     docs["train"]["pos"][0] = ("000_9.txt", SPECIAL_DOCS[0])
     docs["train"]["neg"][1] = ("001_1.txt", SPECIAL_DOCS[1])
@@ -63,9 +65,11 @@ def write_tfds_imdb(root: Path) -> None:
     folder = root / "tensorflow_datasets" / "imdb_reviews" / "plain_text" / "1.0.0"
     folder.mkdir(parents=True)
     for split, per_label in imdb_docs().items():
-        examples = [tfrecord.encode_example({"text": [raw.strip()], "label": [label]})
-                    for label, name in enumerate(("neg", "pos"))
-                    for _, raw in sorted(per_label[name])]
+        examples = [
+            tfrecord.encode_example({"text": [raw.strip()], "label": [label]})
+            for label, name in enumerate(("neg", "pos"))
+            for _, raw in sorted(per_label[name])
+        ]
         half = len(examples) // 2  # two shards, to test shard order
         for i, part in enumerate((examples[:half], examples[half:])):
             tfrecord.write_records(folder / f"imdb_reviews-{split}.tfrecord-{i:05d}-of-00002", part)
@@ -73,15 +77,17 @@ def write_tfds_imdb(root: Path) -> None:
 
 
 def aan_text(i: int) -> bytes:
-    return repr(f"Paper {i}: \"quoted\" text\nwith a newline".encode()).encode()  # a b'...' literal
+    return repr(f'Paper {i}: "quoted" text\nwith a newline'.encode()).encode()  # a b'...' literal
 
 
 def write_aan(root: Path, nested: bool = False) -> Path:
     folder = root / "lra_release" / ("lra_release" if nested else "") / "tsv_data"
     folder.mkdir(parents=True)
     for split, n in (("train", 6), ("eval", 3), ("test", 4)):
-        lines = [b"\t".join([b"1.0" if i % 2 else b"0", b"id%d" % i, b"id%d" % (i + 1), aan_text(i), aan_text(i + 1)])
-                 for i in range(n)]
+        lines = [
+            b"\t".join([b"1.0" if i % 2 else b"0", b"id%d" % i, b"id%d" % (i + 1), aan_text(i), aan_text(i + 1)])
+            for i in range(n)
+        ]
         (folder / f"new_aan_pairs.{split}.tsv").write_bytes(b"\n".join(lines) + b"\n")
     return folder
 
@@ -125,8 +131,12 @@ def write_tfds_cifar(root: Path) -> None:
     for split, names in (("train", [f"data_batch_{i}" for i in range(1, 6)]), ("test", ["test_batch"])):
         data = np.concatenate([CIFAR_BATCHES[n][0] for n in names])
         labels = np.concatenate([CIFAR_BATCHES[n][1] for n in names])
-        records = [tfrecord.encode_example({"id": [b"%s_%05d" % (split.encode(), i)], "image": [png(row)],
-                                            "label": [int(lab)]}) for i, (row, lab) in enumerate(zip(data, labels, strict=False))]
+        records = [
+            tfrecord.encode_example(
+                {"id": [b"%s_%05d" % (split.encode(), i)], "image": [png(row)], "label": [int(lab)]}
+            )
+            for i, (row, lab) in enumerate(zip(data, labels, strict=False))
+        ]
         tfrecord.write_records(folder / f"cifar10-{split}.tfrecord-00000-of-00001", records)
 
 
@@ -147,6 +157,7 @@ def test_tfrecord_roundtrip_and_corruption(tmp_path):
     blob = path.read_bytes()
     # framing by the spec: length, masked crc of length, data, masked crc of data
     assert struct.unpack("<Q", blob[0:8])[0] == 0 and struct.unpack("<Q", blob[16:24])[0] == 1  # record 0 is 16 bytes
+
     def masked(crc: int) -> int:  # the spec's formula, written out independently of the module
         return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
@@ -176,17 +187,20 @@ def _example_class():
     feature.oneof_decl.add(name="kind")
     for number, name in enumerate(("bytes_list", "float_list", "int64_list"), 1):
         type_name = ".t." + name.title().replace("_", "")
-        feature.field.add(name=name, number=number, type=F.TYPE_MESSAGE, type_name=type_name,
-                          label=F.LABEL_OPTIONAL, oneof_index=0)
+        feature.field.add(
+            name=name, number=number, type=F.TYPE_MESSAGE, type_name=type_name, label=F.LABEL_OPTIONAL, oneof_index=0
+        )
     features = f.message_type.add(name="Features")
     entry = features.nested_type.add(name="FeatureEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, type_name=".t.Feature", label=F.LABEL_OPTIONAL)
-    features.field.add(name="feature", number=1, type=F.TYPE_MESSAGE, type_name=".t.Features.FeatureEntry",
-                       label=F.LABEL_REPEATED)
-    f.message_type.add(name="Example").field.add(name="features", number=1, type=F.TYPE_MESSAGE,
-                                                  type_name=".t.Features", label=F.LABEL_OPTIONAL)
+    features.field.add(
+        name="feature", number=1, type=F.TYPE_MESSAGE, type_name=".t.Features.FeatureEntry", label=F.LABEL_REPEATED
+    )
+    f.message_type.add(name="Example").field.add(
+        name="features", number=1, type=F.TYPE_MESSAGE, type_name=".t.Features", label=F.LABEL_OPTIONAL
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Example"))
@@ -210,8 +224,9 @@ def test_example_codec_matches_protobuf():
 
 
 def expected_imdb(split: str, max_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    docs = [(label, raw.strip()) for label, name in enumerate(("neg", "pos"))
-            for _, raw in sorted(imdb_docs()[split][name])]
+    docs = [
+        (label, raw.strip()) for label, name in enumerate(("neg", "pos")) for _, raw in sorted(imdb_docs()[split][name])
+    ]
     tokens, lengths = bytes_tokenizer.encode([d for _, d in docs], max_len)
     return tokens, lengths, np.array([label for label, _ in docs])
 
@@ -311,7 +326,7 @@ def test_matching_loads_pairs(tmp_path):
         assert data.train.lengths[2, j] == 32
     short = matching.load(make_config("matching", tmp_path, max_len=1000))
     assert short.test.lengths[0, 0] == len(aan_text(0)) < 1000
-    assert (short.test.inputs[0, 0, len(aan_text(0)):] == 0).all()
+    assert (short.test.inputs[0, 0, len(aan_text(0)) :] == 0).all()
 
 
 def test_matching_unescape_and_nested_release(tmp_path):

@@ -76,9 +76,11 @@ def test_writes_every_file_and_reports_progress(diagnosed):
     assert run["run"] == "ConvLuna-16_seed0" and run["variant"] == "ConvLuna-16" and run["task"] == "listops"
     assert run["checkpoint_step"] == result["best_step"] and run["test_accuracy"] == result["test_accuracy"]
     assert run["memory_size"] == 16 and run["num_blocks"] == 2 and run["batch"]["examples"] == 8
-    assert set(run["stats"]) == {f"{m}/{s}" for m in ("initial", "block0", "block1")
-                                 for s in ("distinct_vectors", "effective_rank", "mean_pairwise_cosine")} | {
-        "block0/packing_entropy", "block1/packing_entropy"}
+    assert set(run["stats"]) == {
+        f"{m}/{s}"
+        for m in ("initial", "block0", "block1")
+        for s in ("distinct_vectors", "effective_rank", "mean_pairwise_cosine")
+    } | {"block0/packing_entropy", "block1/packing_entropy"}
 
 
 def _effective_rank(m: np.ndarray) -> float:
@@ -129,7 +131,8 @@ def test_numbers_equal_an_independent_recomputation(diagnosed):
         ranks = [_effective_rank(m) for m in memory]
         assert stats[f"block{b}/effective_rank"] == pytest.approx(np.mean(ranks), rel=1e-5)
         assert stats[f"block{b}/mean_pairwise_cosine"] == pytest.approx(
-            np.mean([_mean_cosine(m) for m in memory]), rel=1e-4, abs=1e-6)
+            np.mean([_mean_cosine(m) for m in memory]), rel=1e-4, abs=1e-6
+        )
         attn = encoder[f"block_{b}"]["attention"]
         w = np.asarray(attn["packing_weights"][0], np.float64)  # B x H x M x J
         real = np.asarray(attn["packing_key_mask"][0])  # B x J
@@ -156,8 +159,9 @@ def test_refuses_a_transformer_run_naming_it(diagnosed, tmp_path):
     transformer = tmp_path / "listops_transformer"
     transformer.mkdir()
     write_json_atomic(transformer / "config.json", config_to_dict(_config("listops_transformer.py", "smoke")))
-    code, stdout, stderr = _main(["memory", "--workdir", str(root / "run"), str(transformer),
-                                  "--out", str(tmp_path / "out")])
+    code, stdout, stderr = _main(
+        ["memory", "--workdir", str(root / "run"), str(transformer), "--out", str(tmp_path / "out")]
+    )
     assert code == 2
     assert stderr.startswith("error: ") and str(transformer) in stderr and "'softmax'" in stderr
     assert "memory family" in stderr and "Transformer" in stderr

@@ -21,8 +21,17 @@ from lra.attention.dispersed import DispersedAttention, num_scores, offsets, pat
 from lra.attention.softmax import SoftmaxAttention
 
 # Table 1 of the paper (window 4): N -> number of attention scores, and the sliding-window column.
-TABLE1 = {10: 62, 50: 700, 100: 1962, 500: 21524, 1000: 60550, 5000: 671500,
-          10000: 1895358, 15000: 3478806, 16384: 3970510}
+TABLE1 = {
+    10: 62,
+    50: 700,
+    100: 1962,
+    500: 21524,
+    1000: 60550,
+    5000: 671500,
+    10000: 1895358,
+    15000: 3478806,
+    16384: 3970510,
+}
 TABLE1_WINDOW = {10: 44, 50: 244, 100: 494, 500: 2494, 1000: 4994, 16384: 81914}
 
 
@@ -66,8 +75,9 @@ def test_pattern_structure():
     rel = np.arange(n)[None, :] - np.arange(n)[:, None]
     np.testing.assert_array_equal(p[np.abs(rel) <= w // 2], True)  # the window is dense
     assert not p[np.abs(rel) == w // 2 + 1].any()  # then a gap of one token
-    np.testing.assert_array_equal(np.flatnonzero(p[40]) - 40, dispersed.live_offsets(n, w)[
-        np.abs(dispersed.live_offsets(n, w)) <= 39])
+    np.testing.assert_array_equal(
+        np.flatnonzero(p[40]) - 40, dispersed.live_offsets(n, w)[np.abs(dispersed.live_offsets(n, w)) <= 39]
+    )
     assert p[0].sum() == (dispersed.live_offsets(n, w) >= 0).sum()  # first row: right side only
     assert num_scores(n, w) == p.sum()
 
@@ -101,8 +111,7 @@ def _inputs(n=64, dim=16, lengths=(51, 64), seed=0):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(), dict(block_size=7), dict(block_size=1000), dict(window=6, max_gap=5),
-     dict(scale_scores=False)],
+    [dict(), dict(block_size=7), dict(block_size=1000), dict(window=6, max_gap=5), dict(scale_scores=False)],
 )
 def test_matches_dense_pattern_reference(kwargs):
     module = DispersedAttention(num_heads=2, qkv_dim=16, **kwargs)
@@ -172,8 +181,9 @@ def test_dropout_on_pattern_weights():
     det, _ = jax.jit(module.apply)(params, x, mask)
     no_drop, _ = jax.jit(DispersedAttention(num_heads=2, qkv_dim=16, block_size=16).apply)(params, x, mask)
     np.testing.assert_allclose(np.asarray(det), np.asarray(no_drop), atol=1e-6)
-    run = jax.jit(lambda seed: module.apply(params, x, mask, deterministic=False,
-                                            rngs={"dropout": jax.random.key(seed)})[0])
+    run = jax.jit(
+        lambda seed: module.apply(params, x, mask, deterministic=False, rngs={"dropout": jax.random.key(seed)})[0]
+    )
     m = np.asarray(mask)[..., None]
     y3 = np.asarray(run(3)) * m
     np.testing.assert_array_equal(np.asarray(run(3)) * m, y3)

@@ -57,8 +57,13 @@ def test_explicit_launch_passes_all_three_and_device_ids(captured, monkeypatch):
     distributed.initialize()
     distributed.initialize()  # once only
     assert captured == [
-        dict(coordinator_address="10.0.0.1:1234", num_processes=4, process_id=3, local_device_ids=[0, 1],
-             initialization_timeout=distributed.DEFAULT_TIMEOUT + 60)  # ours first (issue 26 U3)
+        dict(
+            coordinator_address="10.0.0.1:1234",
+            num_processes=4,
+            process_id=3,
+            local_device_ids=[0, 1],
+            initialization_timeout=distributed.DEFAULT_TIMEOUT + 60,
+        )  # ours first (issue 26 U3)
     ]
 
 
@@ -152,8 +157,13 @@ def test_two_cpu_processes_share_one_sharded_sum(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
     env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2")
     procs = [
-        subprocess.Popen([sys.executable, str(script)], env={**env, "JAX_PROCESS_ID": str(i)},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            env={**env, "JAX_PROCESS_ID": str(i)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(2)
     ]
     outputs = []
@@ -175,17 +185,39 @@ def test_two_cpu_processes_share_one_sharded_sum(tmp_path: Path):
 
 
 def _train_cmd(workdir: Path, data_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
-            f"--workdir={workdir}", f"--config.data_dir={data_dir}", "--config.num_train_steps=40",
-            "--config.eval_every=10", "--config.checkpoint_every=10", "--config.log_every=5"]
+    return [
+        sys.executable,
+        "-m",
+        "lra.train",
+        f"--config={REPO}/configs/listops_transformer.py:smoke",
+        f"--workdir={workdir}",
+        f"--config.data_dir={data_dir}",
+        "--config.num_train_steps=40",
+        "--config.eval_every=10",
+        "--config.checkpoint_every=10",
+        "--config.log_every=5",
+    ]
 
 
 def _launch_two(workdir: Path, data_dir: Path) -> list[subprocess.Popen]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
-    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2",
-               PYTHONPATH=str(REPO))
-    return [subprocess.Popen(_train_cmd(workdir, data_dir), env={**env, "JAX_PROCESS_ID": str(i)}, cwd=REPO,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    env.update(
+        JAX_PLATFORMS="cpu",
+        JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}",
+        JAX_NUM_PROCESSES="2",
+        PYTHONPATH=str(REPO),
+    )
+    return [
+        subprocess.Popen(
+            _train_cmd(workdir, data_dir),
+            env={**env, "JAX_PROCESS_ID": str(i)},
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
 
 
 def _finish(procs: list[subprocess.Popen]) -> None:
@@ -213,8 +245,9 @@ def test_two_processes_train_like_one_with_two_devices_and_resume_after_a_kill(t
     data = tmp_path / "data"
     one_env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
     one_env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONPATH=str(REPO))
-    one = subprocess.run(_train_cmd(tmp_path / "one", data), env=one_env, cwd=REPO, capture_output=True, text=True,
-                         timeout=600)  # also prepares the data, so the two processes only read it
+    one = subprocess.run(
+        _train_cmd(tmp_path / "one", data), env=one_env, cwd=REPO, capture_output=True, text=True, timeout=600
+    )  # also prepares the data, so the two processes only read it
     assert one.returncode == 0, one.stderr[-3000:]
 
     _finish(_launch_two(tmp_path / "two", data))
@@ -237,8 +270,10 @@ def test_two_processes_train_like_one_with_two_devices_and_resume_after_a_kill(t
     _finish(_launch_two(tmp_path / "killed", data))
     again = json.loads((tmp_path / "killed" / "result.json").read_text())
     assert {k: again[k] for k in keys} == {k: two[k] for k in keys}
-    strip = lambda path: [{k: v for k, v in json.loads(line).items() if k != "steps_per_second"}  # noqa: E731
-                          for line in path.read_text().splitlines()]
+    strip = lambda path: [
+        {k: v for k, v in json.loads(line).items() if k != "steps_per_second"}  # noqa: E731
+        for line in path.read_text().splitlines()
+    ]
     assert strip(tmp_path / "killed" / "metrics.jsonl") == strip(tmp_path / "two" / "metrics.jsonl")
 
 
@@ -277,14 +312,30 @@ def test_a_sigterm_reaching_one_process_stops_both_after_a_save(tmp_path: Path):
     data = tmp_path / "data"
     load_task(smoke(data))  # generated once here, so the two processes only read it
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
-    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2",
-               PYTHONPATH=str(REPO))
+    env.update(
+        JAX_PLATFORMS="cpu",
+        JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}",
+        JAX_NUM_PROCESSES="2",
+        PYTHONPATH=str(REPO),
+    )
     workdir = tmp_path / "w"
-    command = _train_cmd(workdir, data)[:-4] + ["--config.num_train_steps=100000", "--config.eval_every=50000",
-                                                 "--config.checkpoint_every=10", "--config.log_every=10"]
+    command = _train_cmd(workdir, data)[:-4] + [
+        "--config.num_train_steps=100000",
+        "--config.eval_every=50000",
+        "--config.checkpoint_every=10",
+        "--config.log_every=10",
+    ]
     logs = [tmp_path / f"process{i}.log" for i in range(2)]  # files, not pipes: a full pipe would block a process
-    procs = [subprocess.Popen(command, env={**env, "JAX_PROCESS_ID": str(i)}, cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=logs[i].open("w")) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            command,
+            env={**env, "JAX_PROCESS_ID": str(i)},
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=logs[i].open("w"),
+        )
+        for i in range(2)
+    ]
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and all(p.poll() is None for p in procs):
@@ -315,10 +366,13 @@ def _one_error_line(stderr: str) -> str:
 
 
 def test_waiting_messages_name_what_is_missing():
-    assert distributed.waiting_message(dict(coordinator_address="h:1", num_processes=3, process_id=0)) == \
-        "process 0 of 3: waiting for 2 more processes at h:1"
+    assert (
+        distributed.waiting_message(dict(coordinator_address="h:1", num_processes=3, process_id=0))
+        == "process 0 of 3: waiting for 2 more processes at h:1"
+    )
     assert "waiting for process 0 (the coordinator) at h:1" in distributed.waiting_message(
-        dict(coordinator_address="h:1", num_processes=2, process_id=1))
+        dict(coordinator_address="h:1", num_processes=2, process_id=1)
+    )
     assert distributed.join_timeout({}) == distributed.DEFAULT_TIMEOUT
     assert distributed.join_timeout({distributed.TIMEOUT_VAR: "7"}) == 7
     with pytest.raises(ValueError, match="LRA_DISTRIBUTED_TIMEOUT='soon' must be an integer >= 1"):
@@ -334,14 +388,21 @@ def test_a_missing_peer_is_one_error_line_after_the_timeout(tmp_path: Path, proc
 
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
     address = f"127.0.0.1:{_free_port()}"
-    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2",
-               JAX_PROCESS_ID=str(process_id), LRA_DISTRIBUTED_TIMEOUT="4", PYTHONPATH=str(REPO))
+    env.update(
+        JAX_PLATFORMS="cpu",
+        JAX_COORDINATOR_ADDRESS=address,
+        JAX_NUM_PROCESSES="2",
+        JAX_PROCESS_ID=str(process_id),
+        LRA_DISTRIBUTED_TIMEOUT="4",
+        PYTHONPATH=str(REPO),
+    )
     start = time.monotonic()
-    out = subprocess.run(_train_cmd(tmp_path / "w", tmp_path / "data"), env=env, cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        _train_cmd(tmp_path / "w", tmp_path / "data"), env=env, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     assert time.monotonic() - start < 60
-    waiting = ("waiting for 1 more process at " if process_id == 0 else "waiting for process 0 (the coordinator) at ")
+    waiting = "waiting for 1 more process at " if process_id == 0 else "waiting for process 0 (the coordinator) at "
     assert waiting + address in out.stderr.splitlines()[0] if process_id == 0 else waiting + address in out.stderr
     line = _one_error_line(out.stderr)
     assert "not every process joined within 4 s" in line and "LRA_DISTRIBUTED_TIMEOUT" in line
@@ -354,18 +415,33 @@ def test_processes_given_different_configs_are_one_clear_error(tmp_path: Path):
     if not hasattr(jax.config, "jax_cpu_collectives_implementation"):
         pytest.skip(f"this jax ({jax.__version__}) has no CPU cross-process collectives option")
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "XLA_FLAGS"}
-    env.update(JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_NUM_PROCESSES="2",
-               PYTHONPATH=str(REPO))
+    env.update(
+        JAX_PLATFORMS="cpu",
+        JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}",
+        JAX_NUM_PROCESSES="2",
+        PYTHONPATH=str(REPO),
+    )
     extra = ([], ["--config.learning_rate=0.05"])
-    procs = [subprocess.Popen(_train_cmd(tmp_path / "w", tmp_path / "data") + extra[i],
-                              env={**env, "JAX_PROCESS_ID": str(i)}, cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            _train_cmd(tmp_path / "w", tmp_path / "data") + extra[i],
+            env={**env, "JAX_PROCESS_ID": str(i)},
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     try:
         for p in procs:
             _, err = p.communicate(timeout=300)
             assert p.returncode == 2, err[-3000:]
             line = _one_error_line(err)
-            assert "were given different commands" in line and "learning_rate: 0.005 in process 0, 0.05 in process 1" in line
+            assert (
+                "were given different commands" in line
+                and "learning_rate: 0.005 in process 0, 0.05 in process 1" in line
+            )
     finally:
         for p in procs:
             if p.poll() is None:

@@ -52,8 +52,17 @@ from lra.reports.doc_numbers import pages as doc_pages
 
 REPO = Path(__file__).resolve().parent.parent
 
-SKIP_REASONS = ("needs data", "needs gpu", "needs tpu", "needs torch", "needs network", "install", "hours",
-                "slurm", "multi-host")
+SKIP_REASONS = (
+    "needs data",
+    "needs gpu",
+    "needs tpu",
+    "needs torch",
+    "needs network",
+    "install",
+    "hours",
+    "slurm",
+    "multi-host",
+)
 SHELL_LANGUAGES = ("bash", "sh", "shell", "console")
 SMOKE_STEPS = 6  # lra.defaults: the smoke preset's num_train_steps
 SMOKE_PATHFINDER_IMAGES = 64  # lra.defaults: the smoke preset's pathfinder_images
@@ -101,23 +110,29 @@ def read_blocks(text: str, name: str) -> tuple[list[Block], list[str]]:
         closing = re.compile(rf"^\s*{re.escape(ticks[0])}{{{len(ticks)},}}\s*$")
         while end < len(lines) and not closing.match(lines[end]):
             end += 1
-        body = tuple(l[len(indent):] if l.startswith(indent) else l.lstrip() for l in lines[i + 1:end])
+        body = tuple(l[len(indent) :] if l.startswith(indent) else l.lstrip() for l in lines[i + 1 : end])
         if language in SHELL_LANGUAGES:
             if pending is None:
-                problems.append(f"{name}:{number}: ```{language} block without a doc-test marker on the line "
-                                f"above (<!-- doc-test: run --> or <!-- doc-test: skip: REASON -->)")
+                problems.append(
+                    f"{name}:{number}: ```{language} block without a doc-test marker on the line "
+                    f"above (<!-- doc-test: run --> or <!-- doc-test: skip: REASON -->)"
+                )
                 blocks.append(Block(f"{name}:{number}", language, body, None))
             else:
                 kind = pending[1]
                 if kind != "run":
                     reason = kind.split(":", 1)[1].strip() if kind.startswith("skip:") else None
                     if reason not in SKIP_REASONS:
-                        problems.append(f"{name}:{pending[0]}: unknown doc-test marker {kind!r} (run, or skip: one "
-                                        f"of {', '.join(SKIP_REASONS)})")
+                        problems.append(
+                            f"{name}:{pending[0]}: unknown doc-test marker {kind!r} (run, or skip: one "
+                            f"of {', '.join(SKIP_REASONS)})"
+                        )
                 blocks.append(Block(f"{name}:{pending[0]}", language, body, kind))
         elif pending:
-            problems.append(f"{name}:{pending[0]}: doc-test marker not directly followed by a shell block "
-                            f"(```{language or ''} is not bash/sh/shell/console)")
+            problems.append(
+                f"{name}:{pending[0]}: doc-test marker not directly followed by a shell block "
+                f"(```{language or ''} is not bash/sh/shell/console)"
+            )
         pending = None
         i = end + 1
     if pending:
@@ -135,6 +150,7 @@ def all_blocks(root: Path = REPO) -> tuple[list[Block], list[str]]:
 
 
 # ---- commands of a block ---------------------------------------------------------------------
+
 
 class DocCommandError(ValueError):
     """A command line the runner cannot run honestly (mark its block skip, or simplify it)."""
@@ -188,8 +204,10 @@ def split_commands(line: str) -> list[list[str]]:
         if token == "&&":
             argvs.append([])
         elif token and set(token) <= set("();<>|&"):
-            raise DocCommandError(f"shell operator {token!r} in {line!r}: run blocks hold plain commands "
-                                  f"(and '&&'); mark the block skip or split the line")
+            raise DocCommandError(
+                f"shell operator {token!r} in {line!r}: run blocks hold plain commands "
+                f"(and '&&'); mark the block skip or split the line"
+            )
         else:
             argvs[-1].append(token)
     if any(not argv for argv in argvs):
@@ -200,6 +218,7 @@ def split_commands(line: str) -> list[list[str]]:
 @dataclass(frozen=True)
 class Place:
     """Where a rewritten command runs: ``tmp`` is its working directory."""
+
     repo: Path
     tmp: Path
     data_dir: Path
@@ -262,8 +281,11 @@ def smoke_argv(argv: list[str], place: Place) -> list[str]:
         else:
             out.append(_value(flag, token, place))
             flag = None
-    if args[:3] == ["-m", "lra.data", "prepare"] and set(args[3:4]) & {"pathfinder", "pathx"} \
-            and not any("pathfinder_images=" in a for a in args):
+    if (
+        args[:3] == ["-m", "lra.data", "prepare"]
+        and set(args[3:4]) & {"pathfinder", "pathx"}
+        and not any("pathfinder_images=" in a for a in args)
+    ):
         out += ["--set", f"pathfinder_images={SMOKE_PATHFINDER_IMAGES}"]
     return out
 
@@ -283,12 +305,14 @@ def writes_nothing_in_repo(argv: list[str], place: Place) -> None:
 
 
 def environment(place: Place) -> dict[str, str]:
-    return {**os.environ,
-            "LRA_DATA_DIR": str(place.data_dir),
-            "LRA_PREFLIGHT_CACHE": str(place.tmp / "preflight_cache"),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(place.repo), os.environ.get("PYTHONPATH", "")) if p),
-            "MPLBACKEND": "Agg",
-            "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "LRA_DATA_DIR": str(place.data_dir),
+        "LRA_PREFLIGHT_CACHE": str(place.tmp / "preflight_cache"),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(place.repo), os.environ.get("PYTHONPATH", "")) if p),
+        "MPLBACKEND": "Agg",
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def _tail(text: str, chars: int = 3000) -> str:
@@ -322,17 +346,24 @@ def run_block(block: Block, place: Place) -> list[float]:
     for k, (line, argv) in enumerate(plan, 1):
         start = time.monotonic()
         try:
-            done = subprocess.run(argv, cwd=place.tmp, env=environment(place), capture_output=True, text=True,
-                                  timeout=COMMAND_TIMEOUT_S)
+            done = subprocess.run(
+                argv, cwd=place.tmp, env=environment(place), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
+            )
         except subprocess.TimeoutExpired as e:
-            pytest.fail(f"{block.where}: command {k} ran past {COMMAND_TIMEOUT_S} s: {line}\n"
-                        f"rewritten: {shlex.join(argv)}\nstderr tail:\n{_tail(str(e.stderr or ''))}", pytrace=False)
+            pytest.fail(
+                f"{block.where}: command {k} ran past {COMMAND_TIMEOUT_S} s: {line}\n"
+                f"rewritten: {shlex.join(argv)}\nstderr tail:\n{_tail(str(e.stderr or ''))}",
+                pytrace=False,
+            )
         seconds.append(time.monotonic() - start)
         print(f"{block.where} command {k}: {seconds[-1]:.1f} s: {shlex.join(argv)}")
         if done.returncode != 0:
-            pytest.fail(f"{block.where}: command {k} exited {done.returncode}: {line}\n"
-                        f"rewritten: {shlex.join(argv)}\nstdout tail:\n{_tail(done.stdout, 1500)}\n"
-                        f"stderr tail:\n{_tail(done.stderr)}", pytrace=False)
+            pytest.fail(
+                f"{block.where}: command {k} exited {done.returncode}: {line}\n"
+                f"rewritten: {shlex.join(argv)}\nstdout tail:\n{_tail(done.stdout, 1500)}\n"
+                f"stderr tail:\n{_tail(done.stderr)}",
+                pytrace=False,
+            )
     return seconds
 
 
@@ -388,12 +419,22 @@ no marker needed
 
 def test_marker_problems_are_reported_with_file_and_line():
     blocks, problems = read_blocks(FAKE_PAGE, "docs/fake.md")
-    assert [b.where for b in blocks] == ["docs/fake.md:3", "docs/fake.md:8", "docs/fake.md:12", "docs/fake.md:19",
-                                         "docs/fake.md:32"]
+    assert [b.where for b in blocks] == [
+        "docs/fake.md:3",
+        "docs/fake.md:8",
+        "docs/fake.md:12",
+        "docs/fake.md:19",
+        "docs/fake.md:32",
+    ]
     assert [b.marker for b in blocks] == ["run", None, "skip: because", None, "skip: needs data"]
     assert [p.split(": ", 1)[0] for p in problems] == [
-        "docs/fake.md:8", "docs/fake.md:12", "docs/fake.md:17", "docs/fake.md:19", "docs/fake.md:23",
-        "docs/fake.md:37"]
+        "docs/fake.md:8",
+        "docs/fake.md:12",
+        "docs/fake.md:17",
+        "docs/fake.md:19",
+        "docs/fake.md:23",
+        "docs/fake.md:37",
+    ]
     assert "without a doc-test marker" in problems[0] and "unknown doc-test marker 'skip: because'" in problems[1]
     assert all("not directly followed" in problems[k] for k in (2, 4, 5))
     assert command_lines(blocks[-1]) == ["python -m lra.data prepare text"]
@@ -408,20 +449,49 @@ def test_rewrites_are_fixed(tmp_path):
 
     py, cfg = sys.executable, REPO / "configs"
     assert rewrite("python -m lra.train --config configs/listops_convluna.py:cpu,reference   # a comment") == [
-        [py, "-m", "lra.train", "--config", f"{cfg}/listops_convluna.py:smoke,reference"]]
-    assert rewrite("python -m lra.train --config=configs/text_luna.py:reference,mem=256 \\\n"
-                   "    --config.num_train_steps=60 --workdir /tmp/run --config.a=b#c") == [
-        [py, "-m", "lra.train", f"--config={cfg}/text_luna.py:smoke,reference,mem=256",
-         f"--config.num_train_steps={SMOKE_STEPS}", "--workdir", f"{tmp_path}/root/tmp/run", "--config.a=b#c"]]
+        [py, "-m", "lra.train", "--config", f"{cfg}/listops_convluna.py:smoke,reference"]
+    ]
+    assert rewrite(
+        "python -m lra.train --config=configs/text_luna.py:reference,mem=256 \\\n"
+        "    --config.num_train_steps=60 --workdir /tmp/run --config.a=b#c"
+    ) == [
+        [
+            py,
+            "-m",
+            "lra.train",
+            f"--config={cfg}/text_luna.py:smoke,reference,mem=256",
+            f"--config.num_train_steps={SMOKE_STEPS}",
+            "--workdir",
+            f"{tmp_path}/root/tmp/run",
+            "--config.a=b#c",
+        ]
+    ]
     assert rewrite("python -m lra.evaluate --workdir runs/listops_transformer_cpu/seed0 --options clusters=16") == [
-        [py, "-m", "lra.evaluate", "--workdir", "runs/listops_transformer_smoke/seed0", "--options", "clusters=16"]]
-    assert rewrite("python scripts/sweep.py convluna_table1 --preset cpu --tasks listops && python -m lra.data "
-                   "prepare pathfinder --data_dir /data") == [
+        [py, "-m", "lra.evaluate", "--workdir", "runs/listops_transformer_smoke/seed0", "--options", "clusters=16"]
+    ]
+    assert rewrite(
+        "python scripts/sweep.py convluna_table1 --preset cpu --tasks listops && python -m lra.data "
+        "prepare pathfinder --data_dir /data"
+    ) == [
         [py, str(REPO / "scripts" / "sweep.py"), "convluna_table1", "--preset", "smoke", "--tasks", "listops"],
-        [py, "-m", "lra.data", "prepare", "pathfinder", "--data_dir", str(tmp_path / "data"),
-         "--set", f"pathfinder_images={SMOKE_PATHFINDER_IMAGES}"]]
-    for refused in ("python -m lra.train | tee log", "pip install -e .", "python a.py > out",
-                    "python a.py; python b.py"):
+        [
+            py,
+            "-m",
+            "lra.data",
+            "prepare",
+            "pathfinder",
+            "--data_dir",
+            str(tmp_path / "data"),
+            "--set",
+            f"pathfinder_images={SMOKE_PATHFINDER_IMAGES}",
+        ],
+    ]
+    for refused in (
+        "python -m lra.train | tee log",
+        "pip install -e .",
+        "python a.py > out",
+        "python a.py; python b.py",
+    ):
         with pytest.raises(DocCommandError):
             rewrite(refused)
     with pytest.raises(DocCommandError, match="inside the repository"):
@@ -429,9 +499,15 @@ def test_rewrites_are_fixed(tmp_path):
 
 
 def test_a_failing_command_names_its_block(tmp_path):
-    block = Block("docs/fake.md:5", "bash", (
-        "python -c 'print(1)'   # fine",
-        "python -c 'import sys; print(\"boom\", file=sys.stderr); sys.exit(3)'",), "run")
+    block = Block(
+        "docs/fake.md:5",
+        "bash",
+        (
+            "python -c 'print(1)'   # fine",
+            "python -c 'import sys; print(\"boom\", file=sys.stderr); sys.exit(3)'",
+        ),
+        "run",
+    )
     with pytest.raises(pytest.fail.Exception) as failed:
         run_block(block, Place(REPO, tmp_path, tmp_path / "data"))
     message = str(failed.value)

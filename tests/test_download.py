@@ -56,9 +56,11 @@ def archives(tmp_path_factory) -> dict[str, bytes]:
     write_aclimdb(src)
     write_cifar_pickles(src)
     lra_release_tree(src)
-    return {"aclImdb_v1.tar.gz": tar_gz(src, ["aclImdb"]),
-            "cifar-10-python.tar.gz": tar_gz(src, ["cifar-10-batches-py"]),
-            "lra_release.gz": tar_gz(src, ["lra_release"])}
+    return {
+        "aclImdb_v1.tar.gz": tar_gz(src, ["aclImdb"]),
+        "cifar-10-python.tar.gz": tar_gz(src, ["cifar-10-batches-py"]),
+        "lra_release.gz": tar_gz(src, ["lra_release"]),
+    }
 
 
 class Server:
@@ -137,8 +139,12 @@ def run_cli(*args: str) -> int:
 
 def leftovers(root: Path) -> list[str]:
     """Temporary extraction folders and partial downloads left in the data dir."""
-    return sorted(p.name for p in root.iterdir() if p.name.startswith(".lra-extract")) + \
-        sorted(p.name for p in (root / "downloads").glob("*.part")) if root.exists() else []
+    return (
+        sorted(p.name for p in root.iterdir() if p.name.startswith(".lra-extract"))
+        + sorted(p.name for p in (root / "downloads").glob("*.part"))
+        if root.exists()
+        else []
+    )
 
 
 # ----------------------------------------------------------------------------------------- tests
@@ -153,11 +159,14 @@ def test_table_is_complete():
     assert download.ARCHIVES["aclImdb"].size == 84_125_825 and download.ARCHIVES["cifar10"].size == 170_498_071
 
 
-@pytest.mark.parametrize("task, files", [
-    ("text", ["aclImdb/train/pos/000_9.txt", "aclImdb/test/neg/002_2.txt", "aclImdb/train/unsup/0_0.txt"]),
-    ("image", ["cifar-10-batches-py/data_batch_5", "cifar-10-batches-py/test_batch"]),
-    ("listops", ["lra_release/listops-1000/basic_val.tsv", "lra_release/tsv_data/new_aan_pairs.eval.tsv"]),
-])
+@pytest.mark.parametrize(
+    "task, files",
+    [
+        ("text", ["aclImdb/train/pos/000_9.txt", "aclImdb/test/neg/002_2.txt", "aclImdb/train/unsup/0_0.txt"]),
+        ("image", ["cifar-10-batches-py/data_batch_5", "cifar-10-batches-py/test_batch"]),
+        ("listops", ["lra_release/listops-1000/basic_val.tsv", "lra_release/tsv_data/new_aan_pairs.eval.tsv"]),
+    ],
+)
 def test_download_extracts_and_prepares(tmp_path, served, capsys, task, files):
     root = tmp_path / "data"
     assert run_cli(task, "--data_dir", str(root)) == 0
@@ -336,10 +345,12 @@ def test_stale_extraction_folders_are_removed_and_live_ones_kept(tmp_path, monke
     it when its owner is gone, and keeps the folders of live processes and of other hosts."""
     root = tmp_path / "data"
     host = socket.gethostname()
-    names = {"dead": f".lra-extract-lra_release-{host}-99999999-0a1b2c3d",  # beyond any pid_max
-             "alive": f".lra-extract-lra_release-{host}-{os.getppid()}-0a1b2c3d",
-             "other_host": ".lra-extract-lra_release-elsewhere-99999999-0a1b2c3d",
-             "legacy_dead": ".lra-extract-lra_release-99999999-0a1b2c3d"}
+    names = {
+        "dead": f".lra-extract-lra_release-{host}-99999999-0a1b2c3d",  # beyond any pid_max
+        "alive": f".lra-extract-lra_release-{host}-{os.getppid()}-0a1b2c3d",
+        "other_host": ".lra-extract-lra_release-elsewhere-99999999-0a1b2c3d",
+        "legacy_dead": ".lra-extract-lra_release-99999999-0a1b2c3d",
+    }
     for name in names.values():
         (root / name / "new").mkdir(parents=True)
         (root / name / "new" / "big").write_bytes(b"x" * 1000)

@@ -57,14 +57,21 @@ def test_a_convluna_run_with_clustered_is_one_line_naming_the_trees_before_anyth
     config = make_config("listops", "convluna", "smoke")
     config.model.pooling, config.log_memory_stats = "memory", True
     (tmp_path / "config.json").write_text(config.to_json())
-    out = subprocess.run([sys.executable, "-m", "lra.evaluate", f"--workdir={tmp_path}", "--attention", "clustered"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.evaluate", f"--workdir={tmp_path}", "--attention", "clustered"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert len(out.stderr.splitlines()) == 1
     line = out.stderr
-    assert line.startswith(f"error: the checkpoint in {tmp_path} was trained with 'convluna' and cannot be evaluated "
-                           f"with 'clustered': their parameter trees differ (only convluna's: encoder memory, "
-                           f"log_temperature; only clustered's: value).")
+    assert line.startswith(
+        f"error: the checkpoint in {tmp_path} was trained with 'convluna' and cannot be evaluated "
+        f"with 'clustered': their parameter trees differ (only convluna's: encoder memory, "
+        f"log_temperature; only clustered's: value)."
+    )
     assert "can swap: softmax, clustered, improved_clustered, dispersed, linear;" in line
     assert "pooling" not in line and "log_memory_stats" not in line
 
@@ -72,8 +79,13 @@ def test_a_convluna_run_with_clustered_is_one_line_naming_the_trees_before_anyth
 def test_swap_groups_are_read_from_the_modules():
     from lra.attention.trees import parameter_tree, swap_groups
 
-    assert swap_groups() == [["softmax", "clustered", "improved_clustered", "dispersed", "linear"], ["luna"],
-                             ["convluna"], ["agglomerative"], ["gated_linear"]]
+    assert swap_groups() == [
+        ["softmax", "clustered", "improved_clustered", "dispersed", "linear"],
+        ["luna"],
+        ["convluna"],
+        ["agglomerative"],
+        ["gated_linear"],
+    ]
     # an option that changes the parameters changes the tree: 8 memory cells are not 16
     assert parameter_tree("convluna", {"memory_size": 8}) != parameter_tree("convluna")
 
@@ -86,8 +98,22 @@ def test_options_parser_uses_aliases():
 
 def test_cli_prints_accuracy_and_logs_it(finished_run):
     workdir, result = finished_run
-    out = subprocess.run([sys.executable, "-m", "lra.evaluate", f"--workdir={workdir}", "--attention", "dispersed",
-                          "--options", "window=256"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lra.evaluate",
+            f"--workdir={workdir}",
+            "--attention",
+            "dispersed",
+            "--options",
+            "window=256",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "evaluated with dispersed" in out.stdout
     logged = [json.loads(line) for line in (workdir / "evaluations.jsonl").read_text().splitlines()]
@@ -99,8 +125,9 @@ def test_cli_prints_accuracy_and_logs_it(finished_run):
 def test_help_lists_every_flag_without_a_run():
     from lra.evaluate import FLAG_HELP
 
-    out = subprocess.run([sys.executable, "-m", "lra.evaluate", "--help"], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.evaluate", "--help"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     for name, text in FLAG_HELP:
@@ -137,8 +164,13 @@ def test_corrupt_best_checkpoint_is_one_error_line(finished_run, tmp_path):
     shutil.copytree(finished_run[0], workdir, ignore=shutil.ignore_patterns("evaluations.jsonl"))
     best = max((workdir / "checkpoints" / "best").iterdir(), key=lambda p: int(p.name))
     flip_bit(max((best / "state").rglob("*"), key=lambda p: p.stat().st_size), np.random.default_rng(0))
-    out = subprocess.run([sys.executable, "-m", "lra.evaluate", f"--workdir={workdir}"], cwd=REPO,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.evaluate", f"--workdir={workdir}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == EXIT_CORRUPT and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert out.stderr.splitlines()[-1].startswith(f"error: checkpoint {best} is corrupt")
     assert not (workdir / "evaluations.jsonl").exists()

@@ -77,8 +77,15 @@ def _kill_at(proc: subprocess.Popen, workdir: Path, kind: str, delay: float, n: 
     return False
 
 
-def kill_campaign(data_dir: Path, root: Path, n: int, kills: int, seed: int,
-                  kinds: tuple[str, ...] = KILL_KINDS, finished: tuple[Path, dict] | None = None) -> dict:
+def kill_campaign(
+    data_dir: Path,
+    root: Path,
+    n: int,
+    kills: int,
+    seed: int,
+    kinds: tuple[str, ...] = KILL_KINDS,
+    finished: tuple[Path, dict] | None = None,
+) -> dict:
     rng = np.random.default_rng(seed)
     ref_dir, reference = _reference(data_dir, root, n, finished)
     args = [f"--config.{k}={v}" for k, v in _steps(n).items()]
@@ -88,8 +95,14 @@ def kill_campaign(data_dir: Path, root: Path, n: int, kills: int, seed: int,
         if len(kinds) > 1 and counts[kind] and not all(counts[k] for k in kinds):
             kind = next(k for k in kinds if not counts[k])  # every kind at least once
         delay = float(rng.uniform(0.5, 10.0))
-        proc = subprocess.Popen(cli(workdir, data_dir, *args), cwd=REPO, env=run_env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            cli(workdir, data_dir, *args),
+            cwd=REPO,
+            env=run_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         killed = _kill_at(proc, workdir, kind, delay, n)
         stderr = proc.stderr.read()
         assert "Traceback" not in stderr, stderr[-3000:]
@@ -113,8 +126,9 @@ def _check_finished(workdir: Path, ref_dir: Path, reference: dict) -> None:
     assert _comparable(_read_metrics(workdir)) == _comparable(_read_metrics(ref_dir))
 
 
-def flip_campaign(data_dir: Path, root: Path, n: int, checks: int, reruns: int, seed: int,
-                  finished: tuple[Path, dict] | None = None) -> None:
+def flip_campaign(
+    data_dir: Path, root: Path, n: int, checks: int, reruns: int, seed: int, finished: tuple[Path, dict] | None = None
+) -> None:
     """``checks`` flips each found by verification alone, ``reruns`` flips followed by a rerun."""
     rng = np.random.default_rng(seed)
     ref_dir, reference = _reference(data_dir, root, n, finished)
@@ -149,8 +163,9 @@ def flip_campaign(data_dir: Path, root: Path, n: int, checks: int, reruns: int, 
 
 
 def test_kill_campaign_small(data_dir, tmp_path, finished_smoke_run):
-    counts = kill_campaign(data_dir, tmp_path, n=6, kills=2, seed=0, kinds=("checkpoint_write", "final_test"),
-                           finished=finished_smoke_run)
+    counts = kill_campaign(
+        data_dir, tmp_path, n=6, kills=2, seed=0, kinds=("checkpoint_write", "final_test"), finished=finished_smoke_run
+    )
     assert counts == {"random": 0, "checkpoint_write": 1, "final_test": 1}
 
 
@@ -182,8 +197,11 @@ def _bundle(data_dir: Path, n: int = 6, seeds: tuple[int, ...] = BUNDLE, **overr
 
 
 def _bundle_args(n: int = 6, seeds: tuple[int, ...] = BUNDLE) -> list[str]:
-    return [f"--config.seeds={','.join(map(str, seeds))}", "--config.data.buckets=24,40",
-            *(f"--config.{k}={v}" for k, v in _steps(n).items())]
+    return [
+        f"--config.seeds={','.join(map(str, seeds))}",
+        "--config.data.buckets=24,40",
+        *(f"--config.{k}={v}" for k, v in _steps(n).items()),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -241,8 +259,9 @@ def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bund
     shutil.rmtree(workdir / "seed1" / "checkpoints")
     (workdir / "seed1" / "result.json").unlink()
     before = _snapshot(workdir)
-    refused = subprocess.run(cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO,
-                             env=run_env(), timeout=600)
+    refused = subprocess.run(
+        cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+    )
     assert refused.returncode == 2, refused.stderr[-3000:]
     line = _error_line(refused)
     assert "seed1 holds a run" in line and "other seeds' runs are kept" in line, line
@@ -252,8 +271,9 @@ def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bund
     assert "--config.seed=1" in command and f"--workdir={workdir / 'seed1'}" in command
     assert "--config.data.bucket_order_seed=0" in command and "--start_over" in command
     assert not any(a.startswith("--config.seeds") for a in command)
-    alone = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO, env=run_env(),
-                           timeout=600)
+    alone = subprocess.run(
+        [sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+    )
     assert alone.returncode == 0, alone.stderr[-3000:]
     seed0 = _snapshot(workdir / "seed0")
     again = train_and_evaluate(_bundle(data_dir), workdir)
@@ -271,16 +291,18 @@ def test_different_steps_refusal_prints_each_seeds_exact_command(finished_bundle
     shutil.copytree(finished_bundle[0] / "seed0", workdir / "seed0")
     (workdir / "seed0" / "result.json").unlink()
     shutil.rmtree(workdir / "seed0" / "checkpoints" / "latest" / "3")  # seed 0 at step 6, seed 1 fresh
-    refused = subprocess.run(cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO,
-                             env=run_env(), timeout=600)
+    refused = subprocess.run(
+        cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+    )
     assert refused.returncode == 2, refused.stderr[-3000:]
     line = _error_line(refused)
     commands = [shlex.split(c) for c in line.split("`")[1::2]]
     assert [c[c.index("-m") + 1] for c in commands] == ["lra.train", "lra.train"]
     for seed, command in zip(BUNDLE, commands, strict=False):
         assert f"--config.seed={seed}" in command and f"--workdir={workdir / f'seed{seed}'}" in command
-        run = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO,
-                             env=run_env(), timeout=600)
+        run = subprocess.run(
+            [sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+        )
         assert run.returncode == 0, run.stderr[-3000:]
     results = train_and_evaluate(_bundle(data_dir), workdir)  # both finished: reported, unchanged
     assert_same_run(finished_bundle[0] / "seed1", workdir / "seed1")  # alone: to float rounding (test_seeds)
@@ -299,8 +321,9 @@ def test_bucketed_seed_resumed_alone_inherits_the_bundles_bucket_order(finished_
     (workdir / "result.json").unlink()
     alone = smoke(data_dir, seed=1, **{"data.buckets": (24, 40), **_steps(6)})
     with pytest.raises(WorkdirMismatchError, match=r"bucket_order_seed.*--config.data.bucket_order_seed=0") as e:
-        train_and_evaluate(smoke(data_dir, seed=1, **{"data.buckets": (24, 40), "data.bucket_order_seed": 1,
-                                                      **_steps(6)}), workdir)
+        train_and_evaluate(
+            smoke(data_dir, seed=1, **{"data.buckets": (24, 40), "data.bucket_order_seed": 1, **_steps(6)}), workdir
+        )
     assert "delete" not in str(e.value)
     result = train_and_evaluate(alone, workdir)
     assert "data.bucket_order_seed=0 taken from its config.json" in capsys.readouterr().err
@@ -329,8 +352,11 @@ def test_checkpoints_of_another_or_an_unknown_config_are_refused(finished_smoke_
     for name in ("config.json", "result.json", "metrics.jsonl"):
         (workdir / name).unlink()
     before = _snapshot(workdir)
-    with pytest.raises(WorkdirMismatchError, match=r"checkpoints/latest/6 was saved by a run of a different config "
-                                                   r"\(learning_rate: 0.005 in the checkpoint, 0.05 now"):
+    with pytest.raises(
+        WorkdirMismatchError,
+        match=r"checkpoints/latest/6 was saved by a run of a different config "
+        r"\(learning_rate: 0.005 in the checkpoint, 0.05 now",
+    ):
         train_and_evaluate(smoke(data_dir, learning_rate=0.05), workdir)
     assert _snapshot(workdir) == before
     for step in (3, 6):
@@ -354,8 +380,9 @@ def _dying_delete(at: int, real_delete):
     return dying
 
 
-def test_start_over_killed_at_every_moment_loses_nothing_it_was_not_asked_to(finished_smoke_run, data_dir,
-                                                                             tmp_path, monkeypatch):
+def test_start_over_killed_at_every_moment_loses_nothing_it_was_not_asked_to(
+    finished_smoke_run, data_dir, tmp_path, monkeypatch
+):
     """D3: --start_over stopped after each of its deletions (and between a rename and its deletion):
     checkpoints go before config.json, so a rerun of another config is always refused untouched,
     and --start_over again ends with the uninterrupted run's result."""
@@ -398,8 +425,9 @@ def test_start_over_killed_at_every_moment_loses_nothing_it_was_not_asked_to(fin
     assert {k: result[k] for k in SAME} == {k: finished_smoke_run[1][k] for k in SAME}
 
 
-def bundle_kill_campaign(data_dir: Path, root: Path, ref: tuple[Path, list[dict]], n: int, kills: int, seed: int,
-                         kinds: tuple[str, ...]) -> dict:
+def bundle_kill_campaign(
+    data_dir: Path, root: Path, ref: tuple[Path, list[dict]], n: int, kills: int, seed: int, kinds: tuple[str, ...]
+) -> dict:
     """SIGKILL the bundle's command again and again (``random``: after a random delay;
     ``seed_save``: while seed 1 writes a checkpoint; ``between_saves``: seed 0 has saved a step
     seed 1 has not), rerunning it each time; no seed ever holds a wrong result.json, and the
@@ -413,8 +441,14 @@ def bundle_kill_campaign(data_dir: Path, root: Path, ref: tuple[Path, list[dict]
         tries += 1
         kind = min(kinds, key=lambda k: (counts[k], rng.random()))
         delay = float(rng.uniform(0.5, 12.0))
-        proc = subprocess.Popen(cli(workdir, data_dir, *_bundle_args(n)), cwd=REPO, env=run_env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            cli(workdir, data_dir, *_bundle_args(n)),
+            cwd=REPO,
+            env=run_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         start = time.perf_counter()
         latest = [workdir / f"seed{s}" / "checkpoints" / "latest" for s in BUNDLE]
         seed1 = [workdir / "seed1" / "checkpoints" / k for k in ("latest", "best")]
@@ -449,8 +483,9 @@ def bundle_kill_campaign(data_dir: Path, root: Path, ref: tuple[Path, list[dict]
 
 
 def test_bundle_kill_campaign_small(finished_bundle, data_dir, tmp_path):
-    counts = bundle_kill_campaign(data_dir, tmp_path, finished_bundle, n=6, kills=2, seed=3,
-                                  kinds=("seed_save", "between_saves"))
+    counts = bundle_kill_campaign(
+        data_dir, tmp_path, finished_bundle, n=6, kills=2, seed=3, kinds=("seed_save", "between_saves")
+    )
     assert sum(counts.values()) == 2, counts
 
 
@@ -469,7 +504,9 @@ def test_bundle_killed_between_the_seeds_first_saves_starts_fresh(finished_bundl
     with pytest.raises(KeyboardInterrupt):
         train_and_evaluate(_bundle(data_dir), tmp_path)
     monkeypatch.setattr(Checkpoints, "save_latest", real)
-    assert Checkpoints(tmp_path / "seed0").steps("latest") == [0] and not Checkpoints(tmp_path / "seed1").steps("latest")
+    assert Checkpoints(tmp_path / "seed0").steps("latest") == [0] and not Checkpoints(tmp_path / "seed1").steps(
+        "latest"
+    )
     train_and_evaluate(_bundle(data_dir), tmp_path)
     _assert_bundle_equal(tmp_path, finished_bundle[0])
 
@@ -499,8 +536,9 @@ def test_bundle_bit_flips_fall_back_or_refuse_naming_the_seed(finished_bundle, d
     assert _snapshot(workdir) == before
 
 
-def test_bundle_start_over_killed_at_random_moments_loses_nothing_it_was_not_asked_to(finished_bundle, data_dir,
-                                                                                      tmp_path, monkeypatch):
+def test_bundle_start_over_killed_at_random_moments_loses_nothing_it_was_not_asked_to(
+    finished_bundle, data_dir, tmp_path, monkeypatch
+):
     """D1/D3 on a bundle: its --start_over (seed 0's run deleted, then seed 1's) stopped at moments
     drawn across both seeds' deletions (seed 1's first among them, and between a rename and its
     deletion): no seed ever holds checkpoints without config.json; while any seed keeps a part of
@@ -569,6 +607,7 @@ def test_bundle_start_over_killed_at_random_moments_loses_nothing_it_was_not_ask
 def test_bundle_kill_campaign_full(data_dir, tmp_path):
     ref = tmp_path / "whole"
     reference = train_and_evaluate(_bundle(data_dir, 30), ref)
-    counts = bundle_kill_campaign(data_dir, tmp_path, (ref, reference), n=30, kills=12, seed=26,
-                                  kinds=("random", "seed_save", "between_saves"))
+    counts = bundle_kill_campaign(
+        data_dir, tmp_path, (ref, reference), n=30, kills=12, seed=26, kinds=("random", "seed_save", "between_saves")
+    )
     assert sum(counts.values()) == 12 and all(counts.values()), counts

@@ -39,10 +39,11 @@ def _run(family: str, data_dir: Path, workdir: Path) -> dict:
     config = make_config("listops", family, "smoke")
     config.data_dir = str(data_dir)
     result = train_and_evaluate(config, workdir)
-    metrics = [{k: v for k, v in json.loads(line).items() if k not in WALL_CLOCK}
-               for line in (workdir / "metrics.jsonl").read_text().splitlines()]
-    return {"jax": __import__("jax").__version__, "metrics": metrics,
-            "result": {k: result[k] for k in RESULT_FIELDS}}
+    metrics = [
+        {k: v for k, v in json.loads(line).items() if k not in WALL_CLOCK}
+        for line in (workdir / "metrics.jsonl").read_text().splitlines()
+    ]
+    return {"jax": __import__("jax").__version__, "metrics": metrics, "result": {k: result[k] for k in RESULT_FIELDS}}
 
 
 IN_CI = ("softmax", "convluna")
@@ -62,8 +63,9 @@ def assert_golden_steps(family: str, losses: list[float]) -> None:
     assert losses == json.loads(path.read_text())["losses"], f"{family}: float32 step losses differ from {path}"
 
 
-@pytest.mark.parametrize("family", [f if f in IN_CI else pytest.param(f, marks=pytest.mark.slow)
-                                    for f in attention.ATTENTIONS])
+@pytest.mark.parametrize(
+    "family", [f if f in IN_CI else pytest.param(f, marks=pytest.mark.slow) for f in attention.ATTENTIONS]
+)
 def test_smoke_run_matches_its_golden_record(family, smoke_data_dir, tmp_path):
     got = _run(family, smoke_data_dir, tmp_path / "run")
     path = GOLDEN / f"{family}.json"

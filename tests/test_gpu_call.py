@@ -16,10 +16,16 @@ SCRIPT = REPO / "scripts" / "gpu_call.sh"
 
 
 def _call(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "SMOKE": "1", "KIND": "cpu", "STATE": str(tmp_path / "state"), "OUT": str(tmp_path / "out"),
-            "LRA_DATA_DIR": str(tmp_path / "data"), **env}
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=REPO, env=full, capture_output=True, text=True,
-                          timeout=900)
+    full = {
+        **os.environ,
+        "SMOKE": "1",
+        "KIND": "cpu",
+        "STATE": str(tmp_path / "state"),
+        "OUT": str(tmp_path / "out"),
+        "LRA_DATA_DIR": str(tmp_path / "data"),
+        **env,
+    }
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=REPO, env=full, capture_output=True, text=True, timeout=900)
 
 
 def test_script_parses_and_names_its_steps(tmp_path):
@@ -38,5 +44,7 @@ def test_train_step_resumes_across_calls_and_returns_one_archive(tmp_path):
         names = archive.getnames()
     assert "train/listops_convluna_400steps/seed1/result.json" in names
     assert any(n.startswith("train/listops_convluna_400steps_memory/") for n in names)
-    result = json.loads((tmp_path / "state" / "runs" / "listops_convluna_400steps" / "seed0" / "result.json").read_text())
+    result = json.loads(
+        (tmp_path / "state" / "runs" / "listops_convluna_400steps" / "seed0" / "result.json").read_text()
+    )
     assert result["num_train_steps"] == 400

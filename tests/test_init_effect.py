@@ -8,9 +8,13 @@ from lra.reference.init_effect import family_effect, main
 def _run(root, init, seed, losses, accuracy):
     run = root / f"convluna-16-reference-{init}" / f"seed{seed}"
     run.mkdir(parents=True)
-    (run / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": 10 * (i + 1), "split": split, "loss": loss}) + "\n"
-        for i, loss in enumerate(losses) for split in ("train", "memory")))
+    (run / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": 10 * (i + 1), "split": split, "loss": loss}) + "\n"
+            for i, loss in enumerate(losses)
+            for split in ("train", "memory")
+        )
+    )
     (run / "result.json").write_text(json.dumps({"test_accuracy": accuracy, "git_commit": "abc"}))
 
 

@@ -35,9 +35,19 @@ LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("data", 0, ("lra.data",)),
     ("model and config", 1, ("lra.model", "lra.defaults", "lra.family_configs", "lra.reference")),
     ("training", 2, ("lra.training",)),
-    ("bench, reports, experiments, reproduce, preflight", 3,
-     ("lra.bench", "lra.reports", "lra.experiments", "lra.reproduce", "lra.preflight",
-      "lra.reference.published_code", "lra.reference.init_effect")),
+    (
+        "bench, reports, experiments, reproduce, preflight",
+        3,
+        (
+            "lra.bench",
+            "lra.reports",
+            "lra.experiments",
+            "lra.reproduce",
+            "lra.preflight",
+            "lra.reference.published_code",
+            "lra.reference.init_effect",
+        ),
+    ),
     ("commands", 4, ("lra.train", "lra.evaluate", "lra.diagnose", "lra.data.prepare", "lra.data.download")),
 )
 COMMANDS = LAYERS[-1]
@@ -101,10 +111,10 @@ def violations(root: Path) -> list[str]:
     """One line per import that reaches up (or sideways between attention and data), and per
     module that is on no layer."""
     found = []
-    unplaced = sorted({m for m in (module_name(p, root) for p in (root / "lra").rglob("*.py"))
-                       if m != "lra" and layer(m) is None})
-    found += [f"{m} is on no layer of tests/test_layering.py: place it there and in docs/design.md"
-              for m in unplaced]
+    unplaced = sorted(
+        {m for m in (module_name(p, root) for p in (root / "lra").rglob("*.py")) if m != "lra" and layer(m) is None}
+    )
+    found += [f"{m} is on no layer of tests/test_layering.py: place it there and in docs/design.md" for m in unplaced]
     for imp in imports(root):
         if imp.target == "lra":
             continue
@@ -114,8 +124,10 @@ def violations(root: Path) -> list[str]:
                 found.append(f"{imp.where}: the root package lra imports {imp.target}: it holds no code")
             continue
         if dst[1] > src[1] or (dst[1] == src[1] == 0 and dst is not src):
-            found.append(f"{imp.where}: {imp.source} (layer {src[1]}, {src[0]}) imports {imp.target} "
-                         f"(layer {dst[1]}, {dst[0]})")
+            found.append(
+                f"{imp.where}: {imp.source} (layer {src[1]}, {src[0]}) imports {imp.target} "
+                f"(layer {dst[1]}, {dst[0]})"
+            )
     return found
 
 
@@ -140,23 +152,28 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 def test_the_check_fails_on_an_upward_import(tmp_path):
     """A tiny tree with each kind of wrong import: the check names every one of them."""
-    _write(tmp_path, {
-        "lra/__init__.py": "",
-        "lra/attention/__init__.py": "",
-        "lra/attention/base.py": "def f():\n    from lra.training import loop  # lazy still counts\n",
-        "lra/data/__init__.py": "from lra.attention import base\n",
-        "lra/model.py": "import lra.attention.base\nfrom lra.data import types\n",
-        "lra/data/types.py": "",
-        "lra/training/__init__.py": "",
-        "lra/training/loop.py": "from ..reports import tables\nfrom lra.model import x\n",
-        "lra/reports/__init__.py": "",
-        "lra/reports/tables.py": "from lra.train import main\n",
-        "lra/train.py": "from lra.reports import tables\n",
-        "lra/newcomer.py": "",
-    })
+    _write(
+        tmp_path,
+        {
+            "lra/__init__.py": "",
+            "lra/attention/__init__.py": "",
+            "lra/attention/base.py": "def f():\n    from lra.training import loop  # lazy still counts\n",
+            "lra/data/__init__.py": "from lra.attention import base\n",
+            "lra/model.py": "import lra.attention.base\nfrom lra.data import types\n",
+            "lra/data/types.py": "",
+            "lra/training/__init__.py": "",
+            "lra/training/loop.py": "from ..reports import tables\nfrom lra.model import x\n",
+            "lra/reports/__init__.py": "",
+            "lra/reports/tables.py": "from lra.train import main\n",
+            "lra/train.py": "from lra.reports import tables\n",
+            "lra/newcomer.py": "",
+        },
+    )
     problems = violations(tmp_path)
-    assert any(p.startswith("lra/attention/base.py:2: lra.attention.base (layer 0") and "lra.training.loop" in p
-               for p in problems), problems
+    assert any(
+        p.startswith("lra/attention/base.py:2: lra.attention.base (layer 0") and "lra.training.loop" in p
+        for p in problems
+    ), problems
     assert any(p.startswith("lra/data/__init__.py:1:") and "imports lra.attention.base" in p for p in problems)
     assert any(p.startswith("lra/training/loop.py:1:") and "imports lra.reports.tables" in p for p in problems)
     assert any(p.startswith("lra/reports/tables.py:1:") and "imports lra.train (layer 4" in p for p in problems)

@@ -46,7 +46,6 @@ def inputs(seed: int = 0) -> tuple[jax.Array, jax.Array]:
     return random_inputs(B, N, D, LENGTHS, seed)
 
 
-
 def reference(module: LinearAttention, variables, x, mask) -> np.ndarray:
     """The explicit sum over tokens: out_i = sum_{t real (t <= i)} (g q_i . g k_t) g v_t / count."""
     p = jax.tree.map(lambda a: np.asarray(a, np.float64), variables["params"])
@@ -81,13 +80,14 @@ def test_matches_explicit_sum_over_tokens(variant):
     y, memory = module.apply(variables, x, mask)
     assert memory is None and y.shape == (B, N, D)
     np.testing.assert_allclose(
-        np.asarray(y) * np.asarray(mask)[..., None], reference(module, variables, x, mask),
-        rtol=1e-4, atol=1e-4,
+        np.asarray(y) * np.asarray(mask)[..., None],
+        reference(module, variables, x, mask),
+        rtol=1e-4,
+        atol=1e-4,
     )
 
 
-@pytest.mark.parametrize(
-    "variant", ["linear", "linear_chunked", "gated_causal", "linear_tied", "gated_tied_causal"])
+@pytest.mark.parametrize("variant", ["linear", "linear_chunked", "gated_causal", "linear_tied", "gated_tied_causal"])
 def test_padding_invariant(variant):
     assert_padding_invariant(make(variant), atol=1e-4)
 
@@ -137,7 +137,9 @@ def test_causal_encode_is_the_final_running_summary():
     full = make("linear")
     np.testing.assert_allclose(
         module.apply(variables, x, mask, method="encode"),
-        full.apply(variables, x, mask, method="encode"), rtol=1e-5, atol=1e-7,  # summation order
+        full.apply(variables, x, mask, method="encode"),
+        rtol=1e-5,
+        atol=1e-7,  # summation order
     )
     # The last real position of a causal pass reads exactly that final summary.
     y, _ = module.apply(variables, x, mask)
@@ -185,6 +187,7 @@ def test_tie_kv_without_normalize_is_the_papers_symmetric_summary():
         np.testing.assert_allclose(np.asarray(y[b])[m[b]], expected[m[b]], rtol=1e-4, atol=1e-4)
     # The option string the docs name selects exactly this module.
     from lra.defaults import make_config
+
     kwargs = make_config("listops", "linear", "smoke,tie_kv=true,normalize=false").model.attention_kwargs
     assert (kwargs["tie_kv"], kwargs["normalize"]) == (True, False)
 
@@ -203,6 +206,7 @@ def test_dropout_drops_token_contributions_only_when_training():
     module = make("gated", dropout_rate=0.5)
     x, mask = inputs()
     assert_jit_matches_and_gradients_finite(module, x, mask)
+
 
 @pytest.mark.parametrize(
     "module",

@@ -88,8 +88,13 @@ def make_config(root: Path, **data):
     config = task_config("listops")
     config.data_dir = str(root)
     config.data.update(
-        source="generated", min_len=LIMITS["min_len"], max_len=LIMITS["max_len"],
-        num_train=COUNTS[0], num_val=COUNTS[1], num_test=COUNTS[2], generator_seed=0,
+        source="generated",
+        min_len=LIMITS["min_len"],
+        max_len=LIMITS["max_len"],
+        num_train=COUNTS[0],
+        num_val=COUNTS[1],
+        num_test=COUNTS[2],
+        generator_seed=0,
     )
     config.data.update(data)
     return config
@@ -412,8 +417,11 @@ def test_auto_uses_release_only_when_present_and_it_fits(tmp_path):
 
 @pytest.mark.parametrize(
     "data, field",
-    [(dict(source="both"), "config.data.source"), (dict(min_len=59), "config.data.min_len"),
-     (dict(num_train=0), "num_train")],
+    [
+        (dict(source="both"), "config.data.source"),
+        (dict(min_len=59), "config.data.min_len"),
+        (dict(num_train=0), "num_train"),
+    ],
 )
 def test_invalid_config_names_the_field(tmp_path, data, field):
     with pytest.raises(ValueError, match=field):
@@ -498,8 +506,11 @@ def test_cache_edited_in_place_is_refused(tmp_path):
     inputs[0, [0, 1]] = inputs[0, [1, 0]]  # two tokens swapped: still in range, another example
     inputs.flush()
     del inputs
-    _refused(config, re.escape(str(entry / "train.inputs.npy")) + " differs from what was written",
-             "to fix: delete the cache folder " + re.escape(str(entry)))
+    _refused(
+        config,
+        re.escape(str(entry / "train.inputs.npy")) + " differs from what was written",
+        "to fix: delete the cache folder " + re.escape(str(entry)),
+    )
 
 
 def test_out_of_range_cached_token_is_refused_at_load(tmp_path):
@@ -513,8 +524,12 @@ def test_out_of_range_cached_token_is_refused_at_load(tmp_path):
     meta = json.loads((entry / "meta.json").read_text())
     meta["sha256"][path.name] = cache.file_digest(path)
     (entry / "meta.json").write_text(json.dumps(meta))
-    _refused(config, re.escape(str(path)) + rf": token id {len(listops.VOCAB) + 5} in row 3 is outside \[0, "
-             rf"{len(listops.VOCAB)}\)", "delete the cache folder")
+    _refused(
+        config,
+        re.escape(str(path)) + rf": token id {len(listops.VOCAB) + 5} in row 3 is outside \[0, "
+        rf"{len(listops.VOCAB)}\)",
+        "delete the cache folder",
+    )
 
 
 @pytest.mark.parametrize("damage", ["half_array", "empty_meta"])
@@ -532,8 +547,11 @@ def test_generated_file_cut_short_is_refused(tmp_path):
     train = folder / "basic_train.tsv"
     lines = train.read_text().splitlines(keepends=True)
     train.write_text("".join(lines[: 1 + COUNTS[0] // 2]))
-    _refused(config, re.escape(str(train)) + f" holds {COUNTS[0] // 2} examples, but the generated set promises "
-             f"{COUNTS[0]}", "delete the folder " + re.escape(str(folder)))
+    _refused(
+        config,
+        re.escape(str(train)) + f" holds {COUNTS[0] // 2} examples, but the generated set promises " f"{COUNTS[0]}",
+        "delete the folder " + re.escape(str(folder)),
+    )
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
     train.write_text("".join(lines[:-1]) + lines[-1].replace("\t", "\t1"))  # same rows, edited
     _refused(config, "differs from what was generated")

@@ -46,13 +46,26 @@ def test_a_listops_table_states_and_draws_it(finished_smoke_run, tmp_path):
     assert "structure-free baseline" in text and f"{100 * base['test_accuracy']:.1f}%" in text
     off = write_all(workdir.parent, tmp_path / "off", plots_enabled=False, structure_free_baseline=False)
     assert "listops_structure_free_baseline" not in off["tables"][0]
-    assert json.loads((tmp_path / "tables" / "summary.json").read_text())["tables"][0]["listops_structure_free_baseline"]
+    assert json.loads((tmp_path / "tables" / "summary.json").read_text())["tables"][0][
+        "listops_structure_free_baseline"
+    ]
 
 
 def test_command_line_writes_the_record(tmp_path, smoke_data_dir):
     out = tmp_path / "b.json"
-    assert lb.main(["--config", "configs/listops_transformer.py:smoke", "--set", f"data_dir={smoke_data_dir}",
-                    "--json", str(out)]) == 0
+    assert (
+        lb.main(
+            [
+                "--config",
+                "configs/listops_transformer.py:smoke",
+                "--set",
+                f"data_dir={smoke_data_dir}",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads(out.read_text())
     assert record["config"].endswith(":smoke") and 0 <= record["validation_accuracy"] <= 1
     assert lb.main(["--config", "configs/listops_transformer.py:smoke", "--set", "data.nope=1"]) == 2

@@ -29,8 +29,17 @@ VARIANTS = [
     (ConvLunaAttention, dict(filter="conv", kernel_size=5, stride=2, share_projections=False, share_kv=False)),
     (ConvLunaAttention, dict(filter="conv", kernel_size=32, stride=1)),
     # the published code's choices (:reference): 'valid' windows, W^Q/W^K/W^O sharing, unscaled unpacking
-    (ConvLunaAttention, dict(filter="maxpool", kernel_size=4, stride=1, filter_padding="valid",
-                             share_projections="qko", scale_unpacking=False)),
+    (
+        ConvLunaAttention,
+        dict(
+            filter="maxpool",
+            kernel_size=4,
+            stride=1,
+            filter_padding="valid",
+            share_projections="qko",
+            scale_unpacking=False,
+        ),
+    ),
     (ConvLunaAttention, dict(share_projections="q")),
     (ConvLunaAttention, dict(filter="conv", kernel_size=3, stride=2, filter_padding="valid")),
     (ConvLunaAttention, dict(filter="maxpool", kernel_size=12, stride=1, filter_padding="valid")),
@@ -87,8 +96,11 @@ def _np_luna(module, params, x, mask, memory):
     names = dict(q="query", k="key", v="value", o="out")
 
     def layers(scope):
-        return {name: p[name] if letter in shared else p[scope][name]
-                for letter, name in names.items() if name in p or name in p.get(scope, {})}
+        return {
+            name: p[name] if letter in shared else p[scope][name]
+            for letter, name in names.items()
+            if name in p or name in p.get(scope, {})
+        }
 
     pack, unpack = layers("pack"), layers("unpack")
     dh = module.qkv_dim // module.num_heads
@@ -99,8 +111,15 @@ def _np_luna(module, params, x, mask, memory):
     filt = None
     if module.filter != "none":
         w = p.get("filter_kernel")
-        filt = lambda a, m: _np_filter(a, m, module.filter, module.kernel_size, module.stride, w,  # noqa: E731
-                                       module.filter_padding)
+        filt = lambda a, m: _np_filter(
+            a,
+            m,
+            module.filter,
+            module.kernel_size,
+            module.stride,
+            w,  # noqa: E731
+            module.filter_padding,
+        )
     packed = _np_mha(pack, memory, x, mask, scale, filt)
     y = _np_mha(unpack, x, packed, np.ones(packed.shape[:2], bool), dh**-0.5 if module.scale_unpacking else 1.0)
     return y, packed
@@ -142,7 +161,9 @@ def test_convluna_without_filter_and_temperature_is_luna(share):
     memory = jax.random.normal(jax.random.key(2), (2, 4, 16))
     params = luna.init(jax.random.key(0), x, mask, memory=memory)
     assert jax.tree.structure(conv.init(jax.random.key(0), x, mask, memory=memory)) == jax.tree.structure(params)
-    for a, b in zip(luna.apply(params, x, mask, memory=memory), conv.apply(params, x, mask, memory=memory), strict=False):
+    for a, b in zip(
+        luna.apply(params, x, mask, memory=memory), conv.apply(params, x, mask, memory=memory), strict=False
+    ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -289,8 +310,9 @@ def test_frozen_temperature_is_the_learned_one_at_its_initial_value_with_no_para
     np.testing.assert_allclose(np.asarray(y_frozen), np.asarray(y), rtol=1e-6, atol=1e-6)
     params["params"]["log_temperature"] = jnp.asarray(0.5)  # a trained tau moves the learned one only
     assert not np.allclose(np.asarray(learned.apply(params, x, mask, memory=memory)[1]), np.asarray(packed))
-    y_ref, packed_ref = _np_luna(frozen, frozen_params, np.asarray(x, np.float64), np.asarray(mask),
-                                 np.asarray(memory, np.float64))
+    y_ref, packed_ref = _np_luna(
+        frozen, frozen_params, np.asarray(x, np.float64), np.asarray(mask), np.asarray(memory, np.float64)
+    )
     np.testing.assert_allclose(np.asarray(packed_frozen), packed_ref, atol=2e-4, rtol=1e-4)
 
 
@@ -299,12 +321,15 @@ def test_frozen_temperature_needs_a_temperature():
         ConvLunaAttention(num_heads=2, qkv_dim=16, learn_temperature=False, freeze_temperature=True)
 
 
-@pytest.mark.parametrize("flag, label, kwargs", [
-    ("fixed_temperature", "FixedTemperature-16 (reference)", dict(freeze_temperature=True, filter="conv")),
-    ("maxpool", "MaxPool-16 (reference)", dict(filter="maxpool", kernel_size=4, filter_padding="valid")),
-    ("stride2", "ConvLuna-16 stride 2 (reference)", dict(stride=2, filter="conv", filter_padding="valid")),
-    ("stride4", "ConvLuna-16 stride 4 (reference)", dict(stride=4, filter="conv", filter_padding="valid")),
-])
+@pytest.mark.parametrize(
+    "flag, label, kwargs",
+    [
+        ("fixed_temperature", "FixedTemperature-16 (reference)", dict(freeze_temperature=True, filter="conv")),
+        ("maxpool", "MaxPool-16 (reference)", dict(filter="maxpool", kernel_size=4, filter_padding="valid")),
+        ("stride2", "ConvLuna-16 stride 2 (reference)", dict(stride=2, filter="conv", filter_padding="valid")),
+        ("stride4", "ConvLuna-16 stride 4 (reference)", dict(stride=4, filter="conv", filter_padding="valid")),
+    ],
+)
 def test_appendix_flags_name_one_model_each(flag, label, kwargs):
     """The Appendix D/E rows: one flag, one label; with reference, the published code's windows."""
     c = _config("listops", "convluna", f"cpu,mem=16,{flag},reference")

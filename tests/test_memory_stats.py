@@ -24,7 +24,7 @@ def test_distinct_vectors_all_different_and_threshold():
     assert ms.distinct_vectors(rng.normal(size=(16, 32))) == 16
     # two cells at cosine 0.98: distinct at 0.99, one group at 0.95
     a = np.array([1.0, 0.0])
-    b = np.array([0.98, np.sqrt(1 - 0.98 ** 2)])
+    b = np.array([0.98, np.sqrt(1 - 0.98**2)])
     assert ms.distinct_vectors(np.stack([a, b])) == 2
     assert ms.distinct_vectors(np.stack([a, b]), threshold=0.95) == 1
 

@@ -23,10 +23,16 @@ def _tokens(b=3, n=20, lengths=(12, 20, 5), seed=0):
     return t
 
 
-@pytest.mark.parametrize("attention,pooling,norm", [
-    ("softmax", "cls", "pre"), ("softmax", "mean", "post"), ("luna", "memory", "post"),
-    ("convluna", "memory", "post"), ("luna", "mean", "pre"),
-])
+@pytest.mark.parametrize(
+    "attention,pooling,norm",
+    [
+        ("softmax", "cls", "pre"),
+        ("softmax", "mean", "post"),
+        ("luna", "memory", "post"),
+        ("convluna", "memory", "post"),
+        ("luna", "mean", "pre"),
+    ],
+)
 def test_model_logits_ignore_padding(attention, pooling, norm):
     model = _model(attention, pooling=pooling, norm=norm)
     tokens = _tokens()
@@ -58,8 +64,12 @@ def test_memory_pooling_averages_the_final_memory_cells():
 
 def test_memory_size_sets_the_initial_memory():
     for cells in (1, 16):
-        model = _model("convluna", pooling="memory", norm="post",
-                       attention_kwargs={"memory_size": cells, "filter": "maxpool", "kernel_size": 4})
+        model = _model(
+            "convluna",
+            pooling="memory",
+            norm="post",
+            attention_kwargs={"memory_size": cells, "filter": "maxpool", "kernel_size": 4},
+        )
         v = model.init(jax.random.key(0), _tokens())
         assert v["params"]["encoder"]["memory"].shape == (cells, 32)
 

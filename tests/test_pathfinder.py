@@ -42,7 +42,7 @@ def flood_fill(marked: np.ndarray, start: tuple[int, int], radius: int) -> np.nd
         padded = np.pad(reached, radius)
         for dy in range(2 * radius + 1):
             for dx in range(2 * radius + 1):
-                grown |= padded[dy:dy + h, dx:dx + w]
+                grown |= padded[dy : dy + h, dx : dx + w]
         grown &= marked
         if (grown == reached).all():
             return reached
@@ -89,8 +89,11 @@ def test_paths_are_dashed_and_distractors_drawn(batches):
     """The chains need steps of up to `link` pixels: with 8-connectivity alone some connected
     examples fall apart (visible gaps between paddles); distractor paths are there."""
     batch = batches[(32, 6)]
-    split = sum(not flood_fill(img > 0, tuple(int(v) for v in m[0]), 1)[tuple(int(v) for v in m[1])]
-                for img, lab, m in zip(batch.images, batch.labels, batch.markers, strict=False) if lab == 1)
+    split = sum(
+        not flood_fill(img > 0, tuple(int(v) for v in m[0]), 1)[tuple(int(v) for v in m[1])]
+        for img, lab, m in zip(batch.images, batch.labels, batch.markers, strict=False)
+        if lab == 1
+    )
     assert split > 0
     assert batch.distractors.mean() > 0.5 * pathfinder_gen.GEOMETRIES[32].num_distractors(6)
 
@@ -139,8 +142,9 @@ def write_release(root: Path, side: int = 32, setting: str = "curv_contour_lengt
                 path.write_bytes(b"")
             else:
                 Image.fromarray(np.full((side, side), k, np.uint8)).save(path)
-            rows.append([f"imgs/{batch}", f"sample_{i}.png", str(i), str(k % 2),
-                         "1.0", "14", "4", "2", "0.5", "1", "1"])
+            rows.append(
+                [f"imgs/{batch}", f"sample_{i}.png", str(i), str(k % 2), "1.0", "14", "4", "2", "0.5", "1", "1"]
+            )
             k += 1
         if batch == 1:
             np.save(folder / "metadata" / "1.npy", np.array(rows))
@@ -181,8 +185,9 @@ def test_reader_pads_to_max_len_and_refuses_a_short_one(tmp_path):
 
 
 def test_auto_generates_when_the_release_is_absent(tmp_path):
-    config = make_config(tmp_path, pathfinder_resolution=16, pathfinder_setting="curv_baseline",
-                         pathfinder_images=30, max_len=256)
+    config = make_config(
+        tmp_path, pathfinder_resolution=16, pathfinder_setting="curv_baseline", pathfinder_images=30, max_len=256
+    )
     source = pathfinder.locate(config)
     assert source["kind"] == "generated" and not source["folder"].exists()
     data = pathfinder.load(config)
@@ -192,14 +197,31 @@ def test_auto_generates_when_the_release_is_absent(tmp_path):
     assert labels.sum() == 15
     write_release(tmp_path, side=16, setting="curv_baseline")  # now the release is there: auto takes it
     assert pathfinder.locate(config)["kind"] == "release"
-    assert pathfinder.locate(make_config(tmp_path, pathfinder_resolution=16, pathfinder_setting="curv_baseline",
-                                         source="generated"))["kind"] == "generated"
+    assert (
+        pathfinder.locate(
+            make_config(tmp_path, pathfinder_resolution=16, pathfinder_setting="curv_baseline", source="generated")
+        )["kind"]
+        == "generated"
+    )
 
 
 def test_prepare_command_generates_and_summarises(tmp_path, capsys):
-    rc = prepare.main(["prepare", "pathx", "--data_dir", str(tmp_path), "--max_len", "256",
-                       "--set", "pathfinder_resolution=16", "--set", "pathfinder_setting=curv_baseline",
-                       "--set", "pathfinder_images=20"])
+    rc = prepare.main(
+        [
+            "prepare",
+            "pathx",
+            "--data_dir",
+            str(tmp_path),
+            "--max_len",
+            "256",
+            "--set",
+            "pathfinder_resolution=16",
+            "--set",
+            "pathfinder_setting=curv_baseline",
+            "--set",
+            "pathfinder_images=20",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "task pathx: vocab 257, 2 classes, max_len 256" in out and "train" in out
@@ -229,15 +251,19 @@ def test_missing_release_names_the_folder(tmp_path):
 
 def test_missing_metadata_folder_names_it(tmp_path):
     (tmp_path / "lra_release" / "pathfinder32" / "curv_contour_length_14" / "imgs").mkdir(parents=True)
-    assert str(tmp_path / "lra_release" / "pathfinder32" / "curv_contour_length_14" / "metadata") in \
-        _error(make_config(tmp_path))
+    assert str(tmp_path / "lra_release" / "pathfinder32" / "curv_contour_length_14" / "metadata") in _error(
+        make_config(tmp_path)
+    )
 
 
-@pytest.mark.parametrize("line, expected", [
-    ("imgs/0 sample_0.png 0", "3 field(s), expected at least 4"),
-    ("imgs/0 sample_0.png 0 2 1.0", "label '2', expected 0 or 1"),
-    ("../.. secret.png 0 1", "leaves the setting's folder"),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("imgs/0 sample_0.png 0", "3 field(s), expected at least 4"),
+        ("imgs/0 sample_0.png 0 2 1.0", "label '2', expected 0 or 1"),
+        ("../.. secret.png 0 1", "leaves the setting's folder"),
+    ],
+)
 def test_malformed_metadata_names_the_file_and_line(tmp_path, line, expected):
     folder = write_release(tmp_path)
     meta = folder / "metadata" / "10.npy"

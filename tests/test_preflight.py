@@ -51,21 +51,44 @@ def test_missing_compiler_names_the_extra(capsys):
 def test_verdict_does_not_fit_suggests_a_batch_and_bf16():
     target = targets.parse("v5e:2x2")
     gib = 1024**3
-    result = dict(status="ok", dtype="float32", global_batch=32, devices=4,
-                  memory=dict(argument=1 * gib, output=1 * gib, temp=30 * gib, generated_code=0, alias=1 * gib,
-                              total=31 * gib))
+    result = dict(
+        status="ok",
+        dtype="float32",
+        global_batch=32,
+        devices=4,
+        memory=dict(argument=1 * gib, output=1 * gib, temp=30 * gib, generated_code=0, alias=1 * gib, total=31 * gib),
+    )
     verdict, detail = estimate.verdict(result, target, target.chip.memory_bytes)
     assert verdict == "does not fit"
     assert "per-device batch of <= 3" in detail and "bfloat16" in detail and ">= 9 devices" in detail
     result["memory"]["total"] = 8 * gib
     assert estimate.verdict(result, target, target.chip.memory_bytes)[0] == "fits"
-    assert estimate.verdict(dict(status="error", stage="compilation", error="RESOURCE_EXHAUSTED: hbm",
-                                 resource_exhausted=True), target, None)[0] == "does not fit"
+    assert (
+        estimate.verdict(
+            dict(status="error", stage="compilation", error="RESOURCE_EXHAUSTED: hbm", resource_exhausted=True),
+            target,
+            None,
+        )[0]
+        == "does not fit"
+    )
     # the TPU compiler's own numbers (as libtpu 0.0.42.1 words them) give the fixes
-    error = ("JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
-             "temporaries (20.37G) exceeds available HBM (15.75G).")
-    verdict, detail = estimate.verdict(dict(status="error", stage="compilation", error=error, resource_exhausted=True,
-                                            global_batch=32, devices=4, dtype="float32"), target, None)
+    error = (
+        "JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+        "temporaries (20.37G) exceeds available HBM (15.75G)."
+    )
+    verdict, detail = estimate.verdict(
+        dict(
+            status="error",
+            stage="compilation",
+            error=error,
+            resource_exhausted=True,
+            global_batch=32,
+            devices=4,
+            dtype="float32",
+        ),
+        target,
+        None,
+    )
     assert verdict == "does not fit" and "temporaries need 20.37G of 15.75G" in detail
     assert "per-device batch of <= 5" in detail and "bfloat16" in detail and ">= 6 devices" in detail
 
@@ -82,8 +105,9 @@ def test_cpu_target_end_to_end_and_cache(tmp_path):
     again = preflight("configs/listops_convluna.py:smoke", "cpu", measure_steps=2, cache_dir=tmp_path, quiet=True)
     assert again["cached"] and time.perf_counter() - start < first / 2
     assert again["memory"] == r["memory"]
-    other = preflight("configs/listops_convluna.py:smoke", "cpu", batch=16, measure_steps=0, cache_dir=tmp_path,
-                      quiet=True)
+    other = preflight(
+        "configs/listops_convluna.py:smoke", "cpu", batch=16, measure_steps=0, cache_dir=tmp_path, quiet=True
+    )
     assert not other["cached"] and other["global_batch"] == 16 and other["memory"]["temp"] > r["memory"]["temp"]
 
 
@@ -92,32 +116,48 @@ def test_an_invalid_config_is_refused_in_the_parent_before_compiling(tmp_path):
     from lra.preflight.check import PreflightError
 
     with pytest.raises(PreflightError, match="num_heads"):
-        preflight("configs/listops_convluna.py:smoke", "cpu", overrides={"model.num_heads": 3}, measure_steps=0,
-                  cache_dir=tmp_path, quiet=True)
+        preflight(
+            "configs/listops_convluna.py:smoke",
+            "cpu",
+            overrides={"model.num_heads": 3},
+            measure_steps=0,
+            cache_dir=tmp_path,
+            quiet=True,
+        )
     with pytest.raises(PreflightError, match="did you mean model.max_len"):
-        preflight("configs/listops_convluna.py:smoke", "cpu", overrides={"model.maxlen": 512}, measure_steps=0,
-                  cache_dir=tmp_path, quiet=True)
+        preflight(
+            "configs/listops_convluna.py:smoke",
+            "cpu",
+            overrides={"model.maxlen": 512},
+            measure_steps=0,
+            cache_dir=tmp_path,
+            quiet=True,
+        )
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.skipif(not _has("libtpu"), reason="libtpu is not importable (pip install -e '.[preflight-tpu]' in a venv "
-                                               "and set LRA_PREFLIGHT_PYTHON to its python)")
+@pytest.mark.skipif(
+    not _has("libtpu"),
+    reason="libtpu is not importable (pip install -e '.[preflight-tpu]' in a venv "
+    "and set LRA_PREFLIGHT_PYTHON to its python)",
+)
 def test_tpu_target_compiles_a_smoke_config(tmp_path):
     r = preflight("configs/listops_convluna.py:smoke", "v5e:2x2", python=PYTHON, cache_dir=tmp_path, quiet=True)
     assert r["status"] == "ok", r
     assert r["devices"] == 4 and r["verdict"] == "fits" and r["cost"]["flops"] > 0
 
 
-@pytest.mark.skipif(not (_has("jax_cuda12_plugin", GPU_PYTHON) and os.environ.get("LRA_PREFLIGHT_GPU_SPECS")),
-                    reason="the CUDA plugin is not importable or LRA_PREFLIGHT_GPU_SPECS is unset (pip install -e "
-                           "'.[preflight-gpu]' in a venv, set LRA_PREFLIGHT_GPU_PYTHON to its python and "
-                           "LRA_PREFLIGHT_GPU_SPECS to a folder with XLA's h100_sxm.txtpb)")
+@pytest.mark.skipif(
+    not (_has("jax_cuda12_plugin", GPU_PYTHON) and os.environ.get("LRA_PREFLIGHT_GPU_SPECS")),
+    reason="the CUDA plugin is not importable or LRA_PREFLIGHT_GPU_SPECS is unset (pip install -e "
+    "'.[preflight-gpu]' in a venv, set LRA_PREFLIGHT_GPU_PYTHON to its python and "
+    "LRA_PREFLIGHT_GPU_SPECS to a folder with XLA's h100_sxm.txtpb)",
+)
 def test_gpu_target_compiles_a_smoke_config(tmp_path):
     one = preflight("configs/listops_convluna.py:smoke", "h100", python=GPU_PYTHON, cache_dir=tmp_path, quiet=True)
     assert one["status"] == "ok", one
     assert one["devices"] == 1 and one["verdict"] == "fits" and one["cost"]["flops"] > 0
-    eight = preflight("configs/listops_convluna.py:smoke", "h100x8", python=GPU_PYTHON, cache_dir=tmp_path,
-                      quiet=True)
+    eight = preflight("configs/listops_convluna.py:smoke", "h100x8", python=GPU_PYTHON, cache_dir=tmp_path, quiet=True)
     assert eight["devices"] == 8 and eight["cost"]["flops"] == pytest.approx(one["cost"]["flops"] / 8, rel=0.05)
 
 
@@ -126,7 +166,11 @@ def test_set_overrides_parse_and_the_data_length_follows_the_model():
     from lra.preflight.check import PreflightError
 
     assert parse_sets(["model.max_len=512", "batch_size=4", "model.dtype=bfloat16"]) == {
-        "model.max_len": 512, "data.max_len": 512, "batch_size": 4, "model.dtype": "bfloat16"}
+        "model.max_len": 512,
+        "data.max_len": 512,
+        "batch_size": 4,
+        "model.dtype": "bfloat16",
+    }
     with pytest.raises(PreflightError, match="KEY=VALUE"):
         parse_sets(["model.max_len"])
 
@@ -147,11 +191,28 @@ def test_bench_check_matches_the_committed_cpu_benchmark_case(tmp_path):
 
     from lra.preflight import bench_check
 
-    case = dict(status="ok", num_params=1000, length=512, batch_size=4, seeds=1, dtype="float32",
-                steps_per_second=5.0, flops_per_step=1e10, memory={"total_bytes": 3 * 10**8})
+    case = dict(
+        status="ok",
+        num_params=1000,
+        length=512,
+        batch_size=4,
+        seeds=1,
+        dtype="float32",
+        steps_per_second=5.0,
+        flops_per_step=1e10,
+        memory={"total_bytes": 3 * 10**8},
+    )
     (tmp_path / "training_steps_cpu.json").write_text(json.dumps({"cases": [case, dict(case, length=1024)]}))
-    result = dict(status="ok", num_params=1000, length=512, global_batch=4, seeds=1, dtype="float32",
-                  step_time={"estimate": 0.1, "lower_bound": 0.05}, measured={"step_seconds_median": 0.3})
+    result = dict(
+        status="ok",
+        num_params=1000,
+        length=512,
+        global_batch=4,
+        seeds=1,
+        dtype="float32",
+        step_time={"estimate": 0.1, "lower_bound": 0.05},
+        measured={"step_seconds_median": 0.3},
+    )
     cmp = bench_check.comparison(result, tmp_path)
     assert cmp["bench_step_seconds"] == [0.2] and cmp["estimate_over_bench"] == pytest.approx(0.5)
     assert cmp["measured_over_bench"] == pytest.approx(1.5)
@@ -187,7 +248,10 @@ def test_cache_key_follows_the_compiling_interpreter(monkeypatch):
     from lra.preflight import cache
 
     assert cache.versions_of(sys.executable) == cache.versions()
-    fake = {"/venv-a/bin/python": '{"jax": "1", "libtpu": "0.1"}', "/venv-b/bin/python": '{"jax": "1", "libtpu": "0.2"}'}
+    fake = {
+        "/venv-a/bin/python": '{"jax": "1", "libtpu": "0.1"}',
+        "/venv-b/bin/python": '{"jax": "1", "libtpu": "0.2"}',
+    }
     monkeypatch.setattr(cache, "_versions_json", fake.__getitem__)
     keys = {cache.key({"a": 1}, "v5e:2x2", 1, 0, python) for python in fake}
     assert len(keys) == 2  # another libtpu in the compiling venv is another compilation
@@ -210,13 +274,39 @@ def test_sweep_table_compiles_each_config_once_in_parallel_jobs(tmp_path, monkey
 def test_sweep_render_totals_and_flags_configs_that_do_not_fit():
     from lra.preflight.sweep_table import render
 
-    row = dict(task="text", variant="Transformer", config="c", verdict="fits", detail="1 GiB of 80", runs=5,
-               memory_gib=1.0, gflop_per_step=10.0, hours_per_run=2.0, compile_seconds=1.0, num_params=1)
+    row = dict(
+        task="text",
+        variant="Transformer",
+        config="c",
+        verdict="fits",
+        detail="1 GiB of 80",
+        runs=5,
+        memory_gib=1.0,
+        gflop_per_step=10.0,
+        hours_per_run=2.0,
+        compile_seconds=1.0,
+        num_params=1,
+    )
     big = dict(row, variant="Big", verdict="does not fit", detail="needs 90 GiB | try bf16", hours_per_run=4.0)
-    summary = dict(grid="g", preset="paper", target="h100x8", target_description="8 x H100", devices=8,
-                   tasks=None, variants=None, group_seeds=False, seeds_per_program=1, programs=10,
-                   assumed_mfu=0.3, rows=[row, big], total_hours=30.0, device_hours=240.0, hours_not_fitting=20.0,
-                   configs_not_fitting=1, configs_without_estimate=0)
+    summary = dict(
+        grid="g",
+        preset="paper",
+        target="h100x8",
+        target_description="8 x H100",
+        devices=8,
+        tasks=None,
+        variants=None,
+        group_seeds=False,
+        seeds_per_program=1,
+        programs=10,
+        assumed_mfu=0.3,
+        rows=[row, big],
+        total_hours=30.0,
+        device_hours=240.0,
+        hours_not_fitting=20.0,
+        configs_not_fitting=1,
+        configs_without_estimate=0,
+    )
     text = render(summary)
     assert "| text | Big | does not fit | 1.00 | 10 | 4.00 | 5 | needs 90 GiB / try bf16 |" in text
     assert "about 30.00 hours on 8 x H100, i.e. 240.0 device-hours" in text
@@ -228,29 +318,74 @@ def test_price_per_hour_gives_the_cost_in_money_in_the_table_and_the_report(caps
     from lra.preflight.check import report_lines
     from lra.preflight.sweep_table import render
 
-    row = dict(task="text", variant="Transformer", config="c", verdict="fits", detail="1 GiB of 80", runs=5,
-               memory_gib=1.0, gflop_per_step=10.0, hours_per_run=2.0, compile_seconds=1.0, num_params=1)
+    row = dict(
+        task="text",
+        variant="Transformer",
+        config="c",
+        verdict="fits",
+        detail="1 GiB of 80",
+        runs=5,
+        memory_gib=1.0,
+        gflop_per_step=10.0,
+        hours_per_run=2.0,
+        compile_seconds=1.0,
+        num_params=1,
+    )
     none = dict(row, variant="Unknown", verdict="cannot tell", hours_per_run=None)
-    summary = dict(grid="g", preset="paper", target="h100x8", target_description="8 x H100", devices=8,
-                   tasks=None, variants=None, group_seeds=False, seeds_per_program=1, programs=10,
-                   assumed_mfu=0.3, rows=[row, none], total_hours=10.0, device_hours=80.0, hours_not_fitting=0.0,
-                   configs_not_fitting=0, configs_without_estimate=1)
+    summary = dict(
+        grid="g",
+        preset="paper",
+        target="h100x8",
+        target_description="8 x H100",
+        devices=8,
+        tasks=None,
+        variants=None,
+        group_seeds=False,
+        seeds_per_program=1,
+        programs=10,
+        assumed_mfu=0.3,
+        rows=[row, none],
+        total_hours=10.0,
+        device_hours=80.0,
+        hours_not_fitting=0.0,
+        configs_not_fitting=0,
+        configs_without_estimate=1,
+    )
     plain = render(summary)
     assert "USD" not in plain and "| est. hours per run | runs |" in plain  # without a price: as before
     text = render({**summary, "price_per_hour": 2.5, "currency": "EUR"})
     assert "| est. hours per run | est. EUR per run | runs |" in text
     assert "| text | Transformer | fits | 1.00 | 10 | 2.00 | 40.00 | 5 |" in text  # 2 h x 8 devices x 2.5
     assert "| text | Unknown | cannot tell | 1.00 | 10 |  |  | 5 |" in text
-    assert "80.0 device-hours (estimate at 30% MFU, run one after another), about 200.00 EUR at 2.50 EUR per " \
-           "device-hour" in text
-    result = {"config": "c", "target": "v5e:2x2", "status": "ok", "variant": "V", "task": "listops", "num_params": 1,
-              "length": 8, "dtype": "float32", "global_batch": 8, "devices": 4, "seeds": 1, "memory": {},
-              "cost": {"flops": 1e9, "bytes_accessed": 1e9}, "compile_seconds": 1.0, "num_train_steps": 36_000,
-              "step_time": {"lower_bound": 0.05, "estimate": 0.1, "peak_flops": 1e12, "bandwidth": 1e11, "mfu": 0.3},
-              "verdict": "fits", "verdict_detail": "ok"}
+    assert (
+        "80.0 device-hours (estimate at 30% MFU, run one after another), about 200.00 EUR at 2.50 EUR per "
+        "device-hour" in text
+    )
+    result = {
+        "config": "c",
+        "target": "v5e:2x2",
+        "status": "ok",
+        "variant": "V",
+        "task": "listops",
+        "num_params": 1,
+        "length": 8,
+        "dtype": "float32",
+        "global_batch": 8,
+        "devices": 4,
+        "seeds": 1,
+        "memory": {},
+        "cost": {"flops": 1e9, "bytes_accessed": 1e9},
+        "compile_seconds": 1.0,
+        "num_train_steps": 36_000,
+        "step_time": {"lower_bound": 0.05, "estimate": 0.1, "peak_flops": 1e12, "bandwidth": 1e11, "mfu": 0.3},
+        "verdict": "fits",
+        "verdict_detail": "ok",
+    }
     lines = report_lines(result, 1.2)
-    assert "  cost: 4 device(s) x 1.00 h = 4.00 device-hours x 1.20 USD = 4.80 USD (estimate, at the price given " \
-           "per device-hour)" in lines
+    assert (
+        "  cost: 4 device(s) x 1.00 h = 4.00 device-hours x 1.20 USD = 4.80 USD (estimate, at the price given "
+        "per device-hour)" in lines
+    )
     assert not any("cost:" in line for line in report_lines(result))
     assert main(["--config", "configs/listops_convluna.py:smoke", "--target", "cpu", "--price-per-hour", "-1"]) == 2
     assert "--price-per-hour -1.0: give the price of one device-hour" in capsys.readouterr().err
@@ -274,8 +409,15 @@ def test_cache_entries_are_sealed_complete_and_keyed_on_the_code(tmp_path, capsy
     """Issue 38 PF1/PF2/PF3: an edited or cut entry is recompiled with a warning; the key follows the code."""
     from lra.preflight import cache
 
-    result = {"status": "ok", "num_params": 10, "devices": 1, "global_batch": 8, "dtype": "float32",
-              "memory": {"temporary": 1}, "cost": {"flops": 1.0}}
+    result = {
+        "status": "ok",
+        "num_params": 10,
+        "devices": 1,
+        "global_batch": 8,
+        "dtype": "float32",
+        "memory": {"temporary": 1},
+        "cost": {"flops": 1.0},
+    }
     cache.store(tmp_path, "k", result)
     assert cache.load(tmp_path, "k") == result
     entry = json.loads((tmp_path / "k.json").read_text())
@@ -297,8 +439,10 @@ def test_cache_entries_are_sealed_complete_and_keyed_on_the_code(tmp_path, capsy
 def test_a_python_that_cannot_compile_is_one_line_naming_the_flag(python, why, tmp_path, monkeypatch, capsys):
     """Issue 38 PF4: exit 2, one line naming --python, before anything compiles."""
     monkeypatch.setenv("LRA_PREFLIGHT_CACHE", str(tmp_path))
-    for argv in (["--config", "configs/listops_transformer.py:smoke", "--target", "cpu"],
-                 ["sweep", "lra_families", "--preset", "smoke", "--target", "cpu"]):
+    for argv in (
+        ["--config", "configs/listops_transformer.py:smoke", "--target", "cpu"],
+        ["sweep", "lra_families", "--preset", "smoke", "--target", "cpu"],
+    ):
         assert main([*argv, "--python", python]) == 2
         out, err = capsys.readouterr()
         assert err.startswith(f"error: --python {python}: ") and why in err and len(err.splitlines()) == 1
@@ -309,10 +453,18 @@ def test_an_unwritable_output_is_refused_before_compiling(tmp_path, monkeypatch,
     """Issue 38 PF8: --json or --out under a file: one error line, exit 4, nothing compiled."""
     monkeypatch.setenv("LRA_PREFLIGHT_CACHE", str(tmp_path / "cache"))
     (tmp_path / "file").write_text("")
-    for argv in (["--config", "configs/listops_transformer.py:smoke", "--target", "cpu",
-                  "--json", str(tmp_path / "file" / "r.json")],
-                 ["sweep", "lra_families", "--preset", "smoke", "--target", "cpu", "--out", str(tmp_path / "file" / "o")],
-                 ["--config", "configs/listops_transformer.py:smoke", "--target", "cpu", "--json", str(tmp_path)]):
+    for argv in (
+        [
+            "--config",
+            "configs/listops_transformer.py:smoke",
+            "--target",
+            "cpu",
+            "--json",
+            str(tmp_path / "file" / "r.json"),
+        ],
+        ["sweep", "lra_families", "--preset", "smoke", "--target", "cpu", "--out", str(tmp_path / "file" / "o")],
+        ["--config", "configs/listops_transformer.py:smoke", "--target", "cpu", "--json", str(tmp_path)],
+    ):
         assert main(argv) == 4
         out, err = capsys.readouterr()
         assert err.startswith("error: cannot write ") and len(err.splitlines()) == 1 and "compiling" not in out
@@ -326,13 +478,32 @@ def test_a_signal_reaches_every_compile_child_and_none_is_left(tmp_path):
 
     pids = tmp_path / "pids"
     fake = tmp_path / "python"  # compiles by sleeping; anything else is the real interpreter
-    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo $$ >> {pids}; exec sleep 120; fi\n"
-                    f"exec {sys.executable} \"$@\"\n")
+    fake.write_text(
+        f'#!/bin/sh\nif [ "$1" = -m ]; then echo $$ >> {pids}; exec sleep 120; fi\n' f'exec {sys.executable} "$@"\n'
+    )
     fake.chmod(0o755)
-    proc = subprocess.Popen([sys.executable, "-m", "lra.preflight", "sweep", "lra_families", "--preset", "smoke",
-                             "--target", "cpu", "--jobs", "2", "--no-cache", "--python", str(fake)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "LRA_PREFLIGHT_CACHE": str(tmp_path / "cache")})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lra.preflight",
+            "sweep",
+            "lra_families",
+            "--preset",
+            "smoke",
+            "--target",
+            "cpu",
+            "--jobs",
+            "2",
+            "--no-cache",
+            "--python",
+            str(fake),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LRA_PREFLIGHT_CACHE": str(tmp_path / "cache")},
+    )
     started: list[int] = []
     try:
         deadline = time.monotonic() + 120

@@ -45,14 +45,17 @@ def test_profiled_run_writes_a_trace_the_summary_reads(smoke_data_dir, tmp_path,
 
 def _trace(tmp_path, kernels, input_us, step_us=(0, 1000, 1000, 2000)):
     """Two host step markers, one host_batch span per step, kernels on a device process."""
-    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
-              {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:GPU:0"}},
-              {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "Stream #13(Compute)"}},
-              {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "Stream #14(Compute)"}},
-              {"ph": "M", "pid": 7, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}}]
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "Stream #13(Compute)"}},
+        {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "Stream #14(Compute)"}},
+        {"ph": "M", "pid": 7, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
+    ]
     for k, (a, b) in enumerate(zip(step_us[::2], step_us[1::2], strict=False)):
-        events.append({"ph": "X", "pid": 1, "tid": 9, "name": "train", "ts": a, "dur": b - a,
-                       "args": {"step_num": str(k + 1)}})
+        events.append(
+            {"ph": "X", "pid": 1, "tid": 9, "name": "train", "ts": a, "dur": b - a, "args": {"step_num": str(k + 1)}}
+        )
         events.append({"ph": "X", "pid": 1, "tid": 9, "name": "host_batch", "ts": a, "dur": input_us})
     for tid, name, ts, dur in kernels:
         events.append({"ph": "X", "pid": 7, "tid": tid, "name": name, "ts": ts, "dur": dur})
@@ -65,8 +68,13 @@ def _trace(tmp_path, kernels, input_us, step_us=(0, 1000, 1000, 2000)):
 
 def test_summary_of_a_kernel_bound_trace(tmp_path):
     # stream 13: [0, 900) and [1000, 1950); stream 14 overlaps [800, 1000): busy = 1950 of 2000 us
-    kernels = [(1, "fusion.1", 0, 900), (1, "fusion.1", 1000, 950), (2, "gemm", 800, 200),
-               (3, "dot.5", 0, 1200), (3, "reduce.2", 1200, 600)]
+    kernels = [
+        (1, "fusion.1", 0, 900),
+        (1, "fusion.1", 1000, 950),
+        (2, "gemm", 800, 200),
+        (3, "dot.5", 0, 1200),
+        (3, "reduce.2", 1200, 600),
+    ]
     s = _trace(tmp_path, kernels, input_us=50)
     assert s["steps"] == 2 and s["step_seconds"] == pytest.approx(1e-3)
     assert s["device_busy_fraction"] == pytest.approx(1950 / 2000)

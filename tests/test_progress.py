@@ -77,8 +77,9 @@ def test_paper_scale_projection_is_one_warning_once_the_rate_is_known(tmp_path, 
     for step in range(4, 10):
         p.tick(step, now=60.0 + (step - 1) / 0.065)
     warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning")]
-    assert warnings == ["warning: at 0.065 steps/s this run needs ~214 h (8.9 days) more for its 49,996 remaining "
-                        "steps on this CPU"]
+    assert warnings == [
+        "warning: at 0.065 steps/s this run needs ~214 h (8.9 days) more for its 49,996 remaining " "steps on this CPU"
+    ]
 
 
 def test_projection_sizes():
@@ -116,6 +117,7 @@ def test_the_loop_ticks_finished_steps_never_dispatched_ones(tmp_path, smoke_dat
             dispatched[0] += 1
             step_of[id(metrics)] = dispatched[0]
             return state, metrics
+
         return step, eval_step
 
     def waiting(x):  # steps run in order on one device: waiting for step k means steps <= k are done

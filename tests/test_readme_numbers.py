@@ -35,8 +35,10 @@ def test_readme_verdict_counts_match_the_generated_table():
 def test_a_wrong_number_is_caught(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"a": {"acc": 0.3575}, "t": 155.4}))
     readme = tmp_path / "README.md"
-    readme.write_text("ok 35.8%<!-- rec r.json a.acc % --> and 155 s<!-- rec r.json t -->\n"
-                      "wrong 36.8%<!-- rec r.json a.acc % -->\nmissing 1<!-- rec r.json b -->\n")
+    readme.write_text(
+        "ok 35.8%<!-- rec r.json a.acc % --> and 155 s<!-- rec r.json t -->\n"
+        "wrong 36.8%<!-- rec r.json a.acc % -->\nmissing 1<!-- rec r.json b -->\n"
+    )
     count, problems = checker.check(readme, tmp_path)
     assert count == 4 and len(problems) == 2
     assert "says 36.8" in problems[0] and problems[0].startswith("README.md:2:")
@@ -57,8 +59,10 @@ def test_a_wrong_number_in_a_docs_page_is_caught(tmp_path):
 def test_scientific_notation_is_checked_to_its_digits(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"d": 1.46e-05, "n": 1426448}))
     readme = tmp_path / "README.md"
-    readme.write_text("ok 1.5e-05<!-- rec r.json d --> and 1,426,448<!-- rec r.json n -->\n"
-                      "wrong 1.3e-05<!-- rec r.json d -->\nwrong 2e-04<!-- rec r.json d -->\n")
+    readme.write_text(
+        "ok 1.5e-05<!-- rec r.json d --> and 1,426,448<!-- rec r.json n -->\n"
+        "wrong 1.3e-05<!-- rec r.json d -->\nwrong 2e-04<!-- rec r.json d -->\n"
+    )
     count, problems = checker.check(readme, tmp_path)
     assert count == 4 and len(problems) == 2, problems
     assert "says 1.3e-05" in problems[0] and "says 2e-04" in problems[1]
@@ -78,18 +82,24 @@ Totals: 1 incomplete, 1 not reproduced, 1 not testable here, 1 reproduced.
 
 
 def _verdict_page(rows: str) -> str:
-    return ("intro\n\n<!-- verdicts gen/README.md -->\n"
-            "| paper | claims | reproduced | partly | not reproduced | incomplete | not testable here | scale |\n"
-            "|---|---|---|---|---|---|---|---|\n" + rows + "\nafter the table 7\n")
+    return (
+        "intro\n\n<!-- verdicts gen/README.md -->\n"
+        "| paper | claims | reproduced | partly | not reproduced | incomplete | not testable here | scale |\n"
+        "|---|---|---|---|---|---|---|---|\n" + rows + "\nafter the table 7\n"
+    )
 
 
 def test_verdict_counts_are_checked_against_the_generated_table(tmp_path):
     (tmp_path / "gen").mkdir()
     (tmp_path / "gen" / "README.md").write_text(GENERATED)
     readme = tmp_path / "README.md"
-    readme.write_text(_verdict_page("| [alpha](gen/alpha/report.md): the first | 3 | 1 | 0 | 1 | 1 | 0 | CPU 2 |\n"
-                                    "| [beta](gen/beta/report.md) | 1 | 0 | 0 | 0 | 0 | 1 | |\n"
-                                    "| all | 4 | 1 | 0 | 1 | 1 | 1 | |\n"))
+    readme.write_text(
+        _verdict_page(
+            "| [alpha](gen/alpha/report.md): the first | 3 | 1 | 0 | 1 | 1 | 0 | CPU 2 |\n"
+            "| [beta](gen/beta/report.md) | 1 | 0 | 0 | 0 | 0 | 1 | |\n"
+            "| all | 4 | 1 | 0 | 1 | 1 | 1 | |\n"
+        )
+    )
     count, problems = checker.check_verdicts(readme, tmp_path)
     assert count == 18 and not problems, problems
 
@@ -99,8 +109,11 @@ def test_a_stale_verdict_count_and_a_missing_paper_are_caught(tmp_path):
     (tmp_path / "gen" / "README.md").write_text(GENERATED)
     readme = tmp_path / "README.md"
     # alpha's claim c3 has landed as "partly" in the README but not in the generated table; beta has no row
-    readme.write_text(_verdict_page("| [alpha](gen/alpha/report.md) | 3 | 1 | 1 | 1 | 0 | 0 | |\n"
-                                    "| all | 4 | 1 | 0 | 1 | 1 | 1 | |\n"))
+    readme.write_text(
+        _verdict_page(
+            "| [alpha](gen/alpha/report.md) | 3 | 1 | 1 | 1 | 0 | 0 | |\n" "| all | 4 | 1 | 0 | 1 | 1 | 1 | |\n"
+        )
+    )
     count, problems = checker.check_verdicts(readme, tmp_path)
     assert len(problems) == 3, problems
     assert problems[0].startswith("README.md:6:") and "alpha partly: the page says 1" in problems[0]

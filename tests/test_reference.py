@@ -85,8 +85,9 @@ def test_attention_residual_dropout(residual_dropout):
     """A Luna block's memory path (P' = LN(P + packed)) has no FFN: with attention dropout 0 its
     only dropout is the residual one, so train-mode and eval-mode memories agree exactly when it
     is off, and differ when it is on."""
-    cfg, _ = _model("luna", norm="post", dropout_rate=0.5, attention_dropout_rate=0.0,
-                    attention_residual_dropout=residual_dropout)
+    cfg, _ = _model(
+        "luna", norm="post", dropout_rate=0.5, attention_dropout_rate=0.0, attention_residual_dropout=residual_dropout
+    )
     block = EncoderBlock(cfg.model)
     x = jax.random.normal(jax.random.key(1), (3, 20, 32))
     mask = jnp.asarray(_tokens() != 0)
@@ -150,8 +151,15 @@ def test_linear_embedding_is_for_pixels_only():
         validate_config(c)
 
 
-@pytest.mark.parametrize("field,value", [("memory_init_scale", float("nan")), ("memory_init_scale", 0.0),
-                                         ("head_activation", "tanh"), ("head_hidden_layers", -1)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("memory_init_scale", float("nan")),
+        ("memory_init_scale", 0.0),
+        ("head_activation", "tanh"),
+        ("head_hidden_layers", -1),
+    ],
+)
 def test_bad_model_fields_are_refused(field, value):
     c = make_config("listops", "luna", "smoke")
     c.model[field] = value
@@ -167,11 +175,26 @@ def test_reference_switches_every_documented_field():
     assert text.variant == "ConvLuna-256 (reference)"
     m, kw = text.model, dict(text.model.attention_kwargs)
     assert (m.mask_padding, m.attention_residual_dropout, m.embedding_dropout, m.pre_pool_norm) == (
-        False, False, False, True)
-    assert kw == dict(filter="maxpool", kernel_size=4, stride=1, memory_size=256, filter_padding="valid",
-                      share_projections="qko", scale_unpacking=False)
+        False,
+        False,
+        False,
+        True,
+    )
+    assert kw == dict(
+        filter="maxpool",
+        kernel_size=4,
+        stride=1,
+        memory_size=256,
+        filter_padding="valid",
+        share_projections="qko",
+        scale_unpacking=False,
+    )
     assert (m.gelu_approximate, m.zero_padding_embedding, m.cls_position, m.param_init) == (
-        False, True, False, "pytorch")
+        False,
+        True,
+        False,
+        "pytorch",
+    )
     assert text.data.buckets == ()  # the code pads every batch to the full length
     assert text.data.lra_val_is_test is True and m.pooling == "memory"
     assert load(CONFIGS / "text_convluna.py", "cpu,reference").data.buckets == ()
@@ -246,12 +269,13 @@ def test_readme_divergence_table_is_the_registry():
     from lra.reference import divergence_table
 
     page = REFERENCE_DOC.read_text()
-    section = page[page.index("## Divergences from the published code"):]
+    section = page[page.index("## Divergences from the published code") :]
     assert divergence_table() in section, "docs/reference.md's table differs: paste lra.reference.divergence_table()"
 
 
-@pytest.mark.parametrize("path", sorted(CONFIGS.glob("listops_*.py")) + sorted(CONFIGS.glob("text_*luna.py")),
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted(CONFIGS.glob("listops_*.py")) + sorted(CONFIGS.glob("text_*luna.py")), ids=lambda p: p.stem
+)
 def test_every_default_model_ignores_padding(path):
     """The new defaults (N(0, 1) memory, GELU head, no residual dropout for memory families) keep
     the whole model padding invariant, for every family."""
@@ -261,8 +285,9 @@ def test_every_default_model_ignores_padding(path):
     longer = np.concatenate([tokens, np.zeros((3, 9), np.int32)], axis=1)
     v = model.init(jax.random.key(0), longer)
     rngs = {"attention": jax.random.key(0)}
-    np.testing.assert_allclose(np.asarray(model.apply(v, tokens, rngs=rngs)),
-                               np.asarray(model.apply(v, longer, rngs=rngs)), atol=5e-5)
+    np.testing.assert_allclose(
+        np.asarray(model.apply(v, tokens, rngs=rngs)), np.asarray(model.apply(v, longer, rngs=rngs)), atol=5e-5
+    )
 
 
 @pytest.mark.parametrize("grid", ["convluna_table1", "convluna_table3", "memory_degradation"])
@@ -293,7 +318,11 @@ def test_old_run_configs_rebuild_the_model_they_trained(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(record))
     old = load_run_config(tmp_path)
     assert old.model.memory_init_scale == old.model.emb_dim**-0.5
-    assert (old.model.head_activation, old.model.attention_residual_dropout, old.log_memory_stats) == ("relu", True, False)
+    assert (old.model.head_activation, old.model.attention_residual_dropout, old.log_memory_stats) == (
+        "relu",
+        True,
+        False,
+    )
     validate_config(old)
     new = load(CONFIGS / "listops_convluna.py", "smoke")
     assert upgrade_run_config(new).to_dict() == new.to_dict()  # present fields are kept
@@ -350,15 +379,20 @@ def test_zero_padding_embedding_is_fixed_zero():
     tokens = _tokens()
     params = model.init(jax.random.key(0), tokens)["params"]
     moved = jax.tree.map(lambda a: a, params)
-    moved["encoder"]["embed"]["embedding"] = params["encoder"]["embed"]["embedding"].at[0].add(
-        jax.random.normal(jax.random.key(9), (cfg.model.emb_dim,)))  # not a constant: LayerNorm removes those
-    np.testing.assert_array_equal(np.asarray(model.apply({"params": params}, tokens)),
-                                  np.asarray(model.apply({"params": moved}, tokens)))
+    moved["encoder"]["embed"]["embedding"] = (
+        params["encoder"]["embed"]["embedding"].at[0].add(jax.random.normal(jax.random.key(9), (cfg.model.emb_dim,)))
+    )  # not a constant: LayerNorm removes those
+    np.testing.assert_array_equal(
+        np.asarray(model.apply({"params": params}, tokens)), np.asarray(model.apply({"params": moved}, tokens))
+    )
     grads = jax.grad(lambda p: model.apply({"params": p}, tokens).sum())(params)
     assert not np.any(np.asarray(grads["encoder"]["embed"]["embedding"][0]))
     _, learned = _model("luna", mask_padding=False)  # the default: a learned padding row that matters
-    assert not np.allclose(np.asarray(learned.apply({"params": params}, tokens)),
-                           np.asarray(learned.apply({"params": moved}, tokens)), atol=1e-4)
+    assert not np.allclose(
+        np.asarray(learned.apply({"params": params}, tokens)),
+        np.asarray(learned.apply({"params": moved}, tokens)),
+        atol=1e-4,
+    )
 
 
 def test_cls_without_position():
@@ -372,11 +406,17 @@ def test_cls_without_position():
     _, state = enc.apply({"params": params}, tokens, capture_intermediates=probe, mutable=["intermediates"])
     shifted = dict(params, pos_embedding=params["pos_embedding"] + 1.0)  # moves every token, not [CLS]
     _, moved = enc.apply({"params": shifted}, tokens, capture_intermediates=probe, mutable=["intermediates"])
-    assert not np.allclose(np.asarray(state["intermediates"]["block_0"]["__call__"][0][0]),
-                           np.asarray(moved["intermediates"]["block_0"]["__call__"][0][0]))
+    assert not np.allclose(
+        np.asarray(state["intermediates"]["block_0"]["__call__"][0][0]),
+        np.asarray(moved["intermediates"]["block_0"]["__call__"][0][0]),
+    )
     with_pos, _ = _model("luna", pooling="cls")
-    assert build_model(with_pos.model, 300, 10, False).init(jax.random.key(0), tokens)["params"]["encoder"][
-        "pos_embedding"].shape[0] == cfg.model.max_len + 1
+    assert (
+        build_model(with_pos.model, 300, 10, False)
+        .init(jax.random.key(0), tokens)["params"]["encoder"]["pos_embedding"]
+        .shape[0]
+        == cfg.model.max_len + 1
+    )
 
 
 def test_pytorch_init_draws_as_torch_defaults():
@@ -393,7 +433,10 @@ def test_pytorch_init_draws_as_torch_defaults():
     assert float(jnp.max(jnp.abs(out["bias"]))) <= 1 / 8 and float(jnp.max(jnp.abs(out["bias"]))) > 0.5 / 8
     assert not np.any(np.asarray(enc["pos_embedding"]))
     assert 0.9 * (3 / 64) ** 0.5 < float(jnp.max(jnp.abs(enc["cls"]))) <= (3 / 64) ** 0.5
-    default = init_params(build_model(_model("luna", pooling="cls", emb_dim=64, qkv_dim=64, mlp_dim=128)[0].model,
-                                      300, 10, False), jax.random.key(0), tokens)
+    default = init_params(
+        build_model(_model("luna", pooling="cls", emb_dim=64, qkv_dim=64, mlp_dim=128)[0].model, 300, 10, False),
+        jax.random.key(0),
+        tokens,
+    )
     assert not np.any(np.asarray(default["encoder"]["block_0"]["mlp"]["Dense_0"]["bias"]))  # xavier: zero biases
     np.testing.assert_array_equal(np.asarray(default["encoder"]["memory"]), np.asarray(enc["memory"]))  # kept

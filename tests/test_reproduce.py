@@ -25,8 +25,11 @@ def _seeds(root: Path, label: str, accs, steps: int = 1500) -> None:
     base, *settings = label.split(" [")
     for k, acc in zip(convluna.SEEDS, accs, strict=False):
         folder = f"{convluna.run_dir(label)}/seed{k}"
-        _write(root, f"{folder}/result.json",
-               result_record(variant=base, seed=k, task="listops", test_accuracy=acc, num_train_steps=steps))
+        _write(
+            root,
+            f"{folder}/result.json",
+            result_record(variant=base, seed=k, task="listops", test_accuracy=acc, num_train_steps=steps),
+        )
         config: dict = {}
         for setting in settings:
             field, _, value = setting.rstrip("]").partition("=")
@@ -80,12 +83,15 @@ def test_runs_of_other_steps_do_not_count(tmp_path):
     assert "at 1500 steps (it holds 3000)" in outcome.missing[0]
 
 
-@pytest.mark.parametrize("conv, expected", [
-    ([0.40, 0.41, 0.39, 0.42, 0.40], REPRODUCED),  # +5 points, consistent
-    ([0.36, 0.362, 0.358, 0.361, 0.36], PARTLY),  # +1 point, consistent: ordering holds, size does not
-    ([0.30, 0.41, 0.33, 0.42, 0.31], NOT_REPRODUCED),  # noisy, not significant
-    ([0.34, 0.34, 0.34, 0.34, 0.34], NOT_REPRODUCED),  # worse
-])
+@pytest.mark.parametrize(
+    "conv, expected",
+    [
+        ([0.40, 0.41, 0.39, 0.42, 0.40], REPRODUCED),  # +5 points, consistent
+        ([0.36, 0.362, 0.358, 0.361, 0.36], PARTLY),  # +1 point, consistent: ordering holds, size does not
+        ([0.30, 0.41, 0.33, 0.42, 0.31], NOT_REPRODUCED),  # noisy, not significant
+        ([0.34, 0.34, 0.34, 0.34, 0.34], NOT_REPRODUCED),  # worse
+    ],
+)
 def test_table1_rule(tmp_path, conv, expected):
     _seeds(tmp_path, "Luna-16 (reference)", [0.35, 0.352, 0.348, 0.351, 0.35])
     _seeds(tmp_path, "ConvLuna-16 (reference)", conv)
@@ -108,10 +114,16 @@ def test_memory_size_rule_uses_friedman(tmp_path):
 def _masked_copy(root: Path, acc) -> None:
     for L in clustered.LENGTHS:
         runs = [dict(attention="softmax", attention_kwargs={}, masked_accuracy=acc("full", L, 0))]
-        runs += [dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(f, L, c))
-                 for f in ("clustered", "improved_clustered") for c in clustered.CLUSTERS]
-        _write(root, clustered.masked_copy_record(L),
-               {"runs": runs, "settings": {"steps": clustered.STEPS[L], "seq_len": L}})
+        runs += [
+            dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(f, L, c))
+            for f in ("clustered", "improved_clustered")
+            for c in clustered.CLUSTERS
+        ]
+        _write(
+            root,
+            clustered.masked_copy_record(L),
+            {"runs": runs, "settings": {"steps": clustered.STEPS[L], "seq_len": L}},
+        )
 
 
 def test_fig5_rule(tmp_path):
@@ -136,9 +148,14 @@ def test_fig5_draws_an_interrupted_length_but_judges_only_finished_records(tmp_p
     _masked_copy(tmp_path, lambda f, L, c: 1.0)
     (tmp_path / clustered.masked_copy_record(127)).unlink()
     partial = tmp_path / clustered.OUT / "masked_copy_L127" / "partial.jsonl"
-    lines = [{"spec": "softmax", "settings": {"steps": 2400}, "run": {"attention": "softmax", "masked_accuracy": 0.99}},
-             {"spec": "clustered:15", "settings": {"steps": 800},
-              "run": {"attention": "clustered", "attention_kwargs": {"num_clusters": 15}, "masked_accuracy": 0.2}}]
+    lines = [
+        {"spec": "softmax", "settings": {"steps": 2400}, "run": {"attention": "softmax", "masked_accuracy": 0.99}},
+        {
+            "spec": "clustered:15",
+            "settings": {"steps": 800},
+            "run": {"attention": "clustered", "attention_kwargs": {"num_clusters": 15}, "masked_accuracy": 0.2},
+        },
+    ]
     partial.write_text("".join(json.dumps(line) + "\n" for line in lines))
     grid, missing = clustered.masked_copy_grid(tmp_path)
     assert grid[("full", 127, 0)] == 0.99 and ("clustered", 127, 15) not in grid
@@ -149,8 +166,10 @@ def test_fig5_draws_an_interrupted_length_but_judges_only_finished_records(tmp_p
 def test_swap_eval_rule_needs_a_difference_beyond_noise(tmp_path):
     def record(clustered_acc, improved_acc):
         rows = [dict(attention="softmax", attention_kwargs={}, accuracy=0.36)]
-        rows += [dict(attention="clustered", attention_kwargs={"num_clusters": 8}, accuracy=clustered_acc),
-                 dict(attention="improved_clustered", attention_kwargs={"num_clusters": 8}, accuracy=improved_acc)]
+        rows += [
+            dict(attention="clustered", attention_kwargs={"num_clusters": 8}, accuracy=clustered_acc),
+            dict(attention="improved_clustered", attention_kwargs={"num_clusters": 8}, accuracy=improved_acc),
+        ]
         _write(tmp_path, clustered.SWAP, {"rows": rows})
         return clustered.PAPER.claim("table1-swap-eval").outcome(tmp_path).verdict
 
@@ -186,25 +205,49 @@ def test_dispersed_module_counts_match_the_paper_at_small_n():
 
 
 def test_dispersed_rule_flags_a_wrong_row(tmp_path):
-    rows = [dict(n=n, paper_full=f, paper_window=w, paper_dispersed=d, full=n * n, window=w,
-                 dispersed=d + (1 if n == 50 else 0), module=None) for n, (f, w, d) in dispersed.PAPER_TABLE1.items()]
-    _write(tmp_path, dispersed.RECORD, {"rows": rows, "growth": [{"n": 1024, "scores": 10}], "keys_per_query_bound": 363})
+    rows = [
+        dict(
+            n=n,
+            paper_full=f,
+            paper_window=w,
+            paper_dispersed=d,
+            full=n * n,
+            window=w,
+            dispersed=d + (1 if n == 50 else 0),
+            module=None,
+        )
+        for n, (f, w, d) in dispersed.PAPER_TABLE1.items()
+    ]
+    _write(
+        tmp_path, dispersed.RECORD, {"rows": rows, "growth": [{"n": 1024, "scores": 10}], "keys_per_query_bound": 363}
+    )
     outcome = dispersed.PAPER.claim("table1-counts").outcome(tmp_path)
     assert outcome.verdict == PARTLY and "misprints" in outcome.statistic  # N=10000's printed 10,000,000
 
 
 def test_cheap_linear_rules(tmp_path):
     def row(n, lookup_lin, lookup_soft, enc_ratio):
-        return dict(n=n, representation_bytes_linear=cheap_linear.WIDTH ** 2 * 4,
-                    representation_bytes_softmax=n * cheap_linear.WIDTH * 4, lookup_seconds_linear=lookup_lin,
-                    lookup_seconds_softmax=lookup_soft, encode_seconds_linear=enc_ratio, encode_seconds_softmax=1.0)
+        return dict(
+            n=n,
+            representation_bytes_linear=cheap_linear.WIDTH**2 * 4,
+            representation_bytes_softmax=n * cheap_linear.WIDTH * 4,
+            lookup_seconds_linear=lookup_lin,
+            lookup_seconds_softmax=lookup_soft,
+            encode_seconds_linear=enc_ratio,
+            encode_seconds_softmax=1.0,
+        )
+
     run = [row(n, 1.0, n / 256, 1.5) for n in cheap_linear.LENGTHS]
     _write(tmp_path, cheap_linear.RECORD, {"runs": [run, run]})
     verdicts = {c.id: c.outcome(tmp_path).verdict for c in cheap_linear.PAPER.claims}
-    assert verdicts == {"table1-lookup": HOLDS_BY_CONSTRUCTION, "table1-representation": HOLDS_BY_CONSTRUCTION,
-                        "table1-encoding": REPRODUCED, "cnn-qa": NOT_TESTABLE,
-                        "lookup-speedup": INCOMPLETE,  # its own record (tests/test_reproduce_rules.py)
-                        "associative-recall": INCOMPLETE}  # its own record (tests/test_reproduce_recall.py)
+    assert verdicts == {
+        "table1-lookup": HOLDS_BY_CONSTRUCTION,
+        "table1-representation": HOLDS_BY_CONSTRUCTION,
+        "table1-encoding": REPRODUCED,
+        "cnn-qa": NOT_TESTABLE,
+        "lookup-speedup": INCOMPLETE,  # its own record (tests/test_reproduce_rules.py)
+        "associative-recall": INCOMPLETE,
+    }  # its own record (tests/test_reproduce_recall.py)
     slow = [row(n, n / 256, n / 256, 0.9) for n in cheap_linear.LENGTHS]
     _write(tmp_path, cheap_linear.RECORD, {"runs": [slow, slow]})
     assert cheap_linear.PAPER.claim("table1-lookup").outcome(tmp_path).verdict == NOT_REPRODUCED
@@ -247,14 +290,18 @@ def test_reference_attribution_rule(tmp_path):
     outcome = claim.outcome(tmp_path)
     assert outcome.verdict == REPRODUCED and "Holm" in outcome.statistic
     # masks on loses the whole gain: the gain needs the code's missing padding masks
-    _attribution_records(tmp_path, conv, luna,
-                         lambda field: luna if field == "model.mask_padding" else [a + 0.001 for a in conv])
+    _attribution_records(
+        tmp_path, conv, luna, lambda field: luna if field == "model.mask_padding" else [a + 0.001 for a in conv]
+    )
     outcome = claim.outcome(tmp_path)
     assert outcome.verdict == NOT_REPRODUCED and "model.mask_padding=True" in outcome.detail
     # masks on loses 3 points but stays above Luna: partly
-    _attribution_records(tmp_path, conv, luna,
-                         lambda field: [a - 0.03 + 0.001 * k for k, a in enumerate(conv)]
-                         if field == "model.mask_padding" else conv)
+    _attribution_records(
+        tmp_path,
+        conv,
+        luna,
+        lambda field: [a - 0.03 + 0.001 * k for k, a in enumerate(conv)] if field == "model.mask_padding" else conv,
+    )
     assert claim.outcome(tmp_path).verdict == PARTLY
     # no gap under reference at all: nothing to attribute
     _attribution_records(tmp_path, luna, luna, lambda field: luna)
@@ -305,6 +352,7 @@ def test_reference_reverts_put_back_our_defaults():
     for field, text in sweep.CONVLUNA_REFERENCE_REVERTS:
         if field == "model.attention_kwargs.scale_unpacking":  # absent from our config: the module's default
             from lra.attention.luna import ConvLunaAttention
+
             default = ConvLunaAttention.__dataclass_fields__["scale_unpacking"].default
         else:
             default = value(ours, field)
@@ -316,8 +364,9 @@ def test_reference_reverts_put_back_our_defaults():
 
 
 def test_variant_settings_reach_the_command_and_record():
-    runs = sweep.expand("convluna_listops", "cpu", group_seeds=True,
-                        variants=[convluna.revert_label("model.mask_padding", "True")])
+    runs = sweep.expand(
+        "convluna_listops", "cpu", group_seeds=True, variants=[convluna.revert_label("model.mask_padding", "True")]
+    )
     (run,) = runs
     assert "--config.model.mask_padding=True" in run.command("python")
     assert run.record()["settings"] == {"model.mask_padding": "True"} and run.record()["overrides"] == {}
@@ -346,8 +395,13 @@ def test_the_judges_statistics_are_the_suites():
             adjusted[i] = running
         return adjusted
 
-    for ps in ([0.01, 0.04, 0.03], [0.5, 0.9], [0.02, 0.02, 0.01, 0.2, 1e-300], [0.3] * 4,
-               [0.004, 0.011, 0.039, 0.015, 0.5, 0.0123456789]):
+    for ps in (
+        [0.01, 0.04, 0.03],
+        [0.5, 0.9],
+        [0.02, 0.02, 0.01, 0.2, 1e-300],
+        [0.3] * 4,
+        [0.004, 0.011, 0.039, 0.015, 0.5, 0.0123456789],
+    ):
         assert stats.holm(ps) == step_down(ps), ps
     assert stats.holm([]) == []
     ties = [[0.5, 0.6, 0.7]] * 3
@@ -362,7 +416,9 @@ def test_convluna_report_draws_the_rows_that_have_runs(tmp_path):
     assert set(convluna.rows_with_runs(tmp_path)) == {"Luna-16", "ConvLuna-16 (reference)"}
     report.write(registry.papers(), tmp_path, ["convluna"])
     assert (tmp_path / "results/reproductions/convluna/listops_rows.png").stat().st_size > 0
-    assert "![listops_rows.png](listops_rows.png)" in (tmp_path / "results/reproductions/convluna/report.md").read_text()
+    assert (
+        "![listops_rows.png](listops_rows.png)" in (tmp_path / "results/reproductions/convluna/report.md").read_text()
+    )
 
 
 def test_records_that_are_not_finished_runs_or_not_the_rows_own_are_missing_by_name(tmp_path):
@@ -373,9 +429,13 @@ def test_records_that_are_not_finished_runs_or_not_the_rows_own_are_missing_by_n
     _write(tmp_path, f"{conv}/seed0/result.json", {"test_accuracy": 0.99})  # cut short
     luna = json.loads((tmp_path / convluna.run_dir("Luna-16 (reference)") / "seed1/result.json").read_text())
     _write(tmp_path, f"{conv}/seed1/result.json", luna)  # Luna's record copied into ConvLuna's folder
-    _write(tmp_path, f"{conv}/seed2/result.json", result_record(variant="ConvLuna-16 (reference)", seed=3,
-                                                                 task="listops", test_accuracy=0.5,
-                                                                 num_train_steps=1500))
+    _write(
+        tmp_path,
+        f"{conv}/seed2/result.json",
+        result_record(
+            variant="ConvLuna-16 (reference)", seed=3, task="listops", test_accuracy=0.5, num_train_steps=1500
+        ),
+    )
     found, missing = convluna.accuracies(tmp_path, "ConvLuna-16 (reference)")
     assert set(found) == {3, 4}
     assert any("seed0" in m and "missing" in m for m in missing)
@@ -396,8 +456,12 @@ def test_a_setting_row_needs_its_setting_in_the_config(tmp_path):
 
 def test_a_damaged_record_makes_only_its_claim_incomplete(tmp_path):
     """Issue 38 R1: a field missing in one record does not stop the other claims' verdicts."""
-    runs = [{"variant": f"{f}-{m}{s}", "stats": {}} for f in ("Luna", "ConvLuna") for m in (16, 256)
-            for s in ("", " (reference)")]  # every run there, its statistics missing
+    runs = [
+        {"variant": f"{f}-{m}{s}", "stats": {}}
+        for f in ("Luna", "ConvLuna")
+        for m in (16, 256)
+        for s in ("", " (reference)")
+    ]  # every run there, its statistics missing
     _write(tmp_path, convluna.MEMDEG, {"runs": runs})
     claim = registry.find("convluna", "fig1-memory-degradation")[1][0]
     outcome = claim.outcome(tmp_path)
@@ -419,17 +483,21 @@ def test_list_into_a_closed_pipe_is_quiet():
     import subprocess
     import sys
 
-    proc = subprocess.run(f"{sys.executable} -m lra.reproduce --list | head -1", shell=True, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        f"{sys.executable} -m lra.reproduce --list | head -1", shell=True, capture_output=True, text=True, timeout=300
+    )
     assert proc.stdout.startswith("convluna:") and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--steps", "0"], "--steps must be a positive integer"),
-    (["--batch-size", "0"], "--batch-size must be a positive integer"),
-    (["--mask-fraction", "0.9"], "--mask-fraction must be in (0, 0.5]"),
-    (["--seq-len", "1000000000"], "at most 65,536"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--steps", "0"], "--steps must be a positive integer"),
+        (["--batch-size", "0"], "--batch-size must be a positive integer"),
+        (["--mask-fraction", "0.9"], "--mask-fraction must be in (0, 0.5]"),
+        (["--seq-len", "1000000000"], "at most 65,536"),
+    ],
+)
 def test_masked_copy_refuses_bad_settings_before_anything_runs(tmp_path, capsys, flags, message):
     """Issue 38 MC3: one error line, exit 2, nothing written."""
     from conftest import script_main
@@ -462,8 +530,10 @@ def test_a_signal_reaches_the_running_command_and_nothing_new_starts(tmp_path):
     from lra.reproduce import __main__ as cli
 
     got, never = tmp_path / "got", tmp_path / "never"
-    trap = (f"python -c \"import signal, sys, time, pathlib; signal.signal(signal.SIGTERM, lambda s, f: "
-            f"(pathlib.Path('{got}').write_text('x'), sys.exit(143))); time.sleep(60)\"")
+    trap = (
+        f'python -c "import signal, sys, time, pathlib; signal.signal(signal.SIGTERM, lambda s, f: '
+        f"(pathlib.Path('{got}').write_text('x'), sys.exit(143))); time.sleep(60)\""
+    )
     after = f"python -c \"open('{never}', 'w')\""
     result = {}
     worker = threading.Thread(target=lambda: result.setdefault("rc", cli._run_batch([trap, after], tmp_path)))
@@ -484,8 +554,18 @@ def test_masked_copy_never_retrains_a_finished_out(tmp_path, capsys):
     """Issue 38 R7: a finished --out of the same settings is kept as it is; --restart trains again."""
     from conftest import script_main
 
-    flags = ["--seq-len", "5", "--steps", "2", "--eval-batches", "1", "--variants", "softmax",
-             "--out", str(tmp_path / "out")]
+    flags = [
+        "--seq-len",
+        "5",
+        "--steps",
+        "2",
+        "--eval-batches",
+        "1",
+        "--variants",
+        "softmax",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     script_main("masked_copy")(flags)
     record = (tmp_path / "out" / "results.json").read_bytes()
     capsys.readouterr()
@@ -526,19 +606,29 @@ def test_table3_rule_every_branch_its_words_name(tmp_path):
     assert claim.outcome(tmp_path / "e").verdict == NOT_REPRODUCED
 
 
-@pytest.mark.parametrize("uniform, collapsed, expected", [
-    (4, 4, REPRODUCED), (4, 2, PARTLY), (3, 4, PARTLY), (3, 3, NOT_REPRODUCED), (0, 0, NOT_REPRODUCED)])
+@pytest.mark.parametrize(
+    "uniform, collapsed, expected",
+    [(4, 4, REPRODUCED), (4, 2, PARTLY), (3, 4, PARTLY), (3, 3, NOT_REPRODUCED), (0, 0, NOT_REPRODUCED)],
+)
 def test_memory_degradation_rule_every_branch_its_words_name(tmp_path, uniform, collapsed, expected):
-    """"partly if only one holds", each condition over all four pairs/runs (the code said any() before)."""
+    """ "partly if only one holds", each condition over all four pairs/runs (the code said any() before)."""
     runs, pair = [], 0
     for suffix in ("", " (reference)"):
         for m in (16, 256):
             luna_entropy = 0.9 if pair < uniform else 0.1
             distinct = 1 if pair < collapsed else m
-            runs.append({"variant": f"Luna-{m}{suffix}", "stats": {"block1/packing_entropy": luna_entropy,
-                                                                 "block1/distinct_vectors": distinct}})
-            runs.append({"variant": f"ConvLuna-{m}{suffix}", "stats": {"block1/packing_entropy": 0.5,
-                                                                     "block1/distinct_vectors": m}})
+            runs.append(
+                {
+                    "variant": f"Luna-{m}{suffix}",
+                    "stats": {"block1/packing_entropy": luna_entropy, "block1/distinct_vectors": distinct},
+                }
+            )
+            runs.append(
+                {
+                    "variant": f"ConvLuna-{m}{suffix}",
+                    "stats": {"block1/packing_entropy": 0.5, "block1/distinct_vectors": m},
+                }
+            )
             pair += 1
     _write(tmp_path, convluna.MEMDEG, {"runs": runs})
     assert convluna.PAPER.claim("fig1-memory-degradation").outcome(tmp_path).verdict == expected
@@ -575,8 +665,11 @@ def test_report_figures_are_replaced_atomically(tmp_path, monkeypatch):
     from lra.reproduce import figures
     from lra.training.run_errors import StorageError
 
-    record = {"batch": 1, "dim": 2, "rows": [{"layer": "full", "length": n, "seconds": 1e-3 * n, "sem": 0.0}
-                                             for n in (32, 64)]}
+    record = {
+        "batch": 1,
+        "dim": 2,
+        "rows": [{"layer": "full", "length": n, "seconds": 1e-3 * n, "sem": 0.0} for n in (32, 64)],
+    }
     path = tmp_path / "fig.png"
     figures.timing_plot(record, path)
     image = path.read_bytes()
@@ -631,7 +724,7 @@ def test_dry_run_names_each_run_once_with_its_state_and_estimate(tmp_path, monke
         workdirs = [w for run in selection[0] for w in run.seed_workdirs]
         assert not seen & set(workdirs), command  # no run in two commands
         seen |= set(workdirs)
-        listed = lines[lines.index(command) + 1: lines.index(command) + 1 + len(selection[0])]
+        listed = lines[lines.index(command) + 1 : lines.index(command) + 1 + len(selection[0])]
         assert all(line.startswith("#") and line.split()[2] == "missing" for line in listed), listed
     assert len(seen) > 0 and lines[-1].startswith("# ") and " runs: " in lines[-1]
     assert "ConvLuna-16 (reference)" in " ".join(commands)
@@ -668,8 +761,20 @@ def test_masked_copy_on_a_full_disk_is_one_line_exit_4(tmp_path, monkeypatch, ca
 
     _full_disk(monkeypatch)
     with pytest.raises(SystemExit) as stop:
-        script_main("masked_copy")(["--seq-len", "5", "--steps", "2", "--eval-batches", "1", "--variants", "softmax",
-                                    "--out", str(tmp_path / "out")])
+        script_main("masked_copy")(
+            [
+                "--seq-len",
+                "5",
+                "--steps",
+                "2",
+                "--eval-batches",
+                "1",
+                "--variants",
+                "softmax",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 4 and len(err) == 1
     assert err[0].startswith("error: cannot write ") and "partial.jsonl: No space left on device" in err[0]
@@ -683,13 +788,19 @@ def test_a_record_of_another_scale_is_not_judged_and_records_keep_the_real_comma
 
     from lra.training import provenance
 
-    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "lra.reproduce.agglomerative", "--lengths", "32",
-                                           "64", "--replicas", "2"])
+    monkeypatch.setattr(
+        sys,
+        "orig_argv",
+        [sys.executable, "-m", "lra.reproduce.agglomerative", "--lengths", "32", "64", "--replicas", "2"],
+    )
     assert provenance.command_line() == "python -m lra.reproduce.agglomerative --lengths 32 64 --replicas 2"
-    row = {k: 1.0 for k in ("lookup_seconds_linear", "lookup_seconds_softmax", "encode_seconds_linear",
-                            "encode_seconds_softmax")}
-    one_run = [[dict(row, n=n, representation_bytes_linear=1, representation_bytes_softmax=n) for n in
-                cheap_linear.LENGTHS]]
+    row = {
+        k: 1.0
+        for k in ("lookup_seconds_linear", "lookup_seconds_softmax", "encode_seconds_linear", "encode_seconds_softmax")
+    }
+    one_run = [
+        [dict(row, n=n, representation_bytes_linear=1, representation_bytes_softmax=n) for n in cheap_linear.LENGTHS]
+    ]
     _write(tmp_path, cheap_linear.RECORD, {"runs": one_run})
     judged = [claim for claim in cheap_linear.PAPER.claims if tuple(claim.records) == (cheap_linear.RECORD,)]
     assert judged and all(claim.outcome(tmp_path).missing == (cheap_linear.RECORD,) for claim in judged)

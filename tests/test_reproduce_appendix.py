@@ -29,8 +29,11 @@ def _row(root: Path, label: str, accs: list[float]) -> None:
     for k, acc in zip(ca.SEEDS, accs, strict=False):
         folder = root / ca.run_dir(label) / f"seed{k}"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "result.json").write_text(json.dumps(result_record(
-            variant=label, seed=k, task="listops", test_accuracy=acc / 100, num_train_steps=ca.STEPS)))
+        (folder / "result.json").write_text(
+            json.dumps(
+                result_record(variant=label, seed=k, task="listops", test_accuracy=acc / 100, num_train_steps=ca.STEPS)
+            )
+        )
         (folder / "config.json").write_text(json.dumps(_config(ca.SETTINGS)))
 
 
@@ -40,10 +43,12 @@ def _shift(points: float, jitter: float = 1.0) -> list[float]:
 
 def _temperature(learned: float, fixed: float) -> Writer:
     """Accuracies over OnlyFiltering-16 (d^-1/2) of ConvLuna-16 (learned) and FixedTemperature-16."""
+
     def write(root: Path) -> None:
         _row(root, ca.STANDARD, BASE)
         _row(root, ca.FIXED, _shift(fixed, -1.0))
         _row(root, ca.CONVLUNA, _shift(learned, 0.5))
+
     return write
 
 
@@ -51,12 +56,15 @@ def _filter(gain: float) -> Writer:
     def write(root: Path) -> None:
         _row(root, ca.MAXPOOL, BASE)
         _row(root, ca.CONVLUNA, _shift(gain))
+
     return write
 
 
 def _throughput(root: Path, speedup: float) -> None:
-    rounds = [{"steps_per_second": {"1": 0.40 * f, "2": 0.40 * f * (1 + speedup) / 2, "4": 0.40 * f * speedup}}
-              for f in (1.0, 0.9, 1.1)]
+    rounds = [
+        {"steps_per_second": {"1": 0.40 * f, "2": 0.40 * f * (1 + speedup) / 2, "4": 0.40 * f * speedup}}
+        for f in (1.0, 0.9, 1.1)
+    ]
     path = root / ca.THROUGHPUT
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"rounds": rounds, "length": 2000, "batch_size": 8}))
@@ -64,12 +72,14 @@ def _throughput(root: Path, speedup: float) -> None:
 
 def _stride(loss: float, speedup: float | None) -> Writer:
     """Stride 4 ``loss`` points below stride 1 (stride 2 halfway); the timing's stride-4 speed-up."""
+
     def write(root: Path) -> None:
         _row(root, ca.STRIDED[1], _shift(loss))
         _row(root, ca.STRIDED[2], _shift(loss / 2, 0.3))
         _row(root, ca.STRIDED[4], BASE)
         if speedup is not None:
             _throughput(root, speedup)
+
     return write
 
 

@@ -33,14 +33,18 @@ def _config(settings: dict) -> dict:
     return config
 
 
-def _row(root: Path, label: str, accs: list[float], losses: list[float] | None = None,
-         settings: dict | None = None) -> None:
+def _row(
+    root: Path, label: str, accs: list[float], losses: list[float] | None = None, settings: dict | None = None
+) -> None:
     """Finished runs of ``label`` at this design (accuracies in percent), with metrics for the secondary."""
     for k, acc, loss in zip(cc.SEEDS, accs, losses or [1.5] * len(accs), strict=False):
         folder = root / cc.run_dir(label) / f"seed{k}"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "result.json").write_text(json.dumps(result_record(
-            variant=label, seed=k, task="listops", test_accuracy=acc / 100, num_train_steps=cc.STEPS)))
+        (folder / "result.json").write_text(
+            json.dumps(
+                result_record(variant=label, seed=k, task="listops", test_accuracy=acc / 100, num_train_steps=cc.STEPS)
+            )
+        )
         (folder / "config.json").write_text(json.dumps(_config(settings or cc.SETTINGS)))
         lines = [{"split": "train", "step": s, "loss": loss} for s in range(50, cc.STEPS + 1, 50)]
         (folder / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
@@ -54,6 +58,7 @@ def _pair(winner: str, loser: str, gain: float) -> Writer:
     def write(root: Path) -> None:
         _row(root, loser, BASE, [1.6] * 10)
         _row(root, winner, _shift(gain), [1.3] * 10)
+
     return write
 
 
@@ -63,6 +68,7 @@ def _table3(filt: float, scal: float, full: float = 6.0) -> Writer:
         _row(root, cc.PAIR[0], _shift(full))
         _row(root, cc.ABLATIONS[0], _shift(filt, -1.0))
         _row(root, cc.ABLATIONS[1], _shift(scal, 0.5))
+
     return write
 
 
@@ -71,6 +77,7 @@ def _fig2(one: float, big: float, jitter: float = 0.5) -> Writer:
         _row(root, cc.MEMORY_ROWS[1], BASE)
         _row(root, cc.MEMORY_ROWS[0], _shift(one, jitter))
         _row(root, cc.MEMORY_ROWS[2], _shift(big, -jitter))
+
     return write
 
 

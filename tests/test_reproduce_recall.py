@@ -21,25 +21,37 @@ Writer = Callable[[Path], None]
 
 def _record(acc: dict[str, tuple[float, float, float]], **settings) -> Writer:
     """family -> its accuracy (0-1) at each of LENGTHS, the same on every seed but for a small jitter."""
+
     def write(root: Path) -> None:
-        rows = [dict(family=f, n=n, seed=s, accuracy=a + 0.001 * s)
-                for f, accs in acc.items() for n, a in zip(cr.LENGTHS, accs, strict=False) for s in cr.SEEDS]
+        rows = [
+            dict(family=f, n=n, seed=s, accuracy=a + 0.001 * s)
+            for f, accs in acc.items()
+            for n, a in zip(cr.LENGTHS, accs, strict=False)
+            for s in cr.SEEDS
+        ]
         path = root / cr.RECORD
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"rows": rows, "steps": cr.STEPS, "width": cr.WIDTH, **settings}))
+
     return write
 
 
 RECALL_CASES: dict[str, dict[str, tuple[Writer, str]]] = {
     "associative-recall": {
-        "reproduced": (_record({"softmax": (1.0, 0.99, 0.97), "gated_linear": (0.95, 0.6, 0.3),
-                                "linear": (0.9, 0.5, 0.2)}), REPRODUCED),
+        "reproduced": (
+            _record({"softmax": (1.0, 0.99, 0.97), "gated_linear": (0.95, 0.6, 0.3), "linear": (0.9, 0.5, 0.2)}),
+            REPRODUCED,
+        ),
         # the fixed-size families forget, but gated is no better than linear at the longest n
-        "partly": (_record({"softmax": (1.0, 0.99, 0.97), "gated_linear": (0.9, 0.5, 0.2),
-                            "linear": (0.9, 0.5, 0.2)}), PARTLY),
+        "partly": (
+            _record({"softmax": (1.0, 0.99, 0.97), "gated_linear": (0.9, 0.5, 0.2), "linear": (0.9, 0.5, 0.2)}),
+            PARTLY,
+        ),
         # softmax forgets as much as the others and gated is worst
-        "not reproduced": (_record({"softmax": (1.0, 0.5, 0.1), "gated_linear": (0.9, 0.5, 0.1),
-                                    "linear": (0.9, 0.5, 0.2)}), NOT_REPRODUCED),
+        "not reproduced": (
+            _record({"softmax": (1.0, 0.5, 0.1), "gated_linear": (0.9, 0.5, 0.1), "linear": (0.9, 0.5, 0.2)}),
+            NOT_REPRODUCED,
+        ),
     },
 }
 
@@ -63,7 +75,9 @@ def test_a_record_of_another_budget_or_with_a_missing_cell_is_not_judged(tmp_pat
 
 def test_each_sequence_has_distinct_keys_and_its_query_answers_from_it():
     batch = cr._batch(np.random.default_rng(0), 32, 64)
-    for keys, values, query, target in zip(batch["keys"], batch["values"], batch["query"], batch["target"], strict=False):
+    for keys, values, query, target in zip(
+        batch["keys"], batch["values"], batch["query"], batch["target"], strict=False
+    ):
         assert len(set(keys)) == 32
         (where,) = np.flatnonzero(keys == query)
         assert values[where] == target

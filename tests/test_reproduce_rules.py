@@ -43,6 +43,7 @@ def _pair(winner: str, loser: str, gain: list[float]) -> Writer:
     def write(root: Path) -> None:
         _seeds(root, loser, LUNA)
         _seeds(root, winner, gain)
+
     return write
 
 
@@ -56,12 +57,15 @@ _BEATS = {  # claim -> (winner, loser): the rows of its _beats judge
 
 def _attribution(mask_padding_row: list[float] | None) -> Writer:
     """Every reverted row at ConvLuna's accuracy, except mask_padding's (when given)."""
+
     def write(root: Path) -> None:
         def row(field: str) -> list[float]:
             if field == "model.mask_padding" and mask_padding_row is not None:
                 return mask_padding_row
             return [a - 0.001 for a in BIG]
+
         _attribution_records(root, BIG, LUNA, row)
+
     return write
 
 
@@ -70,13 +74,24 @@ def _memory_degradation(uniform: int, collapsed: int) -> Writer:
         runs, pair = [], 0
         for suffix in ("", " (reference)"):
             for m in (16, 256):
-                runs.append({"variant": f"Luna-{m}{suffix}", "stats": {
-                    "block1/packing_entropy": 0.9 if pair < uniform else 0.1,
-                    "block1/distinct_vectors": 1 if pair < collapsed else m}})
-                runs.append({"variant": f"ConvLuna-{m}{suffix}", "stats": {
-                    "block1/packing_entropy": 0.5, "block1/distinct_vectors": m}})
+                runs.append(
+                    {
+                        "variant": f"Luna-{m}{suffix}",
+                        "stats": {
+                            "block1/packing_entropy": 0.9 if pair < uniform else 0.1,
+                            "block1/distinct_vectors": 1 if pair < collapsed else m,
+                        },
+                    }
+                )
+                runs.append(
+                    {
+                        "variant": f"ConvLuna-{m}{suffix}",
+                        "stats": {"block1/packing_entropy": 0.5, "block1/distinct_vectors": m},
+                    }
+                )
                 pair += 1
         _write(root, convluna.MEMDEG, {"runs": runs})
+
     return write
 
 
@@ -88,19 +103,28 @@ def _memory_size(luna_effect: bool) -> Writer:
         if luna_effect:  # a strong, consistent effect of memory size for Luna
             for m, shift in ((1, 0.0), (16, 0.05), (256, 0.10)):
                 _seeds(root, f"Luna-{m} (reference)", [0.30 + shift + 0.001 * k for k in range(5)])
+
     return write
 
 
 CONVLUNA: dict[str, dict[str, tuple[Writer, str]]] = {
-    **{claim: {"reproduced": (_pair(w, l, BIG), REPRODUCED), "partly": (_pair(w, l, SMALL), PARTLY),
-               "not reproduced": (_pair(w, l, NONE), NOT_REPRODUCED)} for claim, (w, l) in _BEATS.items()},
+    **{
+        claim: {
+            "reproduced": (_pair(w, l, BIG), REPRODUCED),
+            "partly": (_pair(w, l, SMALL), PARTLY),
+            "not reproduced": (_pair(w, l, NONE), NOT_REPRODUCED),
+        }
+        for claim, (w, l) in _BEATS.items()
+    },
     "reference-attribution": {
         "reproduced": (_attribution(None), REPRODUCED),
         # masks on loses 3 points but stays significantly above Luna
         "partly": (_attribution([a - 0.03 + 0.001 * k for k, a in enumerate(BIG)]), PARTLY),
         "not reproduced": (_attribution(LUNA), NOT_REPRODUCED),  # masks on loses the whole gain
-        "not reproduced (no gain)": (lambda root: _attribution_records(root, NONE, LUNA, lambda f: NONE),
-                                     NOT_REPRODUCED),
+        "not reproduced (no gain)": (
+            lambda root: _attribution_records(root, NONE, LUNA, lambda f: NONE),
+            NOT_REPRODUCED,
+        ),
     },
     "table3-listops": {
         "reproduced": (lambda root: _ablation_rows(root, LUNA, BIG, [a - 0.01 for a in BIG], LUNA), REPRODUCED),
@@ -125,45 +149,61 @@ CONVLUNA: dict[str, dict[str, tuple[Writer, str]]] = {
 
 def _fig5(improved_fails: int, clustered_fails: Callable[[int], int], full_solves: bool = True) -> Writer:
     """``improved_fails`` of improved's cells at L=127 unsolved; clustered unsolved at its fewest clusters."""
+
     def acc(family: str, length: int, c: int) -> float:
         if family == "full":
             return 1.0 if full_solves else 0.2
         if family == "improved_clustered":
             return 0.3 if length == 127 and clustered.CLUSTERS.index(c) < improved_fails else 1.0
         return 0.3 if clustered.CLUSTERS.index(c) < clustered_fails(length) else 1.0
+
     return lambda root: _masked_copy(root, acc)
 
 
 def _swap(gaps: dict[int, tuple[float, float]]) -> Writer:
     """clusters -> (clustered's, improved's) accuracy gap to softmax, in points."""
+
     def write(root: Path) -> None:
         rows = [dict(attention="softmax", attention_kwargs={}, accuracy=0.36)]
         for c, (gc, gi) in gaps.items():
-            rows += [dict(attention="clustered", attention_kwargs={"num_clusters": c}, accuracy=0.36 - gc / 100),
-                     dict(attention="improved_clustered", attention_kwargs={"num_clusters": c}, accuracy=0.36 - gi / 100)]
+            rows += [
+                dict(attention="clustered", attention_kwargs={"num_clusters": c}, accuracy=0.36 - gc / 100),
+                dict(attention="improved_clustered", attention_kwargs={"num_clusters": c}, accuracy=0.36 - gi / 100),
+            ]
         _write(root, clustered.SWAP, {"rows": rows})
+
     return write
 
 
 def _prop2(violations: int) -> Writer:
-    row = dict(queries=100, violations=violations, max_excess=0.1 if violations else -0.2,
-               mean_error_clustered=0.5, mean_error_improved=0.3)
+    row = dict(
+        queries=100,
+        violations=violations,
+        max_excess=0.1 if violations else -0.2,
+        mean_error_clustered=0.5,
+        mean_error_improved=0.3,
+    )
     return lambda root: _write(root, clustered_prop2.RECORD, {"rows": [row, {**row, "violations": 0}]})
 
 
 def _swap_copy(full: float, clustered_acc: Callable[[int], float], improved_acc: Callable[[int], float]) -> Writer:
     """The L = 63 swap record: full attention's run with its weights evaluated as each clustered variant."""
+
     def write(root: Path) -> None:
-        swaps = [dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(c))
-                 for f, acc in (("clustered", clustered_acc), ("improved_clustered", improved_acc))
-                 for c in clustered.CLUSTERS]
+        swaps = [
+            dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(c))
+            for f, acc in (("clustered", clustered_acc), ("improved_clustered", improved_acc))
+            for c in clustered.CLUSTERS
+        ]
         run = dict(attention="softmax", attention_kwargs={}, masked_accuracy=full, swap_eval=swaps)
         _write(root, clustered.SWAP_COPY, {"runs": [run], "settings": {"steps": clustered.STEPS[63], "seq_len": 63}})
+
     return write
 
 
 def _budget(full: float, improved_solved: int) -> Writer:
     """The L = 63, 2,400-step record: improved clustered solves its ``improved_solved`` largest counts."""
+
     def acc(family: str, length: int, c: int) -> float:
         if family == "full":
             return full
@@ -173,23 +213,29 @@ def _budget(full: float, improved_solved: int) -> Writer:
 
     def write(root: Path) -> None:
         runs = [dict(attention="softmax", attention_kwargs={}, masked_accuracy=acc("full", 63, 0))]
-        runs += [dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(f, 63, c))
-                 for f in ("clustered", "improved_clustered") for c in clustered.CLUSTERS]
+        runs += [
+            dict(attention=f, attention_kwargs={"num_clusters": c}, masked_accuracy=acc(f, 63, c))
+            for f in ("clustered", "improved_clustered")
+            for c in clustered.CLUSTERS
+        ]
         _write(root, clustered.BUDGET, {"runs": runs, "settings": {"steps": clustered.BUDGET_STEPS, "seq_len": 63}})
+
     return write
 
 
 def _fig4(clustered_power: float, memory_power: float) -> Writer:
     """Full attention ~ N^2 in time and memory; the clustered families ~ 300 N^power (faster from N ~ 300^(1/(2-p)))."""
+
     def write(root: Path) -> None:
         cases = []
         for n in clustered.FIG4_LENGTHS:
             for family in clustered.FIG4_FAMILIES:
                 full = family == clustered.FIG4_FAMILIES[0]
-                seconds = 1e-9 * n ** 2 if full else 3e-7 * n ** clustered_power * (1.2 if "improved" in family else 1)
-                memory = 1e3 * n ** 2 if full else 3e5 * n ** memory_power
+                seconds = 1e-9 * n**2 if full else 3e-7 * n**clustered_power * (1.2 if "improved" in family else 1)
+                memory = 1e3 * n**2 if full else 3e5 * n**memory_power
                 cases.append(dict(family=family, n=n, status="ok", seconds=seconds, memory={"total_bytes": memory}))
         _write(root, clustered.FIG4, {"cases": cases})
+
     return write
 
 
@@ -213,8 +259,10 @@ CLUSTERED: dict[str, dict[str, tuple[Writer, str]]] = {
         # far better at 15 clusters, 0.5 points worse at 100
         "partly": (_swap_copy(1.0, lambda c: 0.5 if c == 15 else 1.0, lambda c: 0.995 if c == 100 else 1.0), PARTLY),
         "not reproduced": (_swap_copy(1.0, lambda c: 0.8, lambda c: 0.8), NOT_REPRODUCED),
-        "not reproduced (full attention does not solve L = 63)": (_swap_copy(0.5, lambda c: 0.2, lambda c: 0.5),
-                                                                  NOT_REPRODUCED),
+        "not reproduced (full attention does not solve L = 63)": (
+            _swap_copy(0.5, lambda c: 0.2, lambda c: 0.5),
+            NOT_REPRODUCED,
+        ),
     },
     "fig5-L63-budget": {
         "reproduced": (_budget(1.0, 4), REPRODUCED),
@@ -241,17 +289,26 @@ CLUSTERED: dict[str, dict[str, tuple[Writer, str]]] = {
 
 def _timing(full_power: float, agg_power: float, agg_scale: float) -> Writer:
     """Seconds ~ N^power for full and agglomerative, masked and unmasked (agglomerative scaled)."""
+
     def write(root: Path) -> None:
         rows = []
         for suffix in ("", " causal"):
             for n in agglomerative.LENGTHS:
-                for layer, t in (("full", 1e-6 * n ** full_power), ("agglomerative", agg_scale * 1e-6 * n ** agg_power)):
+                for layer, t in (("full", 1e-6 * n**full_power), ("agglomerative", agg_scale * 1e-6 * n**agg_power)):
                     rows.append(dict(layer=layer + suffix, length=n, seconds=t, sem=0.0, replicas=[t] * 5))
-        _write(root, agglomerative.RECORD, {"rows": rows, "batch": agglomerative.BATCH, "dim": agglomerative.DIM,
-                                            "heads": agglomerative.HEADS})
-        small = [dict(r, layer=r["layer"] + core) for r in rows for core in ("", agglomerative.CORE)
-                 if r["length"] in agglomerative.PROJECTIONS_LENGTHS]
+        _write(
+            root,
+            agglomerative.RECORD,
+            {"rows": rows, "batch": agglomerative.BATCH, "dim": agglomerative.DIM, "heads": agglomerative.HEADS},
+        )
+        small = [
+            dict(r, layer=r["layer"] + core)
+            for r in rows
+            for core in ("", agglomerative.CORE)
+            if r["length"] in agglomerative.PROJECTIONS_LENGTHS
+        ]
         _write(root, agglomerative.PROJECTIONS, {"rows": small})
+
     return write
 
 
@@ -270,26 +327,47 @@ AGGLOMERATIVE: dict[str, dict[str, tuple[Writer, str]]] = {
 # ---------------------------------------------------------------------------------------- dispersed
 
 
-def _counts(dispersed_off: set[int], window_off: set[int] = frozenset(), module_off: bool = False,
-            per_query: float = 100.0) -> Writer:
+def _counts(
+    dispersed_off: set[int], window_off: set[int] = frozenset(), module_off: bool = False, per_query: float = 100.0
+) -> Writer:
     """Table 1's rows with ours off by one at the given N; growth at ``per_query`` keys per query."""
+
     def write(root: Path) -> None:
-        rows = [dict(n=n, paper_full=f, paper_window=w, paper_dispersed=d, full=n * n,
-                     window=w + (n in window_off), dispersed=d + (n in dispersed_off),
-                     module=(d + module_off) if n in dispersed.MODULE_LENGTHS else None)
-                for n, (f, w, d) in dispersed.PAPER_TABLE1.items()]
+        rows = [
+            dict(
+                n=n,
+                paper_full=f,
+                paper_window=w,
+                paper_dispersed=d,
+                full=n * n,
+                window=w + (n in window_off),
+                dispersed=d + (n in dispersed_off),
+                module=(d + module_off) if n in dispersed.MODULE_LENGTHS else None,
+            )
+            for n, (f, w, d) in dispersed.PAPER_TABLE1.items()
+        ]
         growth = [dict(n=n, scores=int(per_query * n)) for n in dispersed.GROWTH_LENGTHS]
         _write(root, dispersed.RECORD, {"rows": rows, "growth": growth, "keys_per_query_bound": 363, "window": 4})
+
     return write
 
 
 def _formulas(equation_10_off: set[int], wide_window: Callable[[int], float]) -> Writer:
     """Equation 10 off by one at the given N; window 16's deviation ``wide_window(N)`` times w = 4's."""
+
     def write(root: Path) -> None:
-        rows = [dict(n=n, pattern=100, equation_10=100 + (n in equation_10_off), algorithm_1_plus_window=100,
-                     deviation={"4": 0.01, "2": 0.01, "8": 0.01, "16": 0.01 * wide_window(n)})
-                for n in dispersed_formulas.LENGTHS]
+        rows = [
+            dict(
+                n=n,
+                pattern=100,
+                equation_10=100 + (n in equation_10_off),
+                algorithm_1_plus_window=100,
+                deviation={"4": 0.01, "2": 0.01, "8": 0.01, "16": 0.01 * wide_window(n)},
+            )
+            for n in dispersed_formulas.LENGTHS
+        ]
         _write(root, dispersed_formulas.RECORD, {"rows": rows})
+
     return write
 
 
@@ -326,16 +404,27 @@ DISPERSED: dict[str, dict[str, tuple[Writer, str]]] = {
 
 def _table1(lookup_lin: float, lookup_soft: float, enc_ratio: float, linear_bytes: int | None = None) -> Writer:
     """Both runs: lookup times grow by the given factors over the lengths; encoding ratio ``enc_ratio``."""
+
     def write(root: Path) -> None:
         lo, hi = min(cheap_linear.LENGTHS), max(cheap_linear.LENGTHS)
 
         def grow(n: int, factor: float) -> float:
             return factor ** ((n - lo) / (hi - lo))
-        run = [dict(n=n, representation_bytes_linear=linear_bytes or cheap_linear.WIDTH ** 2 * 4,
-                    representation_bytes_softmax=n * cheap_linear.WIDTH * 4,
-                    lookup_seconds_linear=grow(n, lookup_lin), lookup_seconds_softmax=grow(n, lookup_soft),
-                    encode_seconds_linear=enc_ratio, encode_seconds_softmax=1.0) for n in cheap_linear.LENGTHS]
+
+        run = [
+            dict(
+                n=n,
+                representation_bytes_linear=linear_bytes or cheap_linear.WIDTH**2 * 4,
+                representation_bytes_softmax=n * cheap_linear.WIDTH * 4,
+                lookup_seconds_linear=grow(n, lookup_lin),
+                lookup_seconds_softmax=grow(n, lookup_soft),
+                encode_seconds_linear=enc_ratio,
+                encode_seconds_softmax=1.0,
+            )
+            for n in cheap_linear.LENGTHS
+        ]
         _write(root, cheap_linear.RECORD, {"runs": [run, run]})
+
     return write
 
 
@@ -367,7 +456,10 @@ CHEAP_LINEAR: dict[str, dict[str, tuple[Writer, str]]] = {
 }
 
 CASES: dict[str, dict[str, dict[str, tuple[Writer, str]]]] = {
-    "convluna": CONVLUNA, "clustered": CLUSTERED, "agglomerative": AGGLOMERATIVE, "dispersed": DISPERSED,
+    "convluna": CONVLUNA,
+    "clustered": CLUSTERED,
+    "agglomerative": AGGLOMERATIVE,
+    "dispersed": DISPERSED,
     "cheap_linear": CHEAP_LINEAR,
 }
 
@@ -386,9 +478,15 @@ def _branch_verdict(expected: str) -> str:
     return REPRODUCED if expected == HOLDS_BY_CONSTRUCTION else expected
 
 
-@pytest.mark.parametrize("paper, claim_id, branch", [
-    (paper, claim_id, branch) for paper, claims in CASES.items() for claim_id, branches in claims.items()
-    for branch in branches])
+@pytest.mark.parametrize(
+    "paper, claim_id, branch",
+    [
+        (paper, claim_id, branch)
+        for paper, claims in CASES.items()
+        for claim_id, branches in claims.items()
+        for branch in branches
+    ],
+)
 def test_each_branch_gives_its_verdict(tmp_path, paper, claim_id, branch):
     write, expected = CASES[paper][claim_id][branch]
     write(tmp_path)
@@ -410,8 +508,11 @@ def _all_cases() -> dict[str, dict[str, dict[str, tuple[Writer, str]]]]:
     from test_reproduce_confirm import CONFIRM_CASES
     from test_reproduce_recall import RECALL_CASES
 
-    return {**CASES, "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES},
-            "cheap_linear": {**CASES["cheap_linear"], **RECALL_CASES}}
+    return {
+        **CASES,
+        "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES},
+        "cheap_linear": {**CASES["cheap_linear"], **RECALL_CASES},
+    }
 
 
 def test_every_testable_claim_has_a_case_for_each_branch_its_words_name():

@@ -15,8 +15,10 @@ from lra.training.run_files import WorkdirMismatchError
 from lra.training.validation import ConfigError
 
 
-@pytest.mark.parametrize("error", [InputError("x"), ConfigError("x"), DataError("x"), WorkdirMismatchError("x"),
-                                   run_errors.RunStateError("x")])
+@pytest.mark.parametrize(
+    "error",
+    [InputError("x"), ConfigError("x"), DataError("x"), WorkdirMismatchError("x"), run_errors.RunStateError("x")],
+)
 def test_the_suites_input_errors_exit_2(error):
     assert run_errors.exit_code(error) == run_errors.EXIT_INVALID
 
@@ -28,8 +30,9 @@ def test_environment_and_run_errors_keep_their_codes():
     assert run_errors.exit_code(run_errors.CorruptFileError("bad")) == run_errors.EXIT_CORRUPT
 
 
-@pytest.mark.parametrize("bug", [ValueError("operands could not be broadcast"), TypeError("x"), RuntimeError("x"),
-                                 KeyError("x")])
+@pytest.mark.parametrize(
+    "bug", [ValueError("operands could not be broadcast"), TypeError("x"), RuntimeError("x"), KeyError("x")]
+)
 def test_a_bug_has_no_exit_code(bug):
     with pytest.raises(TypeError, match="no exit code"):
         run_errors.exit_code(bug)

@@ -80,18 +80,31 @@ def test_git_commit_outside_a_repository_is_declared_or_unknown(tmp_path):
     from lra.training import run_files
 
     # a copy of the package without .git, as a lent GPU machine gets it
-    shutil.copytree(Path(run_files.__file__).resolve().parent.parent, tmp_path / "lra",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(run_files.__file__).resolve().parent.parent, tmp_path / "lra", ignore=shutil.ignore_patterns("__pycache__")
+    )
     code = "from lra.training.run_files import git_commit; print(git_commit())"
     env = {k: v for k, v in os.environ.items() if k not in ("LRA_GIT_COMMIT", "GIT_DIR")}
     env["GIT_CEILING_DIRECTORIES"] = str(tmp_path.parent)  # never find an enclosing repository
-    run = lambda **extra: subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, **extra},  # noqa: E731
-                                         capture_output=True, text=True, check=True).stdout.strip()
+    run = lambda **extra: subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**env, **extra},  # noqa: E731
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert run(PYTHONPATH=str(tmp_path)) == "unknown"
     assert run(PYTHONPATH=str(tmp_path), LRA_GIT_COMMIT="abc123") == "abc123-declared"
     # a copy that carries a .git of its own (a snapshot commit naming nothing here): the declaration wins
-    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,  # noqa: E731
-                                    env=env, capture_output=True, text=True, check=True).stdout.strip()
+    git = lambda *a: subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *a],
+        cwd=tmp_path,  # noqa: E731
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     git("init", "-q"), git("add", "lra"), git("commit", "-qm", "snapshot")
     snapshot = git("rev-parse", "HEAD")
     assert run(PYTHONPATH=str(tmp_path), LRA_GIT_COMMIT="abc123") == "abc123-declared"
@@ -119,8 +132,15 @@ def test_start_over_removes_the_runs_evaluations_too(tmp_path):
     the sweep's record and the lock are not the run's."""
     from lra.training.run_files import remove_run
 
-    for name in ("config.json", "metrics.jsonl", "result.json", "evaluations.jsonl", "sessions.jsonl",
-                 "sweep_run.json", ".lock"):
+    for name in (
+        "config.json",
+        "metrics.jsonl",
+        "result.json",
+        "evaluations.jsonl",
+        "sessions.jsonl",
+        "sweep_run.json",
+        ".lock",
+    ):
         (tmp_path / name).write_text("{}\n")
     (tmp_path / "checkpoints" / "latest").mkdir(parents=True)
     removed = remove_run(tmp_path)

@@ -69,8 +69,15 @@ def same_result(a: dict, b: dict) -> bool:
 
 def cli(workdir: Path, data_dir: Path, *args: str) -> list[str]:
     """``python -m lra.train`` on the smoke config in ``workdir``."""
-    return [sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
-            f"--workdir={workdir}", f"--config.data_dir={data_dir}", *args]
+    return [
+        sys.executable,
+        "-m",
+        "lra.train",
+        f"--config={REPO}/configs/listops_transformer.py:smoke",
+        f"--workdir={workdir}",
+        f"--config.data_dir={data_dir}",
+        *args,
+    ]
 
 
 def run_env() -> dict:
@@ -153,8 +160,15 @@ def test_nan_validation_loss_selects_nothing(data_dir, tmp_path, monkeypatch):
 
 
 # 4 -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("field, value", [("learning_rate", float("nan")), ("learning_rate", float("inf")),
-                                          ("weight_decay", float("nan")), ("grad_clip_norm", float("nan"))])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("learning_rate", float("nan")),
+        ("learning_rate", float("inf")),
+        ("weight_decay", float("nan")),
+        ("grad_clip_norm", float("nan")),
+    ],
+)
 def test_non_finite_hyperparameters_are_config_errors(data_dir, field, value):
     with pytest.raises(ConfigError, match=f"config.{field} must be a finite number"):
         validate_config(smoke(data_dir, **{field: value}))
@@ -190,11 +204,16 @@ def test_model_that_cannot_fit_is_refused_before_allocating(data_dir, tmp_path):
     assert time.perf_counter() - t0 < 60 and not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"model.max_len": 1_000_000_000, "data.max_len": 1_000_000_000}, r"cannot fit: .*model.max_len=1000000000"),
-    ({"data.num_train": 10**12, "data.max_len": 2000, "model.max_len": 2000},
-     r"ListOps set cannot be stored: .* = 1000000000000/32/32\).*Nothing was generated"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"model.max_len": 1_000_000_000, "data.max_len": 1_000_000_000}, r"cannot fit: .*model.max_len=1000000000"),
+        (
+            {"data.num_train": 10**12, "data.max_len": 2000, "model.max_len": 2000},
+            r"ListOps set cannot be stored: .* = 1000000000000/32/32\).*Nothing was generated",
+        ),
+    ],
+)
 def test_sizes_that_cannot_work_are_refused_before_generating_data(tmp_path, overrides, message):
     """Issue 38 TR2/TR4: a billion positions or examples: exit 2 before any data is generated, the data
     folder and the workdir left as they were (nothing in either)."""
@@ -237,8 +256,11 @@ def test_invalid_result_json_is_regenerated_from_best(finished, data_dir, tmp_pa
 def test_result_validation_names_the_field(finished, tmp_path):
     path = tmp_path / "result.json"
     good = dict(finished[1])
-    for broken, problem in [({}, "'task' is missing"), ({"test_accuracy": 1.5}, "'test_accuracy' is invalid"),
-                            ({"best_step": 99}, "best_step 99 > num_train_steps")]:
+    for broken, problem in [
+        ({}, "'task' is missing"),
+        ({"test_accuracy": 1.5}, "'test_accuracy' is invalid"),
+        ({"best_step": 99}, "best_step 99 > num_train_steps"),
+    ]:
         path.write_text(json.dumps({**good, **broken} if broken else {}))
         assert problem in result_problem(path)
     path.write_text(json.dumps(good))
@@ -279,27 +301,47 @@ def _one_error_line(out: subprocess.CompletedProcess) -> str:
 
 
 def test_cli_errors_are_one_line_with_the_class_exit_code(data_dir, tmp_path):
-    unknown = subprocess.run(cli(tmp_path / "w", data_dir, "--config.model.nope=1"), capture_output=True,
-                             text=True, timeout=300, cwd=REPO, env=run_env())
+    unknown = subprocess.run(
+        cli(tmp_path / "w", data_dir, "--config.model.nope=1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=run_env(),
+    )
     assert unknown.returncode == EXIT_INVALID and "--config.model.nope" in _one_error_line(unknown)
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    is_file = subprocess.run(cli(a_file, data_dir), capture_output=True, text=True, timeout=300, cwd=REPO, env=run_env())
+    is_file = subprocess.run(
+        cli(a_file, data_dir), capture_output=True, text=True, timeout=300, cwd=REPO, env=run_env()
+    )
     assert is_file.returncode == EXIT_STORAGE and f"{a_file} is a file" in _one_error_line(is_file)
     assert a_file.read_text() == "x"
 
 
-@pytest.mark.parametrize("config, message", [
-    ("listops_convluna.py:smoke,mem=1.5", "option 'mem=1.5' of attention 'convluna': memory_size must be an integer, got 1.5"),
-    ("listops_convluna.py:smoke,mem=abc", "memory_size must be an integer, got 'abc'"),
-    ("listops_convlun.py:smoke", "listops_convlun.py: no such file; did you mean configs/listops_convluna.py"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (
+            "listops_convluna.py:smoke,mem=1.5",
+            "option 'mem=1.5' of attention 'convluna': memory_size must be an integer, got 1.5",
+        ),
+        ("listops_convluna.py:smoke,mem=abc", "memory_size must be an integer, got 'abc'"),
+        ("listops_convlun.py:smoke", "listops_convlun.py: no such file; did you mean configs/listops_convluna.py"),
+    ],
+)
 def test_bad_option_values_and_config_paths_are_one_error_line_exit_2(data_dir, tmp_path, config, message):
     """Issue 26 U13-U15: a float or word where a family wants an integer, and a misspelt config
     file, are bad input (exit 2), one line naming the option or file, not a traceback (exit 1,
     divergence's code) or a write failure (exit 4)."""
-    args = [sys.executable, "-m", "lra.train", f"--config=configs/{config}", f"--workdir={tmp_path / 'w'}",
-            f"--config.data_dir={data_dir}"]
+    args = [
+        sys.executable,
+        "-m",
+        "lra.train",
+        f"--config=configs/{config}",
+        f"--workdir={tmp_path / 'w'}",
+        f"--config.data_dir={data_dir}",
+    ]
     out = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=run_env())
     assert out.returncode == EXIT_INVALID, out.stderr[-3000:]
     assert message in _one_error_line(out)
@@ -319,6 +361,7 @@ def test_numeric_family_options_are_type_checked():
     config.model.attention_kwargs = {"implementation": "xla"}
     validate_config(config)
     from lra.defaults import make_config
+
     luna = make_config("listops", "luna", "smoke")
     luna.model.attention_kwargs.memory_size = 2.5
     with pytest.raises(ConfigError, match=r"config.model.attention_kwargs.memory_size must be an integer, got 2.5"):
@@ -371,9 +414,11 @@ def test_a_full_disk_reaching_tensorboard_first_leaves_no_traceback_at_exit(tmp_
         "progress.update(2, 'train', {'loss': 1.0})\n"
         "progress.close()\n"
         "print('error: cannot write metrics.jsonl: No space left on device', file=sys.stderr)\n"
-        "sys.exit(4)\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,
-                          timeout=120, env=run_env())
+        "sys.exit(4)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True, timeout=120, env=run_env()
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 4 and len(lines) == 2, proc.stderr
     assert lines[0].startswith("warning: TensorBoard logging") and lines[1].startswith("error: cannot write")
@@ -402,8 +447,15 @@ def test_full_disk_is_one_error_line_and_loses_nothing(finished, data_dir, tmp_p
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
 
-    out = subprocess.run(cli(workdir, data_dir, *steps), capture_output=True, text=True, timeout=300, cwd=REPO,
-                         env=run_env(), preexec_fn=limited)
+    out = subprocess.run(
+        cli(workdir, data_dir, *steps),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=run_env(),
+        preexec_fn=limited,
+    )
     assert out.returncode == EXIT_STORAGE, out.stderr[-3000:]
     assert "cannot write" in _one_error_line(out) and not (workdir / "result.json").exists()
     # with space again the same command resumes and ends as the uninterrupted run
@@ -423,9 +475,20 @@ def test_fewer_steps_than_trained_is_refused_untouched(finished, data_dir, tmp_p
 def _signal_at(workdir, data_dir, prefix: str, *signums: int) -> tuple[int, str]:
     """Run the 3000-step smoke CLI, send ``signums`` at the first output line starting with
     ``prefix``, and return (exit code, all output)."""
-    proc = subprocess.Popen(cli(workdir, data_dir, "--config.num_train_steps=3000", "--config.eval_every=1000",
-                                "--config.checkpoint_every=1000"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=run_env())
+    proc = subprocess.Popen(
+        cli(
+            workdir,
+            data_dir,
+            "--config.num_train_steps=3000",
+            "--config.eval_every=1000",
+            "--config.checkpoint_every=1000",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=run_env(),
+    )
     lines = []
     for line in proc.stdout:
         lines.append(line)

@@ -78,8 +78,10 @@ def test_seeds_option_and_workdirs(data_dir, tmp_path):
     config.seeds = (3, 1)
     assert run_seeds(config) == (3, 1)
     assert seed_workdirs(config, tmp_path / "w") == [tmp_path / "w" / "seed3", tmp_path / "w" / "seed1"]
-    assert [str(p) for p in seed_workdirs(config, None)] == ["runs/listops_transformer_smoke/seed3",
-                                                             "runs/listops_transformer_smoke/seed1"]
+    assert [str(p) for p in seed_workdirs(config, None)] == [
+        "runs/listops_transformer_smoke/seed3",
+        "runs/listops_transformer_smoke/seed1",
+    ]
     one = seed_config(config, 1)
     assert (one.seed, tuple(one.seeds)) == (1, ())
     assert seed_workdirs(one, tmp_path / "w") == [tmp_path / "w"]  # one seed: --workdir is its workdir
@@ -108,7 +110,9 @@ def test_vmapped_seed_equals_its_single_seed_run(bundle, data_dir, tmp_path):
     # seed 0 is the plain single-seed run; seed 1 shares seed 0's bucket order, as its config says
     assert json.loads((bundle / "seed1" / "config.json").read_text())["data"]["bucket_order_seed"] == 0
     for seed, order in ((0, -1), (1, 0)):
-        train_and_evaluate(bucketed(data_dir, seed=seed, **{"data.bucket_order_seed": order}), tmp_path / f"single{seed}")
+        train_and_evaluate(
+            bucketed(data_dir, seed=seed, **{"data.bucket_order_seed": order}), tmp_path / f"single{seed}"
+        )
         assert_same_run(tmp_path / f"single{seed}", bundle / f"seed{seed}")
 
 
@@ -127,8 +131,9 @@ def test_bucket_order_is_shared_and_examples_are_each_seeds_own(data_dir):
     # per epoch, seed 1 sees the same examples with either order
     for epoch in range(2):
         epoch_steps = range(epoch * own[1].steps_per_epoch, (epoch + 1) * own[1].steps_per_epoch)
-        assert sorted(np.concatenate([own[1].plan(t)[0] for t in epoch_steps])) == \
-               sorted(np.concatenate([shared.plan(t)[0] for t in epoch_steps]))
+        assert sorted(np.concatenate([own[1].plan(t)[0] for t in epoch_steps])) == sorted(
+            np.concatenate([shared.plan(t)[0] for t in epoch_steps])
+        )
 
 
 def test_rerun_of_a_finished_bundle_changes_nothing(bundle, data_dir):
@@ -182,14 +187,24 @@ def test_seeds_without_a_common_checkpoint_are_refused(bundle, data_dir, tmp_pat
     (tmp_path / "seed0" / "result.json").unlink()
     shutil.rmtree(tmp_path / "seed0" / "checkpoints" / "latest" / "3")  # seed 0 at step 6, seed 1 fresh
     before = snapshot(tmp_path)
-    with pytest.raises(RunStateError, match=r"different steps.*seed0 at step 6.*seed1 at step 0.*--config.seed=0 --workdir=[^ ]*seed0"):
+    with pytest.raises(
+        RunStateError, match=r"different steps.*seed0 at step 6.*seed1 at step 0.*--config.seed=0 --workdir=[^ ]*seed0"
+    ):
         train_and_evaluate(bucketed(data_dir, seeds=(0, 1)), tmp_path)
     assert snapshot(tmp_path) == before
 
 
 def _bundle_cli(workdir: Path, data_dir: Path, *extra: str) -> list[str]:
-    return cli(workdir, data_dir, "--config.seeds=0,1", "--config.num_train_steps=60", "--config.eval_every=10", "--config.checkpoint_every=10",
-               "--config.log_every=5", *extra)
+    return cli(
+        workdir,
+        data_dir,
+        "--config.seeds=0,1",
+        "--config.num_train_steps=60",
+        "--config.eval_every=10",
+        "--config.checkpoint_every=10",
+        "--config.log_every=5",
+        *extra,
+    )
 
 
 @pytest.mark.slow
@@ -200,13 +215,15 @@ def test_killed_bundle_resumes_and_ends_like_an_uninterrupted_one(data_dir, tmp_
     import shutil
     import time
 
-    whole = subprocess.run(_bundle_cli(tmp_path / "whole", data_dir), capture_output=True, text=True,
-                           cwd=REPO, env=run_env(), timeout=600)
+    whole = subprocess.run(
+        _bundle_cli(tmp_path / "whole", data_dir), capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+    )
     assert whole.returncode == 0, whole.stderr[-3000:]
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_bundle_cli(killed, data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=REPO, env=run_env())
+    proc = subprocess.Popen(
+        _bundle_cli(killed, data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=run_env()
+    )
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         if all((killed / f"seed{s}" / "checkpoints" / "latest" / "20").is_dir() for s in (0, 1)):
@@ -221,8 +238,9 @@ def test_killed_bundle_resumes_and_ends_like_an_uninterrupted_one(data_dir, tmp_
         newest[1] -= 10
     resumed_at = min(newest)
 
-    rerun = subprocess.run(_bundle_cli(killed, data_dir), capture_output=True, text=True, cwd=REPO,
-                           env=run_env(), timeout=600)
+    rerun = subprocess.run(
+        _bundle_cli(killed, data_dir), capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming at step {resumed_at}" in rerun.stdout
     for seed in (0, 1):

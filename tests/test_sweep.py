@@ -55,11 +55,20 @@ def test_expansion_counts_order_and_workdirs(tmp_path):
     assert len(table3) == 6 * 4 * 5
     assert table3[0].config_arg == "cpu,mem=1,only_scaling" and table3[5].config_arg == "cpu,mem=256,only_filtering"
     assert str(table3[0].workdir).startswith("runs/sweeps/convluna_table3_cpu/")
-    small = sweep.expand("convluna_table1", "smoke", tasks=["listops", "text"], seeds=[3],
-                         variants=["ConvLuna-16", "Transformer"], overrides=[("num_train_steps", "20")])
+    small = sweep.expand(
+        "convluna_table1",
+        "smoke",
+        tasks=["listops", "text"],
+        seeds=[3],
+        variants=["ConvLuna-16", "Transformer"],
+        overrides=[("num_train_steps", "20")],
+    )
     assert [(r.task, r.variant.label, r.seed) for r in small] == [
-        ("text", "Transformer", 3), ("text", "ConvLuna-16", 3), ("listops", "Transformer", 3),
-        ("listops", "ConvLuna-16", 3)]
+        ("text", "Transformer", 3),
+        ("text", "ConvLuna-16", 3),
+        ("listops", "Transformer", 3),
+        ("listops", "ConvLuna-16", 3),
+    ]
     assert small[0].workdir.parts[2] == "convluna_table1_smoke_num-train-steps-20"
     assert small[0].command()[-1] == "--config.num_train_steps=20"
     for bad in (dict(tasks=["pathfinder"]), dict(variants=["Luna-2"])):
@@ -83,8 +92,7 @@ def test_every_grid_entry_builds_its_labelled_config(grid):
 
 
 def test_finished_runs_are_skipped_and_failed_ones_resume(tmp_path):
-    runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0, 1], variants=TABLE1[:3],
-                        root=tmp_path)
+    runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0, 1], variants=TABLE1[:3], root=tmp_path)
     crash = runs[1].name
     first = FakeRunner({crash: 1})
     lines: list[str] = []
@@ -177,9 +185,33 @@ def test_index_execs_one_run(tmp_path, cli, monkeypatch, capsys):
 def test_slurm_script_is_valid_and_matches_the_list(tmp_path, cli, capsys):
     script = tmp_path / "job.sh"
     root = tmp_path / "root"
-    assert cli(["convluna_table1", "--preset", "cpu", "--tasks", "listops", "image", "--seeds", "0", "2",
-                "--set", "num_train_steps=300", "--root", str(root), "--slurm", str(script),
-                "--sbatch=--partition=gpu", "--max-parallel", "4", "--group-seeds", "off"]) == 0
+    assert (
+        cli(
+            [
+                "convluna_table1",
+                "--preset",
+                "cpu",
+                "--tasks",
+                "listops",
+                "image",
+                "--seeds",
+                "0",
+                "2",
+                "--set",
+                "num_train_steps=300",
+                "--root",
+                str(root),
+                "--slurm",
+                str(script),
+                "--sbatch=--partition=gpu",
+                "--max-parallel",
+                "4",
+                "--group-seeds",
+                "off",
+            ]
+        )
+        == 0
+    )
     text = script.read_text()
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     assert re.search(r"^#SBATCH --array=0-27%4$", text, re.M)  # 7 variants x 2 tasks x 2 seeds
@@ -192,14 +224,27 @@ def test_slurm_script_is_valid_and_matches_the_list(tmp_path, cli, capsys):
     capsys.readouterr()
     assert cli(argv + ["--list"]) == 0
     listed = [l.split() for l in capsys.readouterr().out.splitlines()[:-1]]
-    expected = sweep.expand("convluna_table1", "cpu", tasks=["listops", "image"], seeds=[0, 2], root=root,
-                            overrides=[("num_train_steps", "300")])
+    expected = sweep.expand(
+        "convluna_table1",
+        "cpu",
+        tasks=["listops", "image"],
+        seeds=[0, 2],
+        root=root,
+        overrides=[("num_train_steps", "300")],
+    )
     assert [(int(l[0]), l[-1]) for l in listed] == [(r.index, str(r.workdir)) for r in expected]
 
 
 def test_grouped_seeds_are_one_run_per_setup(tmp_path, cli, capsys):
-    runs = sweep.expand("convluna_table1", "cpu", tasks=["listops"], seeds=[0, 1, 2], variants=TABLE1[:2],
-                        root=tmp_path, group_seeds=True)
+    runs = sweep.expand(
+        "convluna_table1",
+        "cpu",
+        tasks=["listops"],
+        seeds=[0, 1, 2],
+        variants=TABLE1[:2],
+        root=tmp_path,
+        group_seeds=True,
+    )
     assert [r.name for r in runs] == ["listops Transformer seeds 0,1,2", "listops Luna-1 seeds 0,1,2"]
     assert "--config.seeds=0,1,2" in runs[0].command() and runs[0].workdir == tmp_path / "listops_transformer"
     assert runs[0].seed_workdirs == [tmp_path / "listops_transformer" / f"seed{k}" for k in (0, 1, 2)]
@@ -213,8 +258,26 @@ def test_grouped_seeds_are_one_run_per_setup(tmp_path, cli, capsys):
     assert sweep.status(runs[0], 1500) == "finished"
     # SLURM: grouped by default, one array task per setup x all seeds
     script = tmp_path / "job.sh"
-    assert cli(["convluna_table1", "--preset", "cpu", "--tasks", "listops", "--seeds", "0", "1", "2",
-                "--root", str(tmp_path / "r"), "--slurm", str(script)]) == 0
+    assert (
+        cli(
+            [
+                "convluna_table1",
+                "--preset",
+                "cpu",
+                "--tasks",
+                "listops",
+                "--seeds",
+                "0",
+                "1",
+                "2",
+                "--root",
+                str(tmp_path / "r"),
+                "--slurm",
+                str(script),
+            ]
+        )
+        == 0
+    )
     text = script.read_text()
     assert re.search(r"^#SBATCH --array=0-6$", text, re.M) and "--group-seeds on --index" in text
 
@@ -223,9 +286,27 @@ def test_real_smoke_run_then_skip_then_table(tmp_path):
     """One real sweep run through the CLI: two seeds in one program (~20 s), rerun (skipped), then
     tabulated."""
     root = tmp_path / "root"
-    cmd = [sys.executable, str(REPO / "scripts" / "sweep.py"), "convluna_table1", "--preset", "smoke", "--tasks",
-           "listops", "--seeds", "0", "1", "--variants", "ConvLuna-16", "--root", str(root),
-           "--set", f"data_dir={tmp_path / 'data'}", "--group-seeds", "on", "--run"]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "sweep.py"),
+        "convluna_table1",
+        "--preset",
+        "smoke",
+        "--tasks",
+        "listops",
+        "--seeds",
+        "0",
+        "1",
+        "--variants",
+        "ConvLuna-16",
+        "--root",
+        str(root),
+        "--set",
+        f"data_dir={tmp_path / 'data'}",
+        "--group-seeds",
+        "on",
+        "--run",
+    ]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for seed in (0, 1):
@@ -246,12 +327,15 @@ def test_a_bad_set_is_one_line_before_anything_starts(tmp_path, capsys):
     """Issue 38 SW1/SW2: misspelt, mistyped or invalid --set: exit 2 naming it, no workdir written."""
     from conftest import script_main
 
-    for item, message in (("num_train_steps=abc", "must be an integer"),
-                          ("model.maxlen=512", "did you mean model.max_len"),
-                          ("batch_size=0", "batch_size must be a positive integer")):
+    for item, message in (
+        ("num_train_steps=abc", "must be an integer"),
+        ("model.maxlen=512", "did you mean model.max_len"),
+        ("batch_size=0", "batch_size must be a positive integer"),
+    ):
         with pytest.raises(SystemExit) as stop:
-            script_main("sweep")(["convluna_table1", "--preset", "cpu", "--set", item, "--root", str(tmp_path / "r"),
-                                  "--run"])
+            script_main("sweep")(
+                ["convluna_table1", "--preset", "cpu", "--set", item, "--root", str(tmp_path / "r"), "--run"]
+            )
         assert stop.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
@@ -275,7 +359,9 @@ def test_the_runbooks_table1_commands_and_slurm_example_are_the_sweeps_own():
     runs = sweep.expand("convluna_table1", "paper", group_seeds=True)
     expected = [shlex.join(run.command("python")).replace(f"{sweep.REPO}/", "") for run in runs]
     page = (sweep.REPO / "docs" / "gpu_runbook.md").read_text()
-    documented = [line.strip() for line in page.splitlines() if line.strip().startswith("python -m lra.train --config=")]
+    documented = [
+        line.strip() for line in page.splitlines() if line.strip().startswith("python -m lra.train --config=")
+    ]
     assert documented == expected and len(expected) == 28
     script = sweep.REPO / "scripts" / "slurm_table1_example.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0

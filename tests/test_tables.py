@@ -21,14 +21,34 @@ TASKS = ["listops", "text"]
 SEEDS = range(5)
 
 
-def write_run(root: Path, task: str, variant: str, seed: int, acc: float, *, preset: str = "cpu", steps: int = 300,
-              device: str = "cpu", overrides: dict | None = None, curve: dict[int, float] | None = None,
-              config: dict | None = None) -> Path:
+def write_run(
+    root: Path,
+    task: str,
+    variant: str,
+    seed: int,
+    acc: float,
+    *,
+    preset: str = "cpu",
+    steps: int = 300,
+    device: str = "cpu",
+    overrides: dict | None = None,
+    curve: dict[int, float] | None = None,
+    config: dict | None = None,
+) -> Path:
     workdir = root / preset / str(steps) / f"{task}_{variant}" / f"seed{seed}"
     workdir.mkdir(parents=True)
-    result = result_record(task=task, attention="x", variant=variant, seed=seed, best_val_accuracy=acc,
-                           best_step=steps, test_accuracy=acc, num_train_steps=steps, config_preset=preset,
-                           device_kind=device)
+    result = result_record(
+        task=task,
+        attention="x",
+        variant=variant,
+        seed=seed,
+        best_val_accuracy=acc,
+        best_step=steps,
+        test_accuracy=acc,
+        num_train_steps=steps,
+        config_preset=preset,
+        device_kind=device,
+    )
     (workdir / "result.json").write_text(json.dumps(result))
     curve = curve or {steps // 2: acc / 2, steps: acc}
     lines = [{"step": s, "split": "train", "loss": 1.0, "accuracy": 0.1} for s in curve]
@@ -110,8 +130,11 @@ def test_means_stds_bold_and_average(grid, tmp_path):
 def test_friedman_holm_matches_scipy_and_statsmodels(grid, tmp_path):
     root, acc = grid
     (table,) = make(root, tmp_path / "out")["tables"]
-    raw = {(m, t): friedmanchisquare(*[[acc[f"{m}-{k}", t, s] for s in SEEDS] for k in (1, 16, 256)]).pvalue
-           for m in ("Luna", "ConvLuna") for t in ("text", "listops")}
+    raw = {
+        (m, t): friedmanchisquare(*[[acc[f"{m}-{k}", t, s] for s in SEEDS] for k in (1, 16, 256)]).pvalue
+        for m in ("Luna", "ConvLuna")
+        for t in ("text", "listops")
+    }
     holm = dict(zip(raw, multipletests(list(raw.values()), method="holm")[1], strict=False))
     got = {(r["model"], r["task"]): r for r in table["friedman"]}
     assert set(got) == set(raw)  # the Transformer has no memory sizes: not tested
@@ -215,8 +238,13 @@ def test_scales_are_never_mixed(tmp_path):
     write_run(root / "d", "listops", "Transformer", 2, 0.32, steps=300, overrides={"data_dir": "/x"})
     summary = make(root, tmp_path / "out")
     by_slug = {t["slug"]: t for t in summary["tables"]}
-    assert list(by_slug) == ["paper", "cpu_600steps", "cpu_300steps", "cpu_300steps_data.num-train-2000",
-                             "smoke_300steps"]
+    assert list(by_slug) == [
+        "paper",
+        "cpu_600steps",
+        "cpu_300steps",
+        "cpu_300steps_data.num-train-2000",
+        "smoke_300steps",
+    ]
     assert by_slug["paper"]["tasks"] == ["text", "listops"] and by_slug["paper"]["device_kinds"] == ["NVIDIA H100"]
     assert by_slug["paper"]["num_train_steps"] == {"text": [25_000], "listops": [50_000]}
     assert "ListOps 50,000" in by_slug["paper"]["title"]
@@ -252,14 +280,18 @@ def test_curve_titles_are_words(tmp_path):
     root = tmp_path / "runs"
     for s in range(5):
         for v in ("Transformer", "Luna-16"):
-            write_run(root, "listops", v, s, 0.3, steps=750, overrides={"num_train_steps": "750", "warmup_steps": "500"})
-    write_run(root / "x", "listops", "Linear", 0, 0.3, steps=750,
-              overrides={"num_train_steps": "750", "warmup_steps": "500"})
+            write_run(
+                root, "listops", v, s, 0.3, steps=750, overrides={"num_train_steps": "750", "warmup_steps": "500"}
+            )
+    write_run(
+        root / "x", "listops", "Linear", 0, 0.3, steps=750, overrides={"num_train_steps": "750", "warmup_steps": "500"}
+    )
     runs, _ = tables.load_results(root)
     ((scale, group),) = tables.group_by_scale(runs).items()
     table = tables.build_table(scale, group, 5)
-    assert tables.curve_title(table, "listops") == ("ListOps, cpu preset, 750 training steps (warmup 500 steps), "
-                                                    "5 seeds (Linear: 1)")
+    assert tables.curve_title(table, "listops") == (
+        "ListOps, cpu preset, 750 training steps (warmup 500 steps), " "5 seeds (Linear: 1)"
+    )
 
 
 def test_curves_figure_shows_test_accuracy_baselines_and_markers(tmp_path, monkeypatch):
@@ -269,8 +301,14 @@ def test_curves_figure_shows_test_accuracy_baselines_and_markers(tmp_path, monke
     root = tmp_path / "runs"
     for i, v in enumerate(VARIANTS):
         for s in range(2):
-            write_run(root, "listops", v, s, 0.30 + i / 100 + s / 100,
-                      curve={250: 0.2, 500: 0.25 + i / 100, 750: 0.30 + i / 100 + s / 100})
+            write_run(
+                root,
+                "listops",
+                v,
+                s,
+                0.30 + i / 100 + s / 100,
+                curve={250: 0.2, 500: 0.25 + i / 100, 750: 0.30 + i / 100 + s / 100},
+            )
     figures = []
     monkeypatch.setattr(plots.plt, "close", figures.append)
     summary = make(root, tmp_path / "out", "--majority", "listops=16.9")
@@ -280,12 +318,26 @@ def test_curves_figure_shows_test_accuracy_baselines_and_markers(tmp_path, monke
     luna, convluna = fig.axes
     assert (luna.get_title(), convluna.get_title()) == ("Luna", "ConvLuna")
     labels = [t.get_text() for t in luna.get_legend().get_texts()]
-    assert labels == ["Transformer: test 30.5 ± 0.7", "Luna-1: test 31.5 ± 0.7", "Luna-16: test 32.5 ± 0.7",
-                      "Luna-256: test 33.5 ± 0.7"]
+    assert labels == [
+        "Transformer: test 30.5 ± 0.7",
+        "Luna-1: test 31.5 ± 0.7",
+        "Luna-16: test 32.5 ± 0.7",
+        "Luna-256: test 33.5 ± 0.7",
+    ]
     curves = [line for line in luna.get_lines() if len(line.get_xdata()) == 3]
     assert len(curves) == 4 and all(line.get_marker() not in (None, "None", "") for line in curves)
-    assert len({(line.get_color() if isinstance(line.get_color(), str) else tuple(line.get_color()),
-                 line.get_linestyle()) for line in curves}) == 4
+    assert (
+        len(
+            {
+                (
+                    line.get_color() if isinstance(line.get_color(), str) else tuple(line.get_color()),
+                    line.get_linestyle(),
+                )
+                for line in curves
+            }
+        )
+        == 4
+    )
     levels = {line.get_ydata()[0] for line in luna.get_lines() if len(line.get_xdata()) == 2}
     assert levels == {10.0, 16.9}  # chance and the majority class
     notes = {t.get_text() for t in luna.texts}
@@ -299,16 +351,36 @@ def test_curve_panels_keep_every_variant_once():
 
     assert plots.curve_panels(VARIANTS[:5]) == [("", VARIANTS[:5])]
     assert plots.curve_panels(VARIANTS) == [("Luna", VARIANTS[1:4]), ("ConvLuna", VARIANTS[4:])]
-    nine = ["Transformer", "Luna-16", "ConvLuna-16", "Agglomerative", "Clustered-100", "Dispersed", "Gated Linear",
-            "Linear", "i-Clustered-100"]
+    nine = [
+        "Transformer",
+        "Luna-16",
+        "ConvLuna-16",
+        "Agglomerative",
+        "Clustered-100",
+        "Dispersed",
+        "Gated Linear",
+        "Linear",
+        "i-Clustered-100",
+    ]
     panels = plots.curve_panels(nine)
     assert [len(members) for _, members in panels] == [4, 4]
     assert [v for _, members in panels for v in members] == nine[1:]
 
 
 def test_cli_reports_missing_results(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_tables.py"), "--results", str(tmp_path),
-                           "--out", str(tmp_path / "out"), "--no-plots"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "make_tables.py"),
+            "--results",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-plots",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and "no finished runs" in proc.stderr
 
 
@@ -339,14 +411,28 @@ def test_cell_pools_only_runs_of_one_config(tmp_path):
     """Issue 26 D4: a run of another config with the same label is its own row, never a 4th seed."""
     base = {"learning_rate": 0.001, "model": {"num_layers": 4, "attention": "softmax"}, "log_every": 10}
     for seed in range(3):  # paths and logging may differ within a cell
-        write_run(tmp_path / "runs", "listops", "Transformer", seed, 0.4,
-                  config={**base, "data_dir": f"/data{seed}", "log_every": 10 + seed})
-    odd = write_run(tmp_path / "runs", "listops", "Transformer", 3, 0.9,
-                    config={**base, "learning_rate": 0.05, "model": {"num_layers": 2, "attention": "softmax"}})
+        write_run(
+            tmp_path / "runs",
+            "listops",
+            "Transformer",
+            seed,
+            0.4,
+            config={**base, "data_dir": f"/data{seed}", "log_every": 10 + seed},
+        )
+    odd = write_run(
+        tmp_path / "runs",
+        "listops",
+        "Transformer",
+        3,
+        0.9,
+        config={**base, "learning_rate": 0.05, "model": {"num_layers": 2, "attention": "softmax"}},
+    )
     with pytest.warns(UserWarning, match=rf"2 different configs.*learning_rate=0.05, model.num_layers=2\]: {odd}"):
         summary = make(tmp_path / "runs", tmp_path / "out", "--no-plots")
-    assert cells_of(summary) == {"Transformer": [40.0] * 3,
-                                 "Transformer [learning_rate=0.05, model.num_layers=2]": [90.0]}
+    assert cells_of(summary) == {
+        "Transformer": [40.0] * 3,
+        "Transformer [learning_rate=0.05, model.num_layers=2]": [90.0],
+    }
 
 
 def test_an_option_written_out_pools_with_its_default(tmp_path):
@@ -356,14 +442,28 @@ def test_an_option_written_out_pools_with_its_default(tmp_path):
     for seed in range(2):
         write_run(tmp_path / "runs", "listops", "ConvLuna-16", seed, 0.4, config=base)
     for seed in range(2, 4):
-        write_run(tmp_path / "runs", "listops", "ConvLuna-16", seed, 0.4,
-                  config={"model": {"attention": "convluna", "attention_kwargs": {"memory_size": 16}}})
-    write_run(tmp_path / "runs", "listops", "ConvLuna-16", 4, 0.9,
-              config={"model": {"attention": "convluna", "attention_kwargs": {"memory_size": 8}}})
+        write_run(
+            tmp_path / "runs",
+            "listops",
+            "ConvLuna-16",
+            seed,
+            0.4,
+            config={"model": {"attention": "convluna", "attention_kwargs": {"memory_size": 16}}},
+        )
+    write_run(
+        tmp_path / "runs",
+        "listops",
+        "ConvLuna-16",
+        4,
+        0.9,
+        config={"model": {"attention": "convluna", "attention_kwargs": {"memory_size": 8}}},
+    )
     with pytest.warns(UserWarning, match="2 different configs"):
         summary = make(tmp_path / "runs", tmp_path / "out", "--no-plots")
-    assert cells_of(summary) == {"ConvLuna-16": [40.0] * 4,
-                                 "ConvLuna-16 [model.attention_kwargs.memory_size=8]": [90.0]}
+    assert cells_of(summary) == {
+        "ConvLuna-16": [40.0] * 4,
+        "ConvLuna-16 [model.attention_kwargs.memory_size=8]": [90.0],
+    }
 
 
 def test_invalid_or_damaged_records_are_skipped_by_name(tmp_path):
@@ -372,8 +472,11 @@ def test_invalid_or_damaged_records_are_skipped_by_name(tmp_path):
     root = tmp_path / "runs"
     for seed in range(2):
         write_run(root, "listops", "Luna-16", seed, 0.5)
-    bad = {"percent": write_run(root, "listops", "Luna-16", 2, 0.5),
-           "nan": write_run(root, "listops", "Luna-16", 3, 0.5), "cut": write_run(root, "listops", "Luna-16", 4, 0.5)}
+    bad = {
+        "percent": write_run(root, "listops", "Luna-16", 2, 0.5),
+        "nan": write_run(root, "listops", "Luna-16", 3, 0.5),
+        "cut": write_run(root, "listops", "Luna-16", 4, 0.5),
+    }
     text = (bad["percent"] / "result.json").read_text()
     (bad["percent"] / "result.json").write_text(text.replace('"test_accuracy": 0.5', '"test_accuracy": 31.25'))
     (bad["nan"] / "result.json").write_text(text.replace('"test_accuracy": 0.5', '"test_accuracy": NaN'))

@@ -20,9 +20,23 @@ from lra.training.run_files import WorkdirMismatchError
 from lra.training.validation import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
-RESULT_KEYS = {"task", "attention", "variant", "seed", "best_val_accuracy", "best_step", "test_accuracy",
-               "num_train_steps", "train_seconds", "steps_per_second", "num_params", "config_preset",
-               "device_kind", "jax_version", "git_commit"}
+RESULT_KEYS = {
+    "task",
+    "attention",
+    "variant",
+    "seed",
+    "best_val_accuracy",
+    "best_step",
+    "test_accuracy",
+    "num_train_steps",
+    "train_seconds",
+    "steps_per_second",
+    "num_params",
+    "config_preset",
+    "device_kind",
+    "jax_version",
+    "git_commit",
+}
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +129,9 @@ print(json.dumps({"devices": jax.device_count(), "loss": float(metrics["loss"][0
 
 def _step_on(devices: int) -> dict:
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", _STEP_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", _STEP_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -175,9 +191,18 @@ def test_unreadable_data_dir_is_a_clear_error(tmp_path):
 
 def test_cli_reports_config_errors_without_traceback(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
-         f"--workdir={tmp_path / 'w'}", "--config.model.num_heads=3"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "lra.train",
+            f"--config={REPO}/configs/listops_transformer.py:smoke",
+            f"--workdir={tmp_path / 'w'}",
+            "--config.model.num_heads=3",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 2
     assert "not divisible by num_heads" in out.stderr and "Traceback" not in out.stderr
@@ -186,8 +211,14 @@ def test_cli_reports_config_errors_without_traceback(tmp_path):
 def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
     workdir = tmp_path / "term"
     steps = dict(num_train_steps=3000, eval_every=1000, checkpoint_every=1000, log_every=10)
-    cmd = [sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
-           f"--workdir={workdir}", f"--config.data_dir={data_dir}"] + [f"--config.{k}={v}" for k, v in steps.items()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lra.train",
+        f"--config={REPO}/configs/listops_transformer.py:smoke",
+        f"--workdir={workdir}",
+        f"--config.data_dir={data_dir}",
+    ] + [f"--config.{k}={v}" for k, v in steps.items()]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     metrics = workdir / "metrics.jsonl"
     deadline = time.time() + 300
@@ -209,31 +240,57 @@ def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
     assert json.loads((workdir / "result.json").read_text())["num_train_steps"] == 3000
 
 
-@pytest.mark.parametrize("override, message", [
-    ("--config.modle.num_layers=2", "config has no field 'modle'; did you mean model?"),
-    ("--config.model.mem=16", "model has no field 'mem'"),
-    ("--config.batch_size=abc", "batch_size must be an integer, got 'abc'"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("--config.modle.num_layers=2", "config has no field 'modle'; did you mean model?"),
+        ("--config.model.mem=16", "model has no field 'mem'"),
+        ("--config.batch_size=abc", "batch_size must be an integer, got 'abc'"),
+    ],
+)
 def test_cli_override_errors_are_one_clear_line(tmp_path, override, message):
     """Issue 39 point 5: one line naming the field and the nearest names; no escaped quotes or \\n."""
-    out = subprocess.run([sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_transformer.py:smoke",
-                          f"--workdir={tmp_path / 'w'}", override], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lra.train",
+            f"--config={REPO}/configs/listops_transformer.py:smoke",
+            f"--workdir={tmp_path / 'w'}",
+            override,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert message in out.stderr and "\\\\" not in out.stderr and "\\n" not in out.stderr
     assert not (tmp_path / "w").exists()
 
 
 def test_cli_family_option_as_a_field_names_the_short_form(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "lra.train", f"--config={REPO}/configs/listops_convluna.py:smoke",
-                          f"--workdir={tmp_path / 'w'}", "--config.model.mem=16"], cwd=REPO, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lra.train",
+            f"--config={REPO}/configs/listops_convluna.py:smoke",
+            f"--workdir={tmp_path / 'w'}",
+            "--config.model.mem=16",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2 and "listops_convluna.py:smoke,mem=16" in out.stderr
 
 
 def test_cli_help_lists_the_presets_and_exits_0():
-    out = subprocess.run([sys.executable, "-m", "lra.train", "--help"], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.train", "--help"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0 and "paper, cpu, smoke" in out.stdout and "start_over" in out.stdout
 
 

@@ -103,23 +103,48 @@ def unregister(name: str) -> None:
 # representations" [u, v] (the published code's DualClassifier), and the exact GELU (Table 2's; so
 # is the published code's nn.GELU()).
 MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
-    norm="post", pooling="memory", attention_residual_dropout=False, dual_combine="concat", gelu_approximate=False,
+    norm="post",
+    pooling="memory",
+    attention_residual_dropout=False,
+    dual_combine="concat",
+    gelu_approximate=False,
 )
 _CLUSTERS = dict(num_clusters=100, bits=63, iterations=10)  # Vyas et al.'s LRA settings: C = 100, 63-bit LSH
 _LRA_TASKS_CLS = ("listops", "text", "matching", "image")  # dispersed pools CLS there; Pathfinder keeps the mean
 
 register(Family("softmax", SoftmaxAttention, "Transformer", file_stem="transformer", quadratic=True))
 register(Family("luna", LunaAttention, "Luna-{memory_size}", model=MEMORY_FAMILY_MODEL))
-register(Family("convluna", ConvLunaAttention, "ConvLuna-{memory_size}",
-                kwargs=dict(filter="maxpool", kernel_size=4, stride=1), model=MEMORY_FAMILY_MODEL,
-                task_kwargs={"listops": dict(filter="conv", kernel_size=32, stride=1)},  # Table 2
-                flags=CONVLUNA_FLAGS))
+register(
+    Family(
+        "convluna",
+        ConvLunaAttention,
+        "ConvLuna-{memory_size}",
+        kwargs=dict(filter="maxpool", kernel_size=4, stride=1),
+        model=MEMORY_FAMILY_MODEL,
+        task_kwargs={"listops": dict(filter="conv", kernel_size=32, stride=1)},  # Table 2
+        flags=CONVLUNA_FLAGS,
+    )
+)
 register(Family("clustered", ClusteredAttention, "Clustered-{num_clusters}", kwargs=_CLUSTERS))
-register(Family("improved_clustered", ImprovedClusteredAttention, "i-Clustered-{num_clusters}",
-                kwargs=dict(num_clusters=100, topk=32, bits=63, iterations=10)))
+register(
+    Family(
+        "improved_clustered",
+        ImprovedClusteredAttention,
+        "i-Clustered-{num_clusters}",
+        kwargs=dict(num_clusters=100, topk=32, bits=63, iterations=10),
+    )
+)
 register(Family("agglomerative", AgglomerativeAttention, "Agglomerative"))
-register(Family("dispersed", DispersedAttention, "Dispersed", kwargs=dict(window=4, max_gap=180),
-                model=dict(norm="pre"), task_model={t: dict(pooling="cls") for t in _LRA_TASKS_CLS}))
+register(
+    Family(
+        "dispersed",
+        DispersedAttention,
+        "Dispersed",
+        kwargs=dict(window=4, max_gap=180),
+        model=dict(norm="pre"),
+        task_model={t: dict(pooling="cls") for t in _LRA_TASKS_CLS},
+    )
+)
 register(Family("linear", LinearAttention, "Linear"))
 register(Family("gated_linear", GatedLinearAttention, "Gated Linear"))
 
@@ -129,9 +154,7 @@ def family(name: str) -> Family:
     try:
         return FAMILIES[name]
     except KeyError:
-        raise InputError(
-            f"unknown attention {name!r}; valid names: {', '.join(sorted(FAMILIES))}"
-        ) from None
+        raise InputError(f"unknown attention {name!r}; valid names: {', '.join(sorted(FAMILIES))}") from None
 
 
 def get(name: str) -> type[Attention]:

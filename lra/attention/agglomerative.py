@@ -66,8 +66,10 @@ def class_averages(
         mass = jnp.cumsum(w_BxNxM, axis=1)
     else:
         sums = jnp.einsum(
-            "bklm,bklmc->bkmc", split_chunks(w_BxNxM.astype(v_BxNxMxC.dtype), chunk_size),
-            split_chunks(v_BxNxMxC, chunk_size), preferred_element_type=jnp.float32,
+            "bklm,bklmc->bkmc",
+            split_chunks(w_BxNxM.astype(v_BxNxMxC.dtype), chunk_size),
+            split_chunks(v_BxNxMxC, chunk_size),
+            preferred_element_type=jnp.float32,
         ).sum(axis=1, keepdims=True)
         mass = jnp.sum(w_BxNxM, axis=1, keepdims=True)
     return sums / jnp.maximum(mass, epsilon)[..., None]
@@ -111,9 +113,7 @@ class AgglomerativeAttention(Attention):
         m = self.classes
 
         def assignments(name: str) -> jax.Array:  # B x N x M, float32
-            logits = nn.Dense(
-                m, dtype=self.dtype, kernel_init=nn.initializers.xavier_uniform(), name=name
-            )(x_BxNxD)
+            logits = nn.Dense(m, dtype=self.dtype, kernel_init=nn.initializers.xavier_uniform(), name=name)(x_BxNxD)
             return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
 
         c_key_BxNxM = assignments("key_classes")

@@ -73,8 +73,9 @@ class MemoryAttention(Protocol):
     uses_memory: ClassVar[bool]
     memory_size: int
 
-    def __call__(self, x_BxNxD: jax.Array, mask_BxN: jax.Array, memory: jax.Array | None = None,
-                 deterministic: bool = True) -> tuple[jax.Array, jax.Array]: ...
+    def __call__(
+        self, x_BxNxD: jax.Array, mask_BxN: jax.Array, memory: jax.Array | None = None, deterministic: bool = True
+    ) -> tuple[jax.Array, jax.Array]: ...
 
 
 def memory_cells(cls: type[Attention], options: Mapping[str, Any]) -> int:
@@ -84,8 +85,10 @@ def memory_cells(cls: type[Attention], options: Mapping[str, Any]) -> int:
     if not cls.uses_memory:
         raise TypeError(f"{cls.__name__} has no memory (uses_memory is False): it has no memory cells")
     if "memory_size" not in getattr(cls, "__dataclass_fields__", {}):
-        raise TypeError(f"{cls.__name__} sets uses_memory = True but declares no memory_size field "
-                        f"(lra.attention.base.MemoryAttention)")
+        raise TypeError(
+            f"{cls.__name__} sets uses_memory = True but declares no memory_size field "
+            f"(lra.attention.base.MemoryAttention)"
+        )
     return options.get("memory_size", cls.memory_size)  # type: ignore[attr-defined]
 
 
@@ -165,17 +168,31 @@ def per_chunk(summary_Bx___: jax.Array, num_chunks: int) -> jax.Array:
 
 @overload
 def dot_product_attention(
-    q_BxNxHxD: jax.Array, k_BxMxHxD: jax.Array, v_BxMxHxD: jax.Array, kv_mask_BxM: jax.Array | None, *,
-    scale: jax.Array | float | None = None, dropout_rate: float = 0.0, dropout_rng: jax.Array | None = None,
-    deterministic: bool = True, return_weights: Literal[False] = False,
+    q_BxNxHxD: jax.Array,
+    k_BxMxHxD: jax.Array,
+    v_BxMxHxD: jax.Array,
+    kv_mask_BxM: jax.Array | None,
+    *,
+    scale: jax.Array | float | None = None,
+    dropout_rate: float = 0.0,
+    dropout_rng: jax.Array | None = None,
+    deterministic: bool = True,
+    return_weights: Literal[False] = False,
 ) -> jax.Array: ...
 
 
 @overload
 def dot_product_attention(
-    q_BxNxHxD: jax.Array, k_BxMxHxD: jax.Array, v_BxMxHxD: jax.Array, kv_mask_BxM: jax.Array | None, *,
-    scale: jax.Array | float | None = None, dropout_rate: float = 0.0, dropout_rng: jax.Array | None = None,
-    deterministic: bool = True, return_weights: Literal[True],
+    q_BxNxHxD: jax.Array,
+    k_BxMxHxD: jax.Array,
+    v_BxMxHxD: jax.Array,
+    kv_mask_BxM: jax.Array | None,
+    *,
+    scale: jax.Array | float | None = None,
+    dropout_rate: float = 0.0,
+    dropout_rng: jax.Array | None = None,
+    deterministic: bool = True,
+    return_weights: Literal[True],
 ) -> tuple[jax.Array, jax.Array]: ...
 
 
@@ -199,9 +216,7 @@ def dot_product_attention(
     """
     if scale is None:
         scale = q_BxNxHxD.shape[-1] ** -0.5
-    logits_BxHxNxM = jnp.einsum(
-        "bnhd,bmhd->bhnm", q_BxNxHxD, k_BxMxHxD, preferred_element_type=jnp.float32
-    )
+    logits_BxHxNxM = jnp.einsum("bnhd,bmhd->bhnm", q_BxNxHxD, k_BxMxHxD, preferred_element_type=jnp.float32)
     logits_BxHxNxM = logits_BxHxNxM * scale
     if kv_mask_BxM is not None:
         logits_BxHxNxM = logits_BxHxNxM + key_mask_bias(kv_mask_BxM)

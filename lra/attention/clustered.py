@@ -108,9 +108,7 @@ TOP_BLOCK = 128  # queries per step of improved clustered's top-k attention (fas
 # ----------------------------------------------------------------------------------- clustering
 
 
-def lsh_planes(
-    rng: jax.Array, bits: int, dim: int, hash_bias: bool = True
-) -> tuple[jax.Array, jax.Array]:
+def lsh_planes(rng: jax.Array, bits: int, dim: int, hash_bias: bool = True) -> tuple[jax.Array, jax.Array]:
     """Random hyperplanes (bits x dim) and thresholds (bits,) for hashing queries."""
     planes = jax.random.normal(rng, (bits, dim + 1), jnp.float32)
     thresholds = planes[:, -1] if hash_bias else jnp.zeros((bits,), jnp.float32)
@@ -175,8 +173,7 @@ def nearest_centroids(words_WxBxHxN: jax.Array, centroids_WxBxHxC: jax.Array) ->
     init = (jnp.full(shape, jnp.iinfo(jnp.int32).max, jnp.int32), jnp.zeros(shape, jnp.int32))
     # Unrolled by ASSIGN_UNROLL: XLA fuses the steps into one pass over N (measured 3x faster
     # than a step per loop iteration, and 10-20x faster than an argmin over an N x C array).
-    _, idx_BxHxN = jax.lax.fori_loop(0, num_clusters, step, init,
-                                     unroll=min(ASSIGN_UNROLL, num_clusters))
+    _, idx_BxHxN = jax.lax.fori_loop(0, num_clusters, step, init, unroll=min(ASSIGN_UNROLL, num_clusters))
     return idx_BxHxN
 
 
@@ -202,8 +199,7 @@ def _random_real_indices(mask_BxN: jax.Array, count: int, rng: jax.Array) -> jax
     padded length (extra padding never changes the seeds); like the released code, one draw is
     shared by the batch, so a sequence's seeds do not depend on its batch slot.
     """
-    u_N = jax.vmap(lambda n: jax.random.uniform(jax.random.fold_in(rng, n)))(
-        jnp.arange(mask_BxN.shape[-1]))
+    u_N = jax.vmap(lambda n: jax.random.uniform(jax.random.fold_in(rng, n)))(jnp.arange(mask_BxN.shape[-1]))
     # The real positions in random order (priorities < 1), then the padding.
     order = jnp.argsort(jnp.where(mask_BxN, u_N, 2.0), axis=-1)
     return _leading_real(order, mask_BxN, count)
@@ -218,7 +214,10 @@ def _leading_real(order_BxN: jax.Array, mask_BxN: jax.Array, count: int) -> jax.
 
 
 def cluster_sums(
-    x_BxHxNxF: jax.Array, clusters_BxHxN: jax.Array, mask_BxN: jax.Array, num_clusters: int,
+    x_BxHxNxF: jax.Array,
+    clusters_BxHxN: jax.Array,
+    mask_BxN: jax.Array,
+    num_clusters: int,
     dtype: Dtype = jnp.float32,
 ) -> jax.Array:
     """Sums (in ``dtype``, float32 by default) of the real rows of each cluster, B x H x C x F.
@@ -231,17 +230,19 @@ def cluster_sums(
     segments = clusters_BxHxN + num_clusters * jnp.arange(b * h).reshape(b, h, 1)
     segments = jnp.where(mask_BxN[:, None, :], segments, b * h * num_clusters)
     dims = jax.lax.ScatterDimensionNumbers(
-        update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+        update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,)
+    )
     sums = jax.lax.scatter_add(
-        jnp.zeros((b * h * num_clusters + 1, f), dtype), segments.reshape(-1, 1),
-        x_BxHxNxF.reshape(b * h * n, f).astype(dtype), dims,
-        mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)  # the segment ids are all in range
+        jnp.zeros((b * h * num_clusters + 1, f), dtype),
+        segments.reshape(-1, 1),
+        x_BxHxNxF.reshape(b * h * n, f).astype(dtype),
+        dims,
+        mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+    )  # the segment ids are all in range
     return sums[:-1].reshape(b, h, num_clusters, f)
 
 
-def _farthest_point_init(
-    words_WxBxHxN: jax.Array, real_Bx1xN: jax.Array, num_clusters: int
-) -> jax.Array:
+def _farthest_point_init(words_WxBxHxN: jax.Array, real_Bx1xN: jax.Array, num_clusters: int) -> jax.Array:
     """Greedy farthest-point seeding in Hamming space: packed centroids, W x B x H x C.
 
     Inherently sequential (each pick depends on the previous ones): C - 1 steps, each one XOR +
@@ -363,8 +364,9 @@ def cluster_queries(
     """
     q_BxHxNxD = jax.lax.stop_gradient(q_BxNxHxD).transpose(0, 2, 1, 3)
     planes, thresholds = lsh_planes(rng, bits, q_BxHxNxD.shape[-1], hash_bias)
-    clusters = hamming_kmeans_bits(hash_bits(q_BxHxNxD, planes, thresholds), mask_BxN,
-                                   num_clusters, iterations, init, jax.random.fold_in(rng, 1))
+    clusters = hamming_kmeans_bits(
+        hash_bits(q_BxHxNxD, planes, thresholds), mask_BxN, num_clusters, iterations, init, jax.random.fold_in(rng, 1)
+    )
     return jax.lax.stop_gradient(clusters)
 
 
@@ -384,12 +386,12 @@ def _centroid_attention(
     """
     q_BxHxNxD = q_BxNxHxD.transpose(0, 2, 1, 3)
     ones = jnp.ones(q_BxHxNxD.shape[:3] + (1,), q_BxNxHxD.dtype)
-    sums = cluster_sums(jnp.concatenate([q_BxHxNxD, ones], -1), clusters_BxHxN, mask_BxN,
-                        num_clusters)
+    sums = cluster_sums(jnp.concatenate([q_BxHxNxD, ones], -1), clusters_BxHxN, mask_BxN, num_clusters)
     centroids_BxHxCxD = (sums[..., :-1] / jnp.maximum(sums[..., -1:], 1.0)).astype(q_BxNxHxD.dtype)
     scale = q_BxNxHxD.shape[-1] ** -0.5
-    logits_BxHxCxN = jnp.einsum("bhcd,bnhd->bhcn", centroids_BxHxCxD, k_BxNxHxD,
-                                preferred_element_type=jnp.float32) * scale
+    logits_BxHxCxN = (
+        jnp.einsum("bhcd,bnhd->bhcn", centroids_BxHxCxD, k_BxNxHxD, preferred_element_type=jnp.float32) * scale
+    )
     logits_BxHxCxN = logits_BxHxCxN + key_mask_bias(mask_BxN)
     return logits_BxHxCxN, softmax(logits_BxHxCxN)
 
@@ -476,7 +478,7 @@ def _top_attention(
 
     def blocks(x: jax.Array, axis: int) -> jax.Array:  # -> NB x ... (axis split in NB x T)
         x = jnp.pad(x, [(0, pad if i == axis else 0) for i in range(x.ndim)])
-        x = x.reshape(x.shape[:axis] + (nb, t) + x.shape[axis + 1:])
+        x = x.reshape(x.shape[:axis] + (nb, t) + x.shape[axis + 1 :])
         return jnp.moveaxis(x, axis, 0)
 
     # Head-major blocks, so that the per-query products are batched over (b, h, t) in the
@@ -485,19 +487,21 @@ def _top_attention(
     def one_block(carry: None, xs: tuple[jax.Array, ...]) -> tuple[None, jax.Array]:
         q_BxHxTxD, clusters_BxHxT, keep_BxHxTxK = xs
         k_BxHxTxKxD = _per_query(ktop_BxHxCxKxD, clusters_BxHxT)
-        logits_BxHxTxK = jnp.einsum("bhtd,bhtkd->bhtk", q_BxHxTxD, k_BxHxTxKxD,
-                                    preferred_element_type=jnp.float32) * scale
-        logits_BxHxTxK = jnp.where(_per_query(real_BxHxCxK, clusters_BxHxT), logits_BxHxTxK,
-                                   MASK_LOGIT)
+        logits_BxHxTxK = (
+            jnp.einsum("bhtd,bhtkd->bhtk", q_BxHxTxD, k_BxHxTxKxD, preferred_element_type=jnp.float32) * scale
+        )
+        logits_BxHxTxK = jnp.where(_per_query(real_BxHxCxK, clusters_BxHxT), logits_BxHxTxK, MASK_LOGIT)
         w_BxHxTxK = softmax(logits_BxHxTxK) * _per_query(mass_BxHxC, clusters_BxHxT)[..., None]
         if keep_BxHxTxK is not None:
             w_BxHxTxK = w_BxHxTxK * keep_BxHxTxK
         v_BxHxTxKxD = _per_query(vtop_BxHxCxKxD, clusters_BxHxT)
-        return carry, jnp.einsum("bhtk,bhtkd->bhtd", w_BxHxTxK.astype(vtop_BxHxCxKxD.dtype),
-                                 v_BxHxTxKxD)
+        return carry, jnp.einsum("bhtk,bhtkd->bhtd", w_BxHxTxK.astype(vtop_BxHxCxKxD.dtype), v_BxHxTxKxD)
 
-    xs = (blocks(q_BxNxHxD.transpose(0, 2, 1, 3), 2), blocks(clusters_BxHxN, 2),
-          None if keep_BxHxNxK is None else blocks(keep_BxHxNxK, 2))
+    xs = (
+        blocks(q_BxNxHxD.transpose(0, 2, 1, 3), 2),
+        blocks(clusters_BxHxN, 2),
+        None if keep_BxHxNxK is None else blocks(keep_BxHxNxK, 2),
+    )
     _, y_NBxBxHxTxD = jax.lax.scan(one_block, None, xs)
     y_BxHxNxD = jnp.moveaxis(y_NBxBxHxTxD, 0, 2).reshape(b, h, nb * t, dh)[:, :, :n]
     return y_BxHxNxD.transpose(0, 2, 1, 3)
@@ -523,8 +527,7 @@ def improved_clustered_attention(
     as A^c V minus A^c's top-k part times the top values (C x K x D), so no dense "not top"
     mask is built (identical up to float rounding, dropout included).
     """
-    logits_BxHxCxN, a_BxHxCxN = _centroid_attention(
-        q_BxNxHxD, k_BxNxHxD, mask_BxN, clusters_BxHxN, num_clusters)
+    logits_BxHxCxN, a_BxHxCxN = _centroid_attention(q_BxNxHxD, k_BxNxHxD, mask_BxN, clusters_BxHxN, num_clusters)
     k_top = min(topk, k_BxNxHxD.shape[1])
     _, top_BxHxCxK = jax.lax.top_k(jax.lax.stop_gradient(logits_BxHxCxN), k_top)
     a_top_BxHxCxK = jnp.take_along_axis(a_BxHxCxN, top_BxHxCxK, axis=-1)
@@ -541,9 +544,9 @@ def improved_clustered_attention(
     a_BxHxCxN = _dropout(a_BxHxCxN, dropout_rate, rng_bottom)
     a_top_BxHxCxK = jnp.take_along_axis(a_BxHxCxN, top_BxHxCxK, axis=-1)
     vtop_BxHxCxKxD = top_rows(v_BxNxHxD)
-    vb_BxHxCxD = (jnp.einsum("bhcn,bnhd->bhcd", a_BxHxCxN.astype(v_BxNxHxD.dtype), v_BxNxHxD)
-                  - jnp.einsum("bhck,bhckd->bhcd", a_top_BxHxCxK.astype(v_BxNxHxD.dtype),
-                               vtop_BxHxCxKxD))
+    vb_BxHxCxD = jnp.einsum("bhcn,bnhd->bhcd", a_BxHxCxN.astype(v_BxNxHxD.dtype), v_BxNxHxD) - jnp.einsum(
+        "bhck,bhckd->bhcd", a_top_BxHxCxK.astype(v_BxNxHxD.dtype), vtop_BxHxCxKxD
+    )
 
     # V^t (eq. 16): each query's exact softmax over its cluster's top-k keys, scaled by m^_j.
     real_BxHxCxK = jax.vmap(lambda m_N, i_HxCxK: m_N[i_HxCxK])(mask_BxN, top_BxHxCxK)
@@ -552,8 +555,9 @@ def improved_clustered_attention(
         b, n, h, _ = q_BxNxHxD.shape
         kept = jax.random.bernoulli(rng_top, 1.0 - dropout_rate, (b, h, n, k_top))
         keep = jnp.where(kept, 1.0 / (1.0 - dropout_rate), 0.0)
-    vt_BxNxHxD = _top_attention(q_BxNxHxD, top_rows(k_BxNxHxD), vtop_BxHxCxKxD, real_BxHxCxK,
-                                mass_BxHxC, clusters_BxHxN, keep, block)
+    vt_BxNxHxD = _top_attention(
+        q_BxNxHxD, top_rows(k_BxNxHxD), vtop_BxHxCxKxD, real_BxHxCxK, mass_BxHxC, clusters_BxHxN, keep, block
+    )
     return vt_BxNxHxD + _per_query(vb_BxHxCxD, clusters_BxHxN).transpose(0, 2, 1, 3)
 
 
@@ -567,18 +571,18 @@ def attention_matrix(
 ) -> jax.Array:
     """Dense attention rows (B x H x N x N) of clustered (``topk=None``, A^c broadcast to each
     query) or improved clustered attention (A^t of eq. 10). Small N only: tests and plots."""
-    logits_BxHxCxN, a_BxHxCxN = _centroid_attention(
-        q_BxNxHxD, k_BxNxHxD, mask_BxN, clusters_BxHxN, num_clusters)
+    logits_BxHxCxN, a_BxHxCxN = _centroid_attention(q_BxNxHxD, k_BxNxHxD, mask_BxN, clusters_BxHxN, num_clusters)
     rows_BxHxNxN = _per_query(a_BxHxCxN, clusters_BxHxN)
     if topk is None:
         return rows_BxHxNxN
     _, top_BxHxCxK = jax.lax.top_k(logits_BxHxCxN, min(topk, k_BxNxHxD.shape[1]))
-    is_top_BxHxCxN = jnp.put_along_axis(jnp.zeros(a_BxHxCxN.shape, bool), top_BxHxCxK, True,
-                                        axis=-1, inplace=False)
+    is_top_BxHxCxN = jnp.put_along_axis(jnp.zeros(a_BxHxCxN.shape, bool), top_BxHxCxK, True, axis=-1, inplace=False)
     is_top_BxHxNxN = _per_query(is_top_BxHxCxN, clusters_BxHxN)
     mass_BxHxNx1 = jnp.sum(jnp.where(is_top_BxHxNxN, rows_BxHxNxN, 0.0), -1, keepdims=True)
-    full_logits = jnp.einsum("bnhd,bmhd->bhnm", q_BxNxHxD, k_BxNxHxD,
-                             preferred_element_type=jnp.float32) * q_BxNxHxD.shape[-1] ** -0.5
+    full_logits = (
+        jnp.einsum("bnhd,bmhd->bhnm", q_BxNxHxD, k_BxNxHxD, preferred_element_type=jnp.float32)
+        * q_BxNxHxD.shape[-1] ** -0.5
+    )
     full_logits = jnp.where(is_top_BxHxNxN & mask_BxN[:, None, None, :], full_logits, MASK_LOGIT)
     top_rows = jax.nn.softmax(full_logits, axis=-1) * mass_BxHxNx1
     return jnp.where(is_top_BxHxNxN, top_rows, rows_BxHxNxN)
@@ -611,14 +615,15 @@ class ClusteredAttention(Attention):
             raise InputError(
                 f"{type(self).__name__}: num_clusters={self.num_clusters} and bits={self.bits} "
                 f"must be >= 1 and iterations={self.iterations} >= 0 "
-                "(config.model.attention_kwargs)")
+                "(config.model.attention_kwargs)"
+            )
         if self.kmeans_init not in INITS:
-            raise InputError(
-                f"{type(self).__name__}: kmeans_init={self.kmeans_init!r} is not one of {INITS}")
+            raise InputError(f"{type(self).__name__}: kmeans_init={self.kmeans_init!r} is not one of {INITS}")
 
     def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
-        return clustered_attention(q, k, v, mask, clusters, self.num_clusters,
-                                   dropout_rate=self.dropout_rate, dropout_rng=dropout_rng)
+        return clustered_attention(
+            q, k, v, mask, clusters, self.num_clusters, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng
+        )
 
     @nn.compact
     def __call__(
@@ -632,8 +637,8 @@ class ClusteredAttention(Attention):
         q, k, v = project_qkv(self, x_BxNxD)
         rng = self.make_rng("attention") if self.has_rng("attention") else jax.random.key(0)
         clusters_BxHxN = cluster_queries(
-            q, mask_BxN, rng, self.num_clusters, self.bits, self.iterations, self.hash_bias,
-            self.kmeans_init)
+            q, mask_BxN, rng, self.num_clusters, self.bits, self.iterations, self.hash_bias, self.kmeans_init
+        )
         dropout_rng = self.dropout_rng(deterministic)
         y_BxNxHxDh = self._attend(q, k, v, mask_BxN, clusters_BxHxN, dropout_rng)
         y = project_out(self, zero_padding(y_BxNxHxDh, mask_BxN), x_BxNxD.shape[-1])
@@ -656,5 +661,6 @@ class ImprovedClusteredAttention(ClusteredAttention):
 
     def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
         topk = min(self.topk, k.shape[1])  # clip here too: one compilation for every topk >= N
-        return improved_clustered_attention(q, k, v, mask, clusters, self.num_clusters, topk,
-                                            dropout_rate=self.dropout_rate, dropout_rng=dropout_rng)
+        return improved_clustered_attention(
+            q, k, v, mask, clusters, self.num_clusters, topk, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng
+        )

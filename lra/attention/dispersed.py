@@ -96,7 +96,6 @@ ALIAS_PAD = 48  # extra columns per plane (see the module docstring)
 DEFAULT_CHUNK_SIZE = 256  # positions per chunk (see the module docstring)
 
 
-
 def offsets(window: int = PAPER_WINDOW, max_gap: int = PAPER_MAX_GAP) -> np.ndarray:
     """Sorted relative key offsets ``j - i`` of Algorithm 2 (0, the query itself, included)."""
     if window < 0 or max_gap < 1:
@@ -136,8 +135,7 @@ def _tree_sum(terms: Sequence[jax.Array]) -> jax.Array:
     """Pairwise sum: independent adds (more parallel than a running sum; XLA keeps the order)."""
     terms = list(terms)
     while len(terms) > 1:
-        terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
-                 for i in range(0, len(terms), 2)]
+        terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
     return terms[0]
 
 
@@ -170,9 +168,11 @@ def _chunk_length(chunk_size: int, n: int, rows: int, planes: int) -> int:
     for one set: see the module docstring), then the least padding."""
     if n <= chunk_size:
         return n
+
     def score(c: int) -> tuple[int, int, int]:
         stride = 4 * rows * c
         return len({(p * stride % 4096) // 64 for p in range(planes)}), -_round_up(n, c), c
+
     return max(range(chunk_size - chunk_size % 8, max(8, chunk_size // 2) - 1, -8), key=score)
 
 
@@ -222,8 +222,13 @@ def _padded(x_Bx___xN: jax.Array, chunk: int) -> jax.Array:
     return jnp.concatenate([zeros(chunk), x_Bx___xN, zeros(chunk + ALIAS_PAD)], axis=-1)
 
 
-def _row_scan(a_DxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Array,
-              finish: Callable[..., jax.Array], extra_xs: tuple[jax.Array, ...]) -> jax.Array:
+def _row_scan(
+    a_DxBxHxL: jax.Array,
+    x2_DxBxHxM: jax.Array,
+    starts_R: jax.Array,
+    finish: Callable[..., jax.Array],
+    extra_xs: tuple[jax.Array, ...],
+) -> jax.Array:
     """Rows r of ``finish(s_r, *extra_r)`` with s_r[b, h, i] = sum_c a[c, b, h, i] x[c, b, h, starts[r] + i].
 
     A scan over the rows; each step reads the D planes once, shifted by one dynamic slice per
@@ -233,8 +238,12 @@ def _row_scan(a_DxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Array,
 
     def step(carry: None, xs):
         start, *extra = xs
-        s_BxHxL = _tree_sum([a_DxBxHxL[c] * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM[c], start, width, axis=2)
-                             for c in range(a_DxBxHxL.shape[0])])
+        s_BxHxL = _tree_sum(
+            [
+                a_DxBxHxL[c] * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM[c], start, width, axis=2)
+                for c in range(a_DxBxHxL.shape[0])
+            ]
+        )
         return carry, finish(s_BxHxL, start, *extra)
 
     return jax.lax.scan(step, None, (starts_R, *extra_xs))[1]
@@ -248,6 +257,7 @@ def _softmax_rows(s_RxBxHxL: jax.Array) -> jax.Array:
     (jax.nn.softmax) took ~5 ns an element, and keeping the running sums in the scan that
     computes the logits made XLA recompute every logit row three times.
     """
+
     def running(carry, s_BxHxL):
         top, total = carry
         new_top = jnp.maximum(top, s_BxHxL)
@@ -271,8 +281,11 @@ def _weighted_sum(w_RxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Arr
 
     def step(acc: jax.Array, xs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
         g, starts_G = xs
-        terms = [jax.lax.dynamic_slice(w_RxBxHxL, (g * group + i, 0, 0, 0), row_shape)
-                 * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM, starts_G[i], width, axis=3) for i in range(group)]
+        terms = [
+            jax.lax.dynamic_slice(w_RxBxHxL, (g * group + i, 0, 0, 0), row_shape)
+            * jax.lax.dynamic_slice_in_dim(x2_DxBxHxM, starts_G[i], width, axis=3)
+            for i in range(group)
+        ]
         return acc + _tree_sum(terms), None
 
     acc0 = jnp.zeros(x2_DxBxHxM.shape[:3] + (width,), jnp.float32)
@@ -349,7 +362,7 @@ def _pattern_attention_bwd(key, residuals, dy_BxNxHxD):
     xs = (jnp.asarray(starts_CxR), w_chunks, keep, q_chunks, dy_chunks, y_chunks)
     (dk2, dv2), dq_chunks = jax.lax.scan(query_step, (zeros, zeros), xs)
     dtype = dy_BxNxHxD.dtype  # q, k, v and y share the module dtype
-    unplanes = lambda x: jnp.transpose(x[..., t.chunk:t.chunk + t.n], (1, 3, 2, 0)).astype(dtype)  # noqa: E731
+    unplanes = lambda x: jnp.transpose(x[..., t.chunk : t.chunk + t.n], (1, 3, 2, 0)).astype(dtype)  # noqa: E731
     return _unchunks(dq_chunks, t.n, dtype), unplanes(dk2), unplanes(dv2), None, None
 
 
@@ -359,8 +372,7 @@ _pattern_attention.defvjp(_pattern_attention_fwd, _pattern_attention_bwd)
 def _group_size(num_offsets: int, block_size: int) -> int:
     """Offsets per step: in [block_size / 2, block_size], wasting the fewest dummy offsets."""
     most = max(1, min(block_size, num_offsets))
-    return min(range(max(1, most // 2), most + 1),
-               key=lambda g: (-(-num_offsets // g) * g - num_offsets, -g))
+    return min(range(max(1, most // 2), most + 1), key=lambda g: (-(-num_offsets // g) * g - num_offsets, -g))
 
 
 def dispersed_attention(

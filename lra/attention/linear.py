@@ -91,8 +91,12 @@ def summarize(k_BxNxHxK: jax.Array, v_BxNxHxV: jax.Array, chunk_size: int) -> ja
     Summed chunk by chunk (see ``read``): one Dh x Dh partial sum per chunk of ``chunk_size``
     tokens, then a sum over the chunks.
     """
-    kv_BxCxHxKxV = jnp.einsum("bclhk,bclhv->bchkv", split_chunks(k_BxNxHxK, chunk_size),
-                              split_chunks(v_BxNxHxV, chunk_size), preferred_element_type=jnp.float32)
+    kv_BxCxHxKxV = jnp.einsum(
+        "bclhk,bclhv->bchkv",
+        split_chunks(k_BxNxHxK, chunk_size),
+        split_chunks(v_BxNxHxV, chunk_size),
+        preferred_element_type=jnp.float32,
+    )
     return kv_BxCxHxKxV.sum(axis=1)
 
 

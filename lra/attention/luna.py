@@ -121,8 +121,10 @@ CONVLUNA_FLAGS: dict[str, dict[str, Any]] = {
     },
     # Appendix D's stride (Table 2: 1 everywhere), "the main hyperparameter to trade the throughput
     # for performance"; with ``reference`` the windows are the published code's ('valid').
-    **{f"stride{s}": {"attention_kwargs": {"stride": s}, "label": f"ConvLuna-{{memory_size}} stride {s}"}
-       for s in (2, 4)},
+    **{
+        f"stride{s}": {"attention_kwargs": {"stride": s}, "label": f"ConvLuna-{{memory_size}} stride {s}"}
+        for s in (2, 4)
+    },
 }
 
 
@@ -157,8 +159,9 @@ class _Layers(NamedTuple):
 def _make_layer(name: str, num_heads: int, head_dim: int, features: int, dtype: Dtype) -> nn.Module:
     """W^Q, W^K, W^V (D -> H x Dh) or W^O (H x Dh -> D) in the current module scope, named as softmax's."""
     if name == "out":
-        return nn.DenseGeneral(features, axis=(-2, -1), dtype=dtype,
-                               kernel_init=nn.initializers.xavier_uniform(), name="out")
+        return nn.DenseGeneral(
+            features, axis=(-2, -1), dtype=dtype, kernel_init=nn.initializers.xavier_uniform(), name="out"
+        )
     return dense_heads(num_heads, head_dim, name, dtype)
 
 
@@ -189,8 +192,7 @@ def _maxpool_same(x_BxNxHxDh: jax.Array, kernel_size: int) -> jax.Array:
     """
     x_BxHxNxDh = jnp.transpose(x_BxNxHxDh, (0, 2, 1, 3))
     n, left = x_BxHxNxDh.shape[2], (kernel_size - 1) // 2
-    xp = jnp.pad(x_BxHxNxDh, ((0, 0), (0, 0), (left, kernel_size - 1 - left), (0, 0)),
-                 constant_values=-jnp.inf)
+    xp = jnp.pad(x_BxHxNxDh, ((0, 0), (0, 0), (left, kernel_size - 1 - left), (0, 0)), constant_values=-jnp.inf)
     y = xp[:, :, :n]
     for t in range(1, kernel_size):  # K shifted slices: O(N D) memory, fused by XLA
         y = jnp.maximum(y, xp[:, :, t : t + n])
@@ -316,8 +318,10 @@ class LunaAttention(Attention):
             raise InputError(f"attention_kwargs.filter_padding={self.filter_padding!r}; valid: {', '.join(WINDOWS)}")
         shared_projections(self.share_projections)  # raises on a bad value
         if self.freeze_temperature and not self.learn_temperature:
-            raise InputError("attention_kwargs.freeze_temperature=True fixes the learned temperature at its initial "
-                             "value: it needs learn_temperature=True (without it the logits are scaled by Dh^-1/2)")
+            raise InputError(
+                "attention_kwargs.freeze_temperature=True fixes the learned temperature at its initial "
+                "value: it needs learn_temperature=True (without it the logits are scaled by Dh^-1/2)"
+            )
         for field in ("memory_size", "kernel_size", "stride"):
             if getattr(self, field) < 1:
                 raise InputError(f"attention_kwargs.{field} must be >= 1, got {getattr(self, field)}")
@@ -370,8 +374,15 @@ class LunaAttention(Attention):
                 scale = jnp.exp(-self.param("log_temperature", nn.initializers.zeros, ()))
         dropout_rng = self.dropout_rng(deterministic)
         y, weights_BxHxQxK = dot_product_attention(
-            q, k, v, kv_mask_BxK, scale=scale, dropout_rate=self.dropout_rate,
-            dropout_rng=dropout_rng, deterministic=deterministic, return_weights=True,
+            q,
+            k,
+            v,
+            kv_mask_BxK,
+            scale=scale,
+            dropout_rate=self.dropout_rate,
+            dropout_rng=dropout_rng,
+            deterministic=deterministic,
+            return_weights=True,
         )
         if packing:  # for lra.diagnose (no-ops unless the "intermediates" collection is mutable)
             self.sow("intermediates", "packing_weights", weights_BxHxQxK)
@@ -403,12 +414,10 @@ class LunaAttention(Attention):
 
         pack, unpack = layers("pack"), layers("unpack")
 
-        packed_BxMxHxDh = self._attend(pack, memory, x_BxNxD, mask_BxN, packing=True,
-                                       deterministic=deterministic)
+        packed_BxMxHxDh = self._attend(pack, memory, x_BxNxD, mask_BxN, packing=True, deterministic=deterministic)
         packed_BxMxD = pack.out(packed_BxMxHxDh)
         # Unpacking attends to all M packed cells (no mask): they only ever saw real tokens.
-        y_BxNxHxDh = self._attend(unpack, x_BxNxD, packed_BxMxD, None, packing=False,
-                                  deterministic=deterministic)
+        y_BxNxHxDh = self._attend(unpack, x_BxNxD, packed_BxMxD, None, packing=False, deterministic=deterministic)
         y_BxNxD = unpack.out(zero_padding(y_BxNxHxDh, mask_BxN))
         return y_BxNxD, packed_BxMxD
 

@@ -23,8 +23,14 @@ from lra.attention.base import memory_cells
 ENCODER_MEMORY = "encoder memory"
 
 
-def parameter_tree(name: str, options: Mapping[str, Any] | None = None, num_heads: int = 4, qkv_dim: int = 64,
-                   features: int = 64, length: int = 32) -> dict[str, tuple[int, ...]]:
+def parameter_tree(
+    name: str,
+    options: Mapping[str, Any] | None = None,
+    num_heads: int = 4,
+    qkv_dim: int = 64,
+    features: int = 64,
+    length: int = 32,
+) -> dict[str, tuple[int, ...]]:
     """``{"query/kernel": (D, H, Dh), ...}`` of one block's ``name`` attention with ``options``
     (plus :data:`ENCODER_MEMORY` for a memory family); a wrong option raises the family's error."""
     options = dict(options or {})
@@ -36,25 +42,32 @@ def parameter_tree(name: str, options: Mapping[str, Any] | None = None, num_head
     memory = jax.ShapeDtypeStruct((1, cells, features), jnp.float32) if cls.uses_memory else None
     rngs = {"params": jax.random.key(0), "attention": jax.random.key(1)}
     variables = jax.eval_shape(lambda x, m, mem: module.init(rngs, x, m, memory=mem), x, mask, memory)
-    tree = {"/".join(path): tuple(leaf.shape)
-            for path, leaf in traverse_util.flatten_dict(dict(variables.get("params", {}))).items()}
+    tree = {
+        "/".join(path): tuple(leaf.shape)
+        for path, leaf in traverse_util.flatten_dict(dict(variables.get("params", {}))).items()
+    }
     if cls.uses_memory:
         tree[ENCODER_MEMORY] = (cells, features)
     return tree
 
 
-def tree_difference(a: Mapping[str, tuple[int, ...]], b: Mapping[str, tuple[int, ...]], name_a: str = "a",
-                    name_b: str = "b") -> str:
+def tree_difference(
+    a: Mapping[str, tuple[int, ...]], b: Mapping[str, tuple[int, ...]], name_a: str = "a", name_b: str = "b"
+) -> str:
     """What ``a`` has that ``b`` lacks and the reverse, in one clause, by module (a layer's kernel and
     bias are one name): ``"only convluna's: log_temperature; only clustered's: value; shapes differ: out"``."""
+
     def modules(keys: set[str]) -> list[str]:
         return sorted({k.rsplit("/", 1)[0] for k in keys})
 
     only_a = modules(set(a) - set(b))
     only_b = modules(set(b) - set(a))
     reshaped = modules({k for k in set(a) & set(b) if a[k] != b[k]})
-    parts = [f"{what}: {', '.join(keys)}" for what, keys in
-             ((f"only {name_a}'s", only_a), (f"only {name_b}'s", only_b), ("shapes differ", reshaped)) if keys]
+    parts = [
+        f"{what}: {', '.join(keys)}"
+        for what, keys in ((f"only {name_a}'s", only_a), (f"only {name_b}'s", only_b), ("shapes differ", reshaped))
+        if keys
+    ]
     return "; ".join(parts) or "none"
 
 

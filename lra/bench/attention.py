@@ -47,9 +47,25 @@ from lra.bench.attention_report import FLAT_TIME_FACTOR, LINEAR_MEMORY_SLACK, SP
 from lra.bench.device_info import compiled_bytes, environment, memory_stats
 from lra.bench.projections import REFERENCES, Projections
 
-__all__ = ["DEFAULT_LENGTHS", "FLAT_TIME_FACTOR", "LINEAR_MEMORY_SLACK", "REFERENCES", "SPEED_CHECK_LENGTH",
-           "Projections", "Settings", "attention_scores", "checks", "default_memory_limit", "environment",
-           "markdown", "measure_length", "parse_family", "plot", "run", "write_report"]
+__all__ = [
+    "DEFAULT_LENGTHS",
+    "FLAT_TIME_FACTOR",
+    "LINEAR_MEMORY_SLACK",
+    "REFERENCES",
+    "SPEED_CHECK_LENGTH",
+    "Projections",
+    "Settings",
+    "attention_scores",
+    "checks",
+    "default_memory_limit",
+    "environment",
+    "markdown",
+    "measure_length",
+    "parse_family",
+    "plot",
+    "run",
+    "write_report",
+]
 
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 
@@ -143,7 +159,10 @@ def _timed_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> float:
 
 
 def measure_length(
-    families: Sequence[str], n: int, s: Settings, skip: dict[str, str] | None = None,
+    families: Sequence[str],
+    n: int,
+    s: Settings,
+    skip: dict[str, str] | None = None,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """Measure every family at length ``n`` (each family's calls together). ``skip``: family -> reason."""
@@ -165,8 +184,11 @@ def measure_length(
             case["memory"] = compiled_bytes(compiled)
             total = (case["memory"] or {}).get("total_bytes")
             if total is not None and total > limit:
-                case.update(status="skipped", reason=f"predicted memory {total / 2**30:.1f} GiB > limit "
-                                                      f"{limit / 2**30:.1f} GiB (--max-memory-gb)")
+                case.update(
+                    status="skipped",
+                    reason=f"predicted memory {total / 2**30:.1f} GiB > limit "
+                    f"{limit / 2**30:.1f} GiB (--max-memory-gb)",
+                )
                 continue
             first = _timed_call(compiled, args)
         except Exception as e:  # one failing family must not stop the benchmark
@@ -192,8 +214,10 @@ def measure_length(
             if scores is not None:
                 case["scores"] = scores
                 case["ns_per_score"] = 1e9 * case["seconds"] / (s.batch * scores)
-        log(f"  {case['family']} N={n}: {case['status']} "
-            + (f"{case['seconds'] * 1e3:.1f} ms" if case["status"] == "ok" else case["reason"]))
+        log(
+            f"  {case['family']} N={n}: {case['status']} "
+            + (f"{case['seconds'] * 1e3:.1f} ms" if case["status"] == "ok" else case["reason"])
+        )
     return list(cases.values())
 
 
@@ -203,8 +227,12 @@ def _isolated_case(family: str, n: int, s: Settings) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-m", "lra.bench.attention", payload], capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {"family": family, "n": n, "status": "error",
-                "reason": f"subprocess exit {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+        return {
+            "family": family,
+            "n": n,
+            "status": "error",
+            "reason": f"subprocess exit {proc.returncode}: {proc.stderr.strip()[-300:]}",
+        }
     return json.loads(lines[-1])
 
 
@@ -219,7 +247,10 @@ def _child_main(payload: str) -> None:
 
 
 def run(
-    families: Sequence[str], lengths: Sequence[int], s: Settings, isolate: bool = False,
+    families: Sequence[str],
+    lengths: Sequence[int],
+    s: Settings,
+    isolate: bool = False,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """All cases, shortest length first; families too slow at one length skip the longer ones."""
@@ -239,21 +270,30 @@ def run(
             batch = measure_length(families, n, s, skip, log)
         for case in batch:
             if case["status"] == "ok" and case.get("first_call_seconds", 0.0) > s.max_seconds:
-                skip.setdefault(case["family"], f"one call at N={n} took {case['first_call_seconds']:.1f} s "
-                                                f"> --max-seconds-per-case {s.max_seconds:.0f}")
+                skip.setdefault(
+                    case["family"],
+                    f"one call at N={n} took {case['first_call_seconds']:.1f} s "
+                    f"> --max-seconds-per-case {s.max_seconds:.0f}",
+                )
         cases.extend(batch)
     return cases
 
 
-def write_report(cases: list[dict[str, Any]], s: Settings, out: Path, command: Sequence[str],
-                 name: str = "attention_scaling") -> dict[str, Path]:
+def write_report(
+    cases: list[dict[str, Any]], s: Settings, out: Path, command: Sequence[str], name: str = "attention_scaling"
+) -> dict[str, Path]:
     """Write ``name``.json, .md and .png under ``out``; return their paths."""
     out.mkdir(parents=True, exist_ok=True)
     from lra.training.provenance import stamp
 
     # the start and end commits at top level, as every experiment record has them (the audit reads them)
-    report = {**stamp(), "environment": environment(command), "settings": dataclasses.asdict(s),
-              "cases": cases, "checks": checks(cases)}
+    report = {
+        **stamp(),
+        "environment": environment(command),
+        "settings": dataclasses.asdict(s),
+        "cases": cases,
+        "checks": checks(cases),
+    }
     paths = {ext: out / f"{name}.{ext}" for ext in ("json", "md", "png")}
     paths["json"].write_text(json.dumps(report, indent=1) + "\n")
     paths["md"].write_text(markdown(report))

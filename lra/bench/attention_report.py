@@ -28,17 +28,18 @@ def checks(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if len(ok) >= 2:
             lo, hi = min(ok), max(ok)
             growth = ok[hi]["us_per_token"] / ok[lo]["us_per_token"]
-            result["time_per_token"] = dict(short=lo, long=hi, ratio=growth,
-                                            passed=growth <= FLAT_TIME_FACTOR)
+            result["time_per_token"] = dict(short=lo, long=hi, ratio=growth, passed=growth <= FLAT_TIME_FACTOR)
             if "ns_per_score" in ok[lo] and "ns_per_score" in ok[hi]:
                 per_score = ok[hi]["ns_per_score"] / ok[lo]["ns_per_score"]
-                result["time_per_score"] = dict(short=lo, long=hi, ratio=per_score,
-                                                passed=per_score <= FLAT_TIME_FACTOR)
+                result["time_per_score"] = dict(
+                    short=lo, long=hi, ratio=per_score, passed=per_score <= FLAT_TIME_FACTOR
+                )
             mem_lo, mem_hi = ((ok[k].get("memory") or {}).get("total_bytes") for k in (lo, hi))
             if mem_lo and mem_hi:
                 ratio = mem_hi / mem_lo
-                result["memory"] = dict(short=lo, long=hi, ratio=ratio, length_ratio=hi / lo,
-                                        passed=ratio <= LINEAR_MEMORY_SLACK * hi / lo)
+                result["memory"] = dict(
+                    short=lo, long=hi, ratio=ratio, length_ratio=hi / lo, passed=ratio <= LINEAR_MEMORY_SLACK * hi / lo
+                )
         if family != "softmax" and SPEED_CHECK_LENGTH in ok and SPEED_CHECK_LENGTH in soft:
             rel = ok[SPEED_CHECK_LENGTH]["seconds"] / soft[SPEED_CHECK_LENGTH]["seconds"]
             result["vs_softmax"] = dict(n=SPEED_CHECK_LENGTH, ratio=rel, passed=rel < 1.0)
@@ -90,10 +91,16 @@ def markdown(report: dict[str, Any]) -> str:
         f"{LINEAR_MEMORY_SLACK}× the length ratio (linear). Where the number of scores is set by a "
         "pattern (softmax N², dispersed's Algorithm 2), time per score gets the same flatness check.",
         "",
-        *(["`projections` is a reference row, not a family: the q/k/v/out projections alone, "
-           "y = out(q + k + v). Every family has these dense layers, so their time-per-token ratio "
-           "is what this machine charges before any attention is computed.", ""]
-          if any(c["family"].partition(":")[0] in REFERENCES for c in cases) else []),
+        *(
+            [
+                "`projections` is a reference row, not a family: the q/k/v/out projections alone, "
+                "y = out(q + k + v). Every family has these dense layers, so their time-per-token ratio "
+                "is what this machine charges before any attention is computed.",
+                "",
+            ]
+            if any(c["family"].partition(":")[0] in REFERENCES for c in cases)
+            else []
+        ),
         "| family | time/token long ÷ short | time/score long ÷ short | × softmax at 4K | memory long ÷ short |",
         "|---|---|---|---|---|",
     ]
@@ -119,9 +126,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
     try:
         import matplotlib
     except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f"{e}: the figure needs the tables extra, pip install -e \".[tables]\"; the "
-                                  "JSON is written: redraw it with scripts/bench_attention.py --replot JSON",
-                                  name=e.name) from e
+        raise ModuleNotFoundError(
+            f'{e}: the figure needs the tables extra, pip install -e ".[tables]"; the '
+            "JSON is written: redraw it with scripts/bench_attention.py --replot JSON",
+            name=e.name,
+        ) from e
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -142,8 +151,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
             style = dict(color="black", linestyle="--", marker="x", label=f"{family} (reference: dense layers only)")
         else:
             i = attention_families.index(family)
-            style = dict(color=colours[i % len(colours)], linestyle="-", marker=markers[i % len(markers)],
-                         label=family)
+            style = dict(color=colours[i % len(colours)], linestyle="-", marker=markers[i % len(markers)], label=family)
         if ns:
             ax_t.plot(ns, [ok[n]["seconds"] for n in ns], markersize=5, **style)
             mem = [(n, (ok[n].get("memory") or {}).get("total_bytes")) for n in ns]
@@ -157,19 +165,40 @@ def plot(report: dict[str, Any], path: Path) -> None:
         skipped_notes.append(f"{family} at N = {missed} {missing[0]['status']}: {missing[0].get('reason', '')}")
         if ns:
             last = ns[-1]
-            ax_t.annotate(f"{family}: N = {missed} {missing[0]['status']}", (last, ok[last]["seconds"]),
-                          xytext=(6, 0), textcoords="offset points", va="center", fontsize=8,
-                          color=style["color"])
-        predicted = [(c["n"], c["memory"]["total_bytes"] / 2**20) for c in missing
-                     if (c.get("memory") or {}).get("total_bytes")]
+            ax_t.annotate(
+                f"{family}: N = {missed} {missing[0]['status']}",
+                (last, ok[last]["seconds"]),
+                xytext=(6, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                color=style["color"],
+            )
+        predicted = [
+            (c["n"], c["memory"]["total_bytes"] / 2**20) for c in missing if (c.get("memory") or {}).get("total_bytes")
+        ]
         if predicted:
             start = [(ns[-1], ok[ns[-1]]["memory"]["total_bytes"] / 2**20)] if ns and ok[ns[-1]].get("memory") else []
             ax_m.plot(*zip(*(start + predicted), strict=False), color=style["color"], linestyle=":", marker=None)
-            ax_m.plot(*zip(*predicted, strict=False), linestyle="none", marker=style["marker"], markersize=7,
-                      markerfacecolor="white", markeredgecolor=style["color"])
+            ax_m.plot(
+                *zip(*predicted, strict=False),
+                linestyle="none",
+                marker=style["marker"],
+                markersize=7,
+                markerfacecolor="white",
+                markeredgecolor=style["color"],
+            )
             n, mib = predicted[-1]
-            ax_m.annotate(f"{family} {_length_label(n)}: predicted, not run", (n, mib), xytext=(-8, 1),
-                          textcoords="offset points", ha="right", va="bottom", fontsize=8, color=style["color"])
+            ax_m.annotate(
+                f"{family} {_length_label(n)}: predicted, not run",
+                (n, mib),
+                xytext=(-8, 1),
+                textcoords="offset points",
+                ha="right",
+                va="bottom",
+                fontsize=8,
+                color=style["color"],
+            )
     lengths = sorted({c["n"] for c in cases})
     for ax, ylabel in ((ax_t, "seconds per forward + backward"), (ax_m, "memory (MiB, XLA's compiled step)")):
         ax.set_xscale("log", base=2)
@@ -185,10 +214,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
     handles, labels = ax_t.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=8, title="family", title_fontsize=8)
     env, s = report["environment"], report["settings"]
-    fig.suptitle(f"One attention layer, forward + backward: batch {s['batch']}, width {s['dim']}, "
-                 f"{s['num_heads']} heads, qkv {s['qkv_dim']}, {s['dtype']}; median of {s['repeats']} calls\n"
-                 f"{env['device_kind']}" + (f" ({env['cpu_count']} CPUs)" if env.get("backend") == "cpu" else "")
-                 + f", jax {env['jax_version']}", fontsize=10)
+    fig.suptitle(
+        f"One attention layer, forward + backward: batch {s['batch']}, width {s['dim']}, "
+        f"{s['num_heads']} heads, qkv {s['qkv_dim']}, {s['dtype']}; median of {s['repeats']} calls\n"
+        f"{env['device_kind']}"
+        + (f" ({env['cpu_count']} CPUs)" if env.get("backend") == "cpu" else "")
+        + f", jax {env['jax_version']}",
+        fontsize=10,
+    )
     if skipped_notes:
         fig.supxlabel("skipped: " + "; ".join(skipped_notes), fontsize=8, color="dimgray")
     fig.savefig(path, dpi=120)

@@ -68,15 +68,29 @@ def main(argv: list[str] | None = None) -> int:
             from lra.training.run_files import git_commit, write_json_atomic
 
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(args.out, {
-                "command": "python scripts/bench_cache_check.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                "rows": args.rows, "length": args.length, "eval_rows": args.eval_rows, "bytes": size,
-                "load_seconds": times, "train_inputs_sha256_seconds": digest, "cpu_count": os.cpu_count(),
-                "load_average": os.getloadavg(), "processor": platform.processor() or platform.machine(),
-                "git_commit": git_commit()})
-        print(f"cache entry of {args.rows:,} x {args.length:,} int16 training rows (+2 x {args.eval_rows:,}), "
-              f"{size / 1e6:.0f} MB: load_entry (SHA-256 of every array + range check) took "
-              + ", ".join(f"{t:.3f} s" for t in times) + f"; of which the training inputs' SHA-256 {digest:.3f} s")
+            write_json_atomic(
+                args.out,
+                {
+                    "command": "python scripts/bench_cache_check.py "
+                    + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "rows": args.rows,
+                    "length": args.length,
+                    "eval_rows": args.eval_rows,
+                    "bytes": size,
+                    "load_seconds": times,
+                    "train_inputs_sha256_seconds": digest,
+                    "cpu_count": os.cpu_count(),
+                    "load_average": os.getloadavg(),
+                    "processor": platform.processor() or platform.machine(),
+                    "git_commit": git_commit(),
+                },
+            )
+        print(
+            f"cache entry of {args.rows:,} x {args.length:,} int16 training rows (+2 x {args.eval_rows:,}), "
+            f"{size / 1e6:.0f} MB: load_entry (SHA-256 of every array + range check) took "
+            + ", ".join(f"{t:.3f} s" for t in times)
+            + f"; of which the training inputs' SHA-256 {digest:.3f} s"
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

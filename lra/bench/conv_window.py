@@ -77,8 +77,9 @@ def _fused_pad(x_BxNxHxDh: jax.Array, kernel_KxH: jax.Array) -> jax.Array:
     zero = jnp.zeros((), x_BxNxHxDh.dtype)
     body = lax.pad(x_BxNxHxDh, zero, ((0, 0, 0), (left, num_blocks * c - n - left, 0), (0, 0, 0), (0, 0, 0)))
     tail = lax.pad(x_BxNxHxDh, zero, ((0, 0, 0), (left - c, (num_blocks + 1) * c - n - left, 0), (0, 0, 0), (0, 0, 0)))
-    windows_BxJxWxHxDh = jnp.concatenate([body.reshape(b, num_blocks, c, h, dh),
-                                          tail.reshape(b, num_blocks, c, h, dh)[:, :, : k - 1]], axis=2)
+    windows_BxJxWxHxDh = jnp.concatenate(
+        [body.reshape(b, num_blocks, c, h, dh), tail.reshape(b, num_blocks, c, h, dh)[:, :, : k - 1]], axis=2
+    )
     y = jnp.einsum("hcw,bjwhd->bjchd", luna.toeplitz_taps(kernel_KxH, c).astype(x_BxNxHxDh.dtype), windows_BxJxWxHxDh)
     return y.reshape(b, num_blocks * c, h, dh)[:, :n]
 
@@ -93,8 +94,14 @@ def _xla_conv(x_BxNxHxDh: jax.Array, kernel_KxH: jax.Array) -> jax.Array:
     k = kernel_KxH.shape[0]
     left = (k - 1) // 2
     rhs_KxIxO = jnp.repeat(kernel_KxH, dh, axis=1)[:, None, :].astype(x_BxNxHxDh.dtype)
-    y = lax.conv_general_dilated(x_BxNxHxDh.reshape(b, n, h * dh), rhs_KxIxO, (1,), [(left, k - 1 - left)],
-                                 dimension_numbers=("NWC", "WIO", "NWC"), feature_group_count=h * dh)
+    y = lax.conv_general_dilated(
+        x_BxNxHxDh.reshape(b, n, h * dh),
+        rhs_KxIxO,
+        (1,),
+        [(left, k - 1 - left)],
+        dimension_numbers=("NWC", "WIO", "NWC"),
+        feature_group_count=h * dh,
+    )
     return y.reshape(b, n, h, dh)
 
 
@@ -108,15 +115,26 @@ WAYS: dict[str, tuple[Conv, bool]] = {
 }
 
 # (B, N, H, Dh, K): the cpu preset's train (B 32) and eval (B 64) buckets, smoke's, paper-scale, odd ones
-CHECK_SHAPES = ((32, 256, 4, 16, 32), (32, 128, 4, 16, 32), (32, 64, 4, 16, 32), (64, 256, 4, 16, 32),
-                (64, 64, 4, 16, 32), (4, 64, 4, 32, 32), (2, 2000, 8, 64, 32), (2, 37, 2, 8, 32), (3, 20, 4, 16, 4))
+CHECK_SHAPES = (
+    (32, 256, 4, 16, 32),
+    (32, 128, 4, 16, 32),
+    (32, 64, 4, 16, 32),
+    (64, 256, 4, 16, 32),
+    (64, 64, 4, 16, 32),
+    (4, 64, 4, 32, 32),
+    (2, 2000, 8, 64, 32),
+    (2, 37, 2, 8, 32),
+    (3, 20, 4, 16, 4),
+)
 
 
 def forward_backward(conv: Conv) -> Callable[..., tuple[jax.Array, jax.Array, jax.Array]]:
     """jit of (x, kernel, cotangent) -> (y, dL/dx, dL/dkernel) for L = <y, cotangent>."""
+
     def run(x, kernel, cotangent):
         y, vjp = jax.vjp(conv, x, kernel)
         return (y, *vjp(cotangent))
+
     return jax.jit(run)
 
 
@@ -127,23 +145,42 @@ def check_bits(names: list[str], shapes: tuple[tuple[int, ...], ...] = CHECK_SHA
     for shape in shapes:
         b, n, h, dh, k = shape
         keys = jax.random.split(jax.random.PRNGKey(sum(shape)), 3)
-        args = (jax.random.normal(keys[0], (b, n, h, dh)), 0.2 * jax.random.normal(keys[1], (k, h)),
-                jax.random.normal(keys[2], (b, n, h, dh)))
+        args = (
+            jax.random.normal(keys[0], (b, n, h, dh)),
+            0.2 * jax.random.normal(keys[1], (k, h)),
+            jax.random.normal(keys[2], (b, n, h, dh)),
+        )
         want = [np.asarray(a) for a in base(*args)]
         for name in names:
             got = [np.asarray(a) for a in forward_backward(WAYS[name][0])(*args)]
-            rows.append({"way": name, "shape": list(shape),
-                         "identical": {part: bool(np.array_equal(w.view(np.uint32), g.view(np.uint32)))
-                                       for part, w, g in zip(("y", "dx", "dkernel"), want, got, strict=False)},
-                         "max_abs_diff": max(float(np.max(np.abs(w - g))) for w, g in zip(want, got, strict=False))})
+            rows.append(
+                {
+                    "way": name,
+                    "shape": list(shape),
+                    "identical": {
+                        part: bool(np.array_equal(w.view(np.uint32), g.view(np.uint32)))
+                        for part, w, g in zip(("y", "dx", "dkernel"), want, got, strict=False)
+                    },
+                    "max_abs_diff": max(float(np.max(np.abs(w - g))) for w, g in zip(want, got, strict=False)),
+                }
+            )
     return rows
 
 
 def layer_step(conv: Conv, batch: int = 32, length: int = 256) -> tuple[Callable[[], Any], Any]:
     """A compiled forward + backward of the cpu preset's ConvLuna layer (the ``reference`` sharing, with
     dropout) whose filter runs ``conv``; returns (call, its outputs)."""
-    module = luna.ConvLunaAttention(num_heads=4, qkv_dim=64, memory_size=16, filter="conv", kernel_size=32,
-                                    stride=1, share_projections="qko", scale_unpacking=False, dropout_rate=0.1)
+    module = luna.ConvLunaAttention(
+        num_heads=4,
+        qkv_dim=64,
+        memory_size=16,
+        filter="conv",
+        kernel_size=32,
+        stride=1,
+        share_projections="qko",
+        scale_unpacking=False,
+        dropout_rate=0.1,
+    )
     keys = jax.random.split(jax.random.PRNGKey(0), 6)
     x = jax.random.normal(keys[0], (batch, length, 64))
     mask = jnp.arange(length)[None, :] < jax.random.randint(keys[1], (batch, 1), length // 8, length + 1)
@@ -152,7 +189,7 @@ def layer_step(conv: Conv, batch: int = 32, length: int = 256) -> tuple[Callable
 
     def loss(params, x, memory):
         y, packed = module.apply(params, x, mask, memory, deterministic=False, rngs={"dropout": keys[5]})
-        return jnp.sum(jnp.sin(y)) + jnp.sum(packed ** 2)
+        return jnp.sum(jnp.sin(y)) + jnp.sum(packed**2)
 
     # filter_length looks it up at trace time and passes (x, kernel) only, never _conv_same's block
     luna._conv_same = conv  # type: ignore[assignment]  # a Conv takes no block argument
@@ -188,8 +225,10 @@ def time_layer(names: list[str], rounds: int, calls: int) -> dict[str, Any]:
     for name in names:
         steps[name], out = layer_step(WAYS[name][0])
         outputs[name] = [np.asarray(a) for a in jax.tree_util.tree_leaves(out)]
-    identical = {name: all(np.array_equal(a, b) for a, b in zip(outputs["toeplitz"], outputs[name], strict=False))
-                 for name in names}
+    identical = {
+        name: all(np.array_equal(a, b) for a, b in zip(outputs["toeplitz"], outputs[name], strict=False))
+        for name in names
+    }
     wall: dict[str, list[float]] = {name: [] for name in names}
     ops: dict[str, list[float]] = {name: [] for name in names}
     for rnd in range(rounds):
@@ -201,34 +240,49 @@ def time_layer(names: list[str], rounds: int, calls: int) -> dict[str, Any]:
                 times.append(time.perf_counter() - t0)
             wall[name].append(statistics.median(times))
             ops[name].append(op_seconds(steps[name], calls))
-            print(f"round {rnd + 1}/{rounds} {name}: wall {1e3 * wall[name][-1]:.1f} ms, "
-                  f"ops at fastest {1e3 * ops[name][-1]:.1f} ms", flush=True)
-    return {"layer_identical_to_toeplitz": identical, "wall_seconds": wall, "op_seconds": ops,
-            "wall_ratio": {n: [a / b for a, b in zip(wall["toeplitz"], wall[n], strict=False)] for n in names},
-            "op_ratio": {n: [a / b for a, b in zip(ops["toeplitz"], ops[n], strict=False)] for n in names}}
+            print(
+                f"round {rnd + 1}/{rounds} {name}: wall {1e3 * wall[name][-1]:.1f} ms, "
+                f"ops at fastest {1e3 * ops[name][-1]:.1f} ms",
+                flush=True,
+            )
+    return {
+        "layer_identical_to_toeplitz": identical,
+        "wall_seconds": wall,
+        "op_seconds": ops,
+        "wall_ratio": {n: [a / b for a, b in zip(wall["toeplitz"], wall[n], strict=False)] for n in names},
+        "op_ratio": {n: [a / b for a, b in zip(ops["toeplitz"], ops[n], strict=False)] for n in names},
+    }
 
 
 def markdown(record: dict[str, Any]) -> str:
     timing = record["layer"]
-    lines = ["# ConvLuna's convolution windows: ways of assembling them, bit for bit and timed", "",
-             f"`{record['command']}` at commit `{record['git_commit']}`, {record['date']}, {record['machine']}, "
-             f"jax {record['jax']}, CPU settings {record['speed_settings']}; {record['rounds']} rounds of {record['calls']} calls, order alternated.", "",
-             *([record["note"], ""] if record.get("note") else []),
-             "Layer: the cpu preset's ConvLuna-16 `:reference` layer (B = 32, N = 256, D = 64, 4 heads, "
-             "K = 32, dropout 0.1), forward + backward. Ratios are toeplitz's time over the way's, per round "
-             "(> 1: faster than today's). Op time: XLA's ops per call, each at its fastest traced call.", "",
-             "| way | same matmul | bits equal on every shape (y, dx, dkernel) | layer grads equal | "
-             "wall ms (per round) | wall ratio | op ms (per round) | op ratio |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# ConvLuna's convolution windows: ways of assembling them, bit for bit and timed",
+        "",
+        f"`{record['command']}` at commit `{record['git_commit']}`, {record['date']}, {record['machine']}, "
+        f"jax {record['jax']}, CPU settings {record['speed_settings']}; {record['rounds']} rounds of {record['calls']} calls, order alternated.",
+        "",
+        *([record["note"], ""] if record.get("note") else []),
+        "Layer: the cpu preset's ConvLuna-16 `:reference` layer (B = 32, N = 256, D = 64, 4 heads, "
+        "K = 32, dropout 0.1), forward + backward. Ratios are toeplitz's time over the way's, per round "
+        "(> 1: faster than today's). Op time: XLA's ops per call, each at its fastest traced call.",
+        "",
+        "| way | same matmul | bits equal on every shape (y, dx, dkernel) | layer grads equal | "
+        "wall ms (per round) | wall ratio | op ms (per round) | op ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name in record["ways"]:
         checks = [r for r in record["bits"] if r["way"] == name]
         equal = all(all(r["identical"].values()) for r in checks)
         worst = max((r["max_abs_diff"] for r in checks), default=0.0)
         fmt = lambda xs, scale=1.0, unit="": " / ".join(f"{scale * x:.{1 if scale > 1 else 2}f}{unit}" for x in xs)  # noqa: E731
-        lines.append(f"| {name} | {'yes' if WAYS[name][1] else 'no'} | "
-                     f"{'yes' if equal else f'no (max diff {worst:.1e})'} | "
-                     f"{'yes' if timing['layer_identical_to_toeplitz'][name] else 'no'} | "
-                     f"{fmt(timing['wall_seconds'][name], 1e3)} | {fmt(timing['wall_ratio'][name], unit='x')} | "
-                     f"{fmt(timing['op_seconds'][name], 1e3)} | {fmt(timing['op_ratio'][name], unit='x')} |")
+        lines.append(
+            f"| {name} | {'yes' if WAYS[name][1] else 'no'} | "
+            f"{'yes' if equal else f'no (max diff {worst:.1e})'} | "
+            f"{'yes' if timing['layer_identical_to_toeplitz'][name] else 'no'} | "
+            f"{fmt(timing['wall_seconds'][name], 1e3)} | {fmt(timing['wall_ratio'][name], unit='x')} | "
+            f"{fmt(timing['op_seconds'][name], 1e3)} | {fmt(timing['op_ratio'][name], unit='x')} |"
+        )
     shapes = ", ".join("x".join(str(v) for v in s) for s in record["check_shapes"])
     lines += ["", f"Shapes checked bit for bit (B x N x H x Dh x K): {shapes}.", ""]
     return "\n".join(lines) + "\n"
@@ -241,8 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     cpu_speed.reexec_with_fast_allocator()  # time the layer as lra.train runs it: mimalloc, one-pass threefry
     cpu_speed.unroll_threefry_on_cpu()
 
-    parser = argparse.ArgumentParser(prog="python -m lra.bench.conv_window", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lra.bench.conv_window",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=list(WAYS))
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=15, help="calls per way and round")
@@ -257,10 +314,19 @@ def main(argv: list[str] | None = None) -> int:
     for row in bits:
         print(f"{row['way']} {row['shape']}: {row['identical']} (max diff {row['max_abs_diff']:.1e})", flush=True)
     layer = time_layer(names, args.rounds, args.calls)
-    record = {**provenance.stamp(), "machine": f"{os.cpu_count()} CPUs ({platform.machine()})",
-              "jax": jax.__version__, "speed_settings": cpu_speed.settings(), "note": args.note, "ways": names,
-              "rounds": args.rounds, "calls": args.calls,
-              "check_shapes": [list(s) for s in CHECK_SHAPES], "bits": bits, "layer": layer}
+    record = {
+        **provenance.stamp(),
+        "machine": f"{os.cpu_count()} CPUs ({platform.machine()})",
+        "jax": jax.__version__,
+        "speed_settings": cpu_speed.settings(),
+        "note": args.note,
+        "ways": names,
+        "rounds": args.rounds,
+        "calls": args.calls,
+        "check_shapes": [list(s) for s in CHECK_SHAPES],
+        "bits": bits,
+        "layer": layer,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, record)
     write_text_atomic(args.out.with_suffix(".md"), markdown(record))

@@ -36,8 +36,7 @@ def compiled_bytes(compiled: Any) -> dict[str, int] | None:
         "temp_bytes": int(m.temp_size_in_bytes),
         "alias_bytes": int(m.alias_size_in_bytes),
     }
-    parts["total_bytes"] = (parts["argument_bytes"] + parts["output_bytes"] + parts["temp_bytes"]
-                            - parts["alias_bytes"])
+    parts["total_bytes"] = parts["argument_bytes"] + parts["output_bytes"] + parts["temp_bytes"] - parts["alias_bytes"]
     return parts
 
 

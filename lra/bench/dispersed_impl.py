@@ -130,25 +130,42 @@ def main(argv: list[str] | None = None) -> None:
                 jax.block_until_ready(fn(q, k, v))
                 stats[name]["times"].append(time.perf_counter() - t0)
         for name, s in stats.items():
-            rows.append({
-                "impl": name, "seq_len": n, "num_offsets": len(dispersed.live_offsets(n, args.window)),
-                "fwd_bwd_ms_min": 1e3 * min(s["times"]), "fwd_bwd_ms_median": 1e3 * float(np.median(s["times"])),
-                "compile_s": s["compile_s"], "temp_mib": s["temp_mib"],
-            })
+            rows.append(
+                {
+                    "impl": name,
+                    "seq_len": n,
+                    "num_offsets": len(dispersed.live_offsets(n, args.window)),
+                    "fwd_bwd_ms_min": 1e3 * min(s["times"]),
+                    "fwd_bwd_ms_median": 1e3 * float(np.median(s["times"])),
+                    "compile_s": s["compile_s"],
+                    "temp_mib": s["temp_mib"],
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
 
-    command = ("python scripts/bench_dispersed_impl.py --lengths " + " ".join(map(str, args.lengths))
-               + f" --dim {args.dim} --heads {args.heads} --batch {args.batch} --window {args.window}"
-               + " --chunk-sizes " + " ".join(map(str, args.chunk_sizes)) + f" --repeats {args.repeats}")
+    command = (
+        "python scripts/bench_dispersed_impl.py --lengths "
+        + " ".join(map(str, args.lengths))
+        + f" --dim {args.dim} --heads {args.heads} --batch {args.batch} --window {args.window}"
+        + " --chunk-sizes "
+        + " ".join(map(str, args.chunk_sizes))
+        + f" --repeats {args.repeats}"
+    )
     meta = {
         "command": command,
         "what": "jitted forward+backward of the attention core (grad of sum(y) w.r.t. q, k, v)",
-        "dim": args.dim, "heads": args.heads, "batch": args.batch, "window": args.window,
-        "repeats": args.repeats, "device": jax.devices()[0].device_kind, "cpu_count": os.cpu_count(),
-        "default_chunk_size": dispersed.DEFAULT_CHUNK_SIZE, "default_block_size": dispersed.DEFAULT_BLOCK_SIZE,
-        "platform": platform.platform(), "jax_version": jax.__version__,
-        "note": "repeats interleaved across candidates; the machine is shared, so min is the "
-                "least noisy statistic",
+        "dim": args.dim,
+        "heads": args.heads,
+        "batch": args.batch,
+        "window": args.window,
+        "repeats": args.repeats,
+        "device": jax.devices()[0].device_kind,
+        "cpu_count": os.cpu_count(),
+        "default_chunk_size": dispersed.DEFAULT_CHUNK_SIZE,
+        "default_block_size": dispersed.DEFAULT_BLOCK_SIZE,
+        "platform": platform.platform(),
+        "jax_version": jax.__version__,
+        "note": "repeats interleaved across candidates; the machine is shared, so min is the " "least noisy statistic",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
@@ -181,15 +198,19 @@ def write_report(out: Path, tie: float = 1.1) -> None:
     ]
     for r in rows:
         temp = "n/a" if r["temp_mib"] is None else f"{r['temp_mib']:.1f}"
-        lines.append(f"| {r['impl']} | {r['seq_len']} | {r['num_offsets']} | {r['fwd_bwd_ms_min']:.1f} | "
-                     f"{r['fwd_bwd_ms_median']:.1f} | {r['compile_s']:.1f} | {temp} |")
+        lines.append(
+            f"| {r['impl']} | {r['seq_len']} | {r['num_offsets']} | {r['fwd_bwd_ms_min']:.1f} | "
+            f"{r['fwd_bwd_ms_median']:.1f} | {r['compile_s']:.1f} | {temp} |"
+        )
     lines.append("")
     for n in sorted({r["seq_len"] for r in rows}):
-        dis = sorted((r for r in rows if r["seq_len"] == n and r["impl"] != "softmax"),
-                     key=lambda r: r["fwd_bwd_ms_min"])
+        dis = sorted(
+            (r for r in rows if r["seq_len"] == n and r["impl"] != "softmax"), key=lambda r: r["fwd_bwd_ms_min"]
+        )
         tied = [r["impl"] for r in dis if r["fwd_bwd_ms_min"] <= tie * dis[0]["fwd_bwd_ms_min"]]
-        lines.append(f"- N={n}: fastest {dis[0]['impl']}; within {round(100 * (tie - 1))}% of it: "
-                     f"{', '.join(tied)}.")
+        lines.append(
+            f"- N={n}: fastest {dis[0]['impl']}; within {round(100 * (tie - 1))}% of it: " f"{', '.join(tied)}."
+        )
     lines.append("")
     out.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -34,8 +34,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-CASES = ("configs/listops_convluna.py:cpu,mem=16,reference", "configs/listops_luna.py:cpu,mem=16,reference",
-         "configs/listops_transformer.py:cpu", "configs/listops_convluna.py:cpu")
+CASES = (
+    "configs/listops_convluna.py:cpu,mem=16,reference",
+    "configs/listops_luna.py:cpu,mem=16,reference",
+    "configs/listops_transformer.py:cpu",
+    "configs/listops_convluna.py:cpu",
+)
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {"LRA_FAST_ALLOC": "0", "LRA_UNROLLED_THREEFRY": "0"},
     "glibc": {"LRA_FAST_ALLOC": "glibc", "LRA_UNROLLED_THREEFRY": "0"},
@@ -45,32 +49,62 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 
 def _clean_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LRA_FAST_ALLOC", "LRA_UNROLLED_THREEFRY",
-                        "LD_PRELOAD", "MIMALLOC_PURGE_DELAY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "GLIBC_TUNABLES",
+            "LRA_FAST_ALLOC_APPLIED",
+            "LRA_FAST_ALLOC",
+            "LRA_UNROLLED_THREEFRY",
+            "LD_PRELOAD",
+            "MIMALLOC_PURGE_DELAY",
+        )
+    }
     return {**env, "JAX_PLATFORMS": "cpu", **extra}
 
 
 def train_once(config: str, seeds: int, steps: int, variant: str, workdir: Path) -> dict[str, Any]:
     """One ``lra.train`` child; its result.json numbers and its rusage."""
     seed_flag = [f"--config.seeds={','.join(str(s) for s in range(seeds))}"] if seeds > 1 else []
-    argv = [sys.executable, "-m", "lra.train", "--config", config, f"--config.num_train_steps={steps}",
-            f"--config.eval_every={steps}", f"--config.checkpoint_every={steps}", "--config.log_memory_stats=false",
-            *seed_flag, "--workdir", str(workdir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "lra.train",
+        "--config",
+        config,
+        f"--config.num_train_steps={steps}",
+        f"--config.eval_every={steps}",
+        f"--config.checkpoint_every={steps}",
+        "--config.log_memory_stats=false",
+        *seed_flag,
+        "--workdir",
+        str(workdir),
+    ]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=REPO, env=_clean_env(VARIANTS[variant]), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=_clean_env(VARIANTS[variant]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     out, _ = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{config} ({variant}) exited {proc.returncode}: {out.strip()[-600:]}")
     result_path = workdir / ("seed0" if seeds > 1 else "") / "result.json"
     result = json.loads(result_path.read_text())
-    return {"config": config, "seeds": seeds, "steps": steps, "variant": variant, "wall_seconds": wall,
-            "seed_steps_per_second": result["steps_per_second"] * seeds,
-            "compile_seconds": result["compile_seconds"], "train_seconds": result["train_seconds"],
-            "speed_settings": result.get("speed_settings"), "test_loss": result["test_loss"],
-            "test_accuracy": result["test_accuracy"]}
+    return {
+        "config": config,
+        "seeds": seeds,
+        "steps": steps,
+        "variant": variant,
+        "wall_seconds": wall,
+        "seed_steps_per_second": result["steps_per_second"] * seeds,
+        "compile_seconds": result["compile_seconds"],
+        "train_seconds": result["train_seconds"],
+        "speed_settings": result.get("speed_settings"),
+        "test_loss": result["test_loss"],
+        "test_accuracy": result["test_accuracy"],
+    }
 
 
 def _run_with_rusage(config: str, seeds: int, steps: int, variant: str, workdir: Path) -> dict[str, Any]:
@@ -80,9 +114,12 @@ def _run_with_rusage(config: str, seeds: int, steps: int, variant: str, workdir:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     row = train_once(config, seeds, steps, variant, workdir)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    row.update(minor_faults_per_step=(after.ru_minflt - before.ru_minflt) / steps,
-               system_seconds_per_step=(after.ru_stime - before.ru_stime) / steps,
-               user_seconds=after.ru_utime - before.ru_utime, system_seconds=after.ru_stime - before.ru_stime)
+    row.update(
+        minor_faults_per_step=(after.ru_minflt - before.ru_minflt) / steps,
+        system_seconds_per_step=(after.ru_stime - before.ru_stime) / steps,
+        user_seconds=after.ru_utime - before.ru_utime,
+        system_seconds=after.ru_stime - before.ru_stime,
+    )
     return row
 
 
@@ -110,21 +147,34 @@ def step_cost(config_arg: str, seeds: int) -> dict[str, Any]:
     length = config.data.max_len
     sample = jnp.zeros((1, length), jnp.int32)
     state = make_init(model, tx, seed_list, sample, distributed.replicated(mesh))()
-    batch = {"inputs": jnp.zeros((seeds, config.batch_size, length), jnp.int32),
-             "labels": jnp.zeros((seeds, config.batch_size), jnp.int32),
-             "weights": jnp.ones((seeds, config.batch_size), jnp.float32)}
+    batch = {
+        "inputs": jnp.zeros((seeds, config.batch_size, length), jnp.int32),
+        "labels": jnp.zeros((seeds, config.batch_size), jnp.int32),
+        "weights": jnp.ones((seeds, config.batch_size), jnp.float32),
+    }
     cost = train.lower(state, batch).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     # no cost analysis (a backend may give None) counts as no FLOPs, as a missing "flops" key does
-    return {"flops_per_step": float((cost or {}).get("flops", 0.0)), "batch_shape": [seeds, config.batch_size, length],
-            "matmul_flops_per_second": matmul_rate("float32", 1024)}
+    return {
+        "flops_per_step": float((cost or {}).get("flops", 0.0)),
+        "batch_shape": [seeds, config.batch_size, length],
+        "matmul_flops_per_second": matmul_rate("float32", 1024),
+    }
 
 
 def _step_cost_child(config: str, seeds: int) -> dict[str, Any]:
-    code = ("import json, sys; from lra.bench.laptop import step_cost; "
-            f"print(json.dumps(step_cost({config!r}, {seeds})))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_clean_env({"LRA_FAST_ALLOC": "0"}),
-                          capture_output=True, text=True, timeout=1200)
+    code = (
+        "import json, sys; from lra.bench.laptop import step_cost; "
+        f"print(json.dumps(step_cost({config!r}, {seeds})))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=_clean_env({"LRA_FAST_ALLOC": "0"}),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-400:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -138,59 +188,89 @@ def ratios(rows: Sequence[dict[str, Any]], baseline: str = "default") -> list[di
         for variant in sorted({r["variant"] for r in rows} - {baseline}):
             per_round = []
             for rnd in sorted({r["round"] for r in rows}):
-                pick = {r["variant"]: r for r in rows if r["config"] == config and r["seeds"] == seeds
-                        and r["round"] == rnd}
+                pick = {
+                    r["variant"]: r for r in rows if r["config"] == config and r["seeds"] == seeds and r["round"] == rnd
+                }
                 if baseline in pick and variant in pick:
                     per_round.append(pick[variant]["seed_steps_per_second"] / pick[baseline]["seed_steps_per_second"])
             if per_round:
-                out.append({"config": config, "seeds": seeds, "variant": variant, "vs": baseline,
-                            "ratios": per_round, "median_ratio": statistics.median(per_round)})
+                out.append(
+                    {
+                        "config": config,
+                        "seeds": seeds,
+                        "variant": variant,
+                        "vs": baseline,
+                        "ratios": per_round,
+                        "median_ratio": statistics.median(per_round),
+                    }
+                )
     return out
 
 
 def markdown(record: dict[str, Any]) -> str:
-    lines = ["# Laptop benchmark: whole `lra.train` runs, jax's default path against the suite's CPU settings", "",
-             f"`{record['command']}` at commit `{record['git_commit']}`, {record['date']}, "
-             f"{record['machine']}; {record['steps']} steps per run, rounds alternated.", "",
-             *([record["note"], ""] if record.get("note") else []),
-             "| config | seeds | variant | seed-steps/s (per round) | ratio to default (per round) | "
-             "minor faults / step | system s / step | compile s | MFU |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Laptop benchmark: whole `lra.train` runs, jax's default path against the suite's CPU settings",
+        "",
+        f"`{record['command']}` at commit `{record['git_commit']}`, {record['date']}, "
+        f"{record['machine']}; {record['steps']} steps per run, rounds alternated.",
+        "",
+        *([record["note"], ""] if record.get("note") else []),
+        "| config | seeds | variant | seed-steps/s (per round) | ratio to default (per round) | "
+        "minor faults / step | system s / step | compile s | MFU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     ratio_of = {(r["config"], r["seeds"], r["variant"]): r for r in record["ratios"]}
-    for (config, seeds) in sorted({(r["config"], r["seeds"]) for r in record["runs"]}):
+    for config, seeds in sorted({(r["config"], r["seeds"]) for r in record["runs"]}):
         cost = record["step_costs"].get(f"{config}|{seeds}", {})
         for variant in VARIANTS:
-            rows = [r for r in record["runs"] if r["config"] == config and r["seeds"] == seeds and r["variant"] == variant]
+            rows = [
+                r for r in record["runs"] if r["config"] == config and r["seeds"] == seeds and r["variant"] == variant
+            ]
             if not rows:
                 continue
             rates = [r["seed_steps_per_second"] for r in rows]
             ratio = ratio_of.get((config, seeds, variant))
             mfu = ""
             if cost.get("flops_per_step") and cost.get("matmul_flops_per_second"):
-                values = [cost["flops_per_step"] * r["seed_steps_per_second"] / seeds / cost["matmul_flops_per_second"]
-                          for r in rows]
+                values = [
+                    cost["flops_per_step"] * r["seed_steps_per_second"] / seeds / cost["matmul_flops_per_second"]
+                    for r in rows
+                ]
                 mfu = " / ".join(f"{100 * v:.1f}%" for v in values)
             lines.append(
                 f"| `{config}` | {seeds} | {variant} | {' / '.join(f'{x:.2f}' for x in rates)} | "
-                + (" / ".join(f"{x:.2f}x" for x in ratio["ratios"]) if ratio else "1") + " | "
-                + " / ".join(f"{r['minor_faults_per_step']:,.0f}" for r in rows) + " | "
-                + " / ".join(f"{r['system_seconds_per_step']:.3f}" for r in rows) + " | "
-                + " / ".join(f"{r['compile_seconds']:.1f}" for r in rows) + f" | {mfu} |")
-    lines += ["", "Faults and system time are per step of the whole process (start-up, compilation and the one "
-              "evaluation included): upper bounds. MFU: XLA's FLOPs of the step at the longest batch shape "
-              "(an upper bound for bucketed configs) times steps/s over a 1024x1024 f32 matmul's rate measured "
-              "in the same child. `identical` below compares each variant's test loss with the default's "
-              "(bit for bit).", ""]
+                + (" / ".join(f"{x:.2f}x" for x in ratio["ratios"]) if ratio else "1")
+                + " | "
+                + " / ".join(f"{r['minor_faults_per_step']:,.0f}" for r in rows)
+                + " | "
+                + " / ".join(f"{r['system_seconds_per_step']:.3f}" for r in rows)
+                + " | "
+                + " / ".join(f"{r['compile_seconds']:.1f}" for r in rows)
+                + f" | {mfu} |"
+            )
+    lines += [
+        "",
+        "Faults and system time are per step of the whole process (start-up, compilation and the one "
+        "evaluation included): upper bounds. MFU: XLA's FLOPs of the step at the longest batch shape "
+        "(an upper bound for bucketed configs) times steps/s over a 1024x1024 f32 matmul's rate measured "
+        "in the same child. `identical` below compares each variant's test loss with the default's "
+        "(bit for bit).",
+        "",
+    ]
     for item in record["identical"]:
-        lines.append(f"- `{item['config']}` ({item['seeds']} seeds), {item['variant']}: "
-                     f"{'identical' if item['identical'] else 'DIFFERS'} test loss and accuracy")
+        lines.append(
+            f"- `{item['config']}` ({item['seeds']} seeds), {item['variant']}: "
+            f"{'identical' if item['identical'] else 'DIFFERS'} test loss and accuracy"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     from lra.training.run_files import git_commit, write_json_atomic, write_text_atomic
 
-    parser = argparse.ArgumentParser(prog="python -m lra.bench.laptop", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lra.bench.laptop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", nargs="+", default=list(CASES), help="configs with options")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1], help="seed counts (vmapped in one program)")
     parser.add_argument("--variants", nargs="+", default=["default", "fast"], choices=list(VARIANTS))
@@ -208,9 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {
         "command": " ".join(["python -m lra.bench.laptop", *(argv if argv is not None else sys.argv[1:])]),
-        "git_commit": git_commit(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} CPUs ({os.uname().machine})", "steps": args.steps, "note": args.note, "runs": [],
-        "step_costs": {}}
+        "git_commit": git_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{os.cpu_count()} CPUs ({os.uname().machine})",
+        "steps": args.steps,
+        "note": args.note,
+        "runs": [],
+        "step_costs": {},
+    }
     scratch = Path(tempfile.mkdtemp(prefix="lra_laptop_"))
     try:
         for rnd in range(args.rounds):
@@ -222,9 +307,12 @@ def main(argv: list[str] | None = None) -> int:
                     row["round"] = rnd
                     record["runs"].append(row)
                     shutil.rmtree(workdir, ignore_errors=True)
-                    print(f"round {rnd + 1}/{args.rounds} {config} x{seeds} {variant}: "
-                          f"{row['seed_steps_per_second']:.2f} seed-steps/s, {row['minor_faults_per_step']:,.0f} "
-                          f"faults/step", flush=True)
+                    print(
+                        f"round {rnd + 1}/{args.rounds} {config} x{seeds} {variant}: "
+                        f"{row['seed_steps_per_second']:.2f} seed-steps/s, {row['minor_faults_per_step']:,.0f} "
+                        f"faults/step",
+                        flush=True,
+                    )
         if not args.no_mfu:
             for config in args.configs:
                 for seeds in args.seeds:
@@ -239,8 +327,14 @@ def main(argv: list[str] | None = None) -> int:
             base = [(r["test_loss"], r["test_accuracy"]) for r in rows if r["variant"] == "default"]
             for variant in sorted({r["variant"] for r in rows} - {"default"}):
                 other = [(r["test_loss"], r["test_accuracy"]) for r in rows if r["variant"] == variant]
-                record["identical"].append({"config": config, "seeds": seeds, "variant": variant,
-                                            "identical": bool(base) and set(base) == set(other) and len(set(base)) == 1})
+                record["identical"].append(
+                    {
+                        "config": config,
+                        "seeds": seeds,
+                        "variant": variant,
+                        "identical": bool(base) and set(base) == set(other) and len(set(base)) == 1,
+                    }
+                )
     write_json_atomic(args.out, record)
     write_text_atomic(args.out.with_suffix(".md"), markdown(record))
     print(markdown(record))

@@ -47,11 +47,13 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_LENGTHS = (1024, 4096, 16384)
-PEER_INSTALL = ("python -m venv /work/peers-venv --system-site-packages; "
-                "/work/peers-venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu; "
-                "CUDA_HOME= PATH=<PATH without nvcc> /work/peers-venv/bin/pip install "
-                "pytorch-fast-transformers==0.4.0 --no-build-isolation; then pass "
-                "--peer_python /work/peers-venv/bin/python")
+PEER_INSTALL = (
+    "python -m venv /work/peers-venv --system-site-packages; "
+    "/work/peers-venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu; "
+    "CUDA_HOME= PATH=<PATH without nvcc> /work/peers-venv/bin/pip install "
+    "pytorch-fast-transformers==0.4.0 --no-build-isolation; then pass "
+    "--peer_python /work/peers-venv/bin/python"
+)
 
 # family -> (lra case, peer case) names; a ratio is lra / peer.
 COMPARISONS = (
@@ -72,8 +74,7 @@ def _pin_threads(threads: int) -> None:
         os.sched_setaffinity(0, cpus)
 
 
-def _time_cases(cases: dict[str, Callable[[], Any]], calls: int,
-                sync: Callable[[Any], Any]) -> dict[str, Any]:
+def _time_cases(cases: dict[str, Callable[[], Any]], calls: int, sync: Callable[[Any], Any]) -> dict[str, Any]:
     """Each case in turn: one warm-up (compile) call, then ``calls`` timed calls.
 
     Not interleaved call by call: right after a large case (softmax at 4K frees ~1 GB), a small
@@ -123,10 +124,13 @@ def lra_worker(n: int, s: dict[str, Any]) -> dict[str, Any]:
     if n <= s["softmax_max_len"]:
         cores["lra_softmax"] = lambda q, k, v: dot_product_attention(q, k, v, mask)
         cores["jax_dot_product_attention"] = lambda q, k, v: jax.nn.dot_product_attention(
-            q, k, v, mask=mask[:, None, None, :], implementation="xla")
+            q, k, v, mask=mask[:, None, None, :], implementation="xla"
+        )
     cores = {name: f for name, f in cores.items() if name in s["cases"]}
-    steps = {name: jax.jit(jax.grad(lambda q, k, v, f=f: jnp.sum(f(q, k, v)), argnums=(0, 1, 2)))
-             for name, f in cores.items()}
+    steps = {
+        name: jax.jit(jax.grad(lambda q, k, v, f=f: jnp.sum(f(q, k, v)), argnums=(0, 1, 2)))
+        for name, f in cores.items()
+    }
     cases: dict[str, Callable[[], Any]] = {name: partial(step, q, k, v) for name, step in steps.items()}
     result = _time_cases(cases, s["calls"], jax.block_until_ready)
     return {"cases": result, "missing": [], "versions": _versions(["jax", "jaxlib", "flax", "numpy"])}
@@ -138,8 +142,11 @@ def peer_worker(n: int, s: dict[str, Any]) -> dict[str, Any]:
     try:
         import torch
     except ImportError as e:
-        return {"cases": {}, "missing": [f"torch ({e})", "pytorch-fast-transformers==0.4.0 (needs torch)"],
-                "versions": {}}
+        return {
+            "cases": {},
+            "missing": [f"torch ({e})", "pytorch-fast-transformers==0.4.0 (needs torch)"],
+            "versions": {},
+        }
     torch.set_num_threads(s["threads"])
     torch.manual_seed(0)
     shape = (s["batch"], n, s["heads"], s["head_dim"])
@@ -152,12 +159,14 @@ def peer_worker(n: int, s: dict[str, Any]) -> dict[str, Any]:
                 t.grad = None
             core(q, k, v).sum().backward()
             return q.grad
+
         return step
 
     if n <= s["softmax_max_len"] and "torch_sdpa" in s["cases"]:
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        cases["torch_sdpa"] = fwd_bwd(lambda q, k, v: sdpa(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2))
+        cases["torch_sdpa"] = fwd_bwd(
+            lambda q, k, v: sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+        )
     try:
         from fast_transformers.attention import ClusteredAttention, ImprovedClusteredAttention
         from fast_transformers.masking import FullMask, LengthMask
@@ -166,17 +175,19 @@ def peer_worker(n: int, s: dict[str, Any]) -> dict[str, Any]:
     else:
         full = FullMask(n, n)
         lengths = LengthMask(torch.full((s["batch"],), n, dtype=torch.int64), max_len=n)
-        common = dict(clusters=s["clusters"], iterations=s["iterations"], bits=s["bits"],
-                      hash_bias=True, attention_dropout=0.0)
-        modules = {"ft_clustered": ClusteredAttention(**common),
-                   "ft_improved_clustered": ImprovedClusteredAttention(topk=s["topk"], **common)}
+        common = dict(
+            clusters=s["clusters"], iterations=s["iterations"], bits=s["bits"], hash_bias=True, attention_dropout=0.0
+        )
+        modules = {
+            "ft_clustered": ClusteredAttention(**common),
+            "ft_improved_clustered": ImprovedClusteredAttention(topk=s["topk"], **common),
+        }
         for name, module in modules.items():
             if name in s["cases"]:
                 module.eval()  # no dropout (it is 0 anyway)
                 cases[name] = fwd_bwd(lambda q, k, v, m=module: m(q, k, v, full, lengths, lengths))
     result = _time_cases(cases, s["calls"], lambda x: x)
-    return {"cases": result, "missing": missing,
-            "versions": _versions(["torch", "pytorch-fast-transformers", "numpy"])}
+    return {"cases": result, "missing": missing, "versions": _versions(["torch", "pytorch-fast-transformers", "numpy"])}
 
 
 def _versions(dists: list[str]) -> dict[str, str]:
@@ -202,8 +213,7 @@ def _worker_main(kind: str, n: int, payload: str) -> None:
 # ------------------------------------------------------------------------------------- parent
 
 
-def run_worker(command: list[str], kind: str, n: int, s: dict[str, Any],
-               log: Callable[[str], None]) -> dict[str, Any]:
+def run_worker(command: list[str], kind: str, n: int, s: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
     """One subprocess; its last stdout line is the JSON result."""
     env = dict(os.environ)
     if kind == "lra":  # the worker imports lra from this checkout
@@ -234,12 +244,17 @@ def machine() -> dict[str, Any]:
         load = os.getloadavg()
     except OSError:
         load = None
-    return {"cpu_model": model, "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "load_average_at_start": load}
+    return {
+        "cpu_model": model,
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average_at_start": load,
+    }
 
 
-def measure(lengths: list[int], s: dict[str, Any], repeats: int, peer_cmd: list[str],
-            log: Callable[[str], None] = print) -> dict[str, Any]:
+def measure(
+    lengths: list[int], s: dict[str, Any], repeats: int, peer_cmd: list[str], log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """``repeats`` full runs; in each, every length runs lra then the peers (alternating)."""
     runs = []
     lra_cmd = [sys.executable]
@@ -318,10 +333,14 @@ def report(result: dict[str, Any]) -> str:
         "",
     ]
     if missing:
-        lines += ["**Not installed, rows left empty:** " + "; ".join(sorted(missing))
-                  + f". To measure them: {PEER_INSTALL}.", ""]
-    lines += ["| family | N | lra ms | peer | peer ms | lra / peer | spread lra / peer |",
-              "|---|---:|---:|---|---:|---:|---|"]
+        lines += [
+            "**Not installed, rows left empty:** " + "; ".join(sorted(missing)) + f". To measure them: {PEER_INSTALL}.",
+            "",
+        ]
+    lines += [
+        "| family | N | lra ms | peer | peer ms | lra / peer | spread lra / peer |",
+        "|---|---:|---:|---|---:|---:|---|",
+    ]
     for family, lra_name, peer_name, peer_label in COMPARISONS:
         for n in lengths:
             a = [case_ms(run, n, lra_name) for run in runs]
@@ -331,10 +350,15 @@ def report(result: dict[str, Any]) -> str:
             ratios = [x / y if x is not None and y is not None else None for x, y in zip(a, b, strict=False)]
             spreads = " / ".join(x for x in (_spread(a), _spread(b)) if x) or ""
             lines.append(f"| {family} | {n} | {_fmt(a)} | {peer_label} | {_fmt(b)} | {_fmt(ratios, 2)} | {spreads} |")
-    lines += ["", "Dispersed vs softmax (lra), per attention score (dispersed: the pattern's scores, "
-              "Algorithm 2; softmax: N²) and per token:", "",
-              "| N | dispersed ms | softmax ms | dispersed ns/score | softmax ns/score | per score ÷ softmax "
-              "| per token ÷ softmax |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "Dispersed vs softmax (lra), per attention score (dispersed: the pattern's scores, "
+        "Algorithm 2; softmax: N²) and per token:",
+        "",
+        "| N | dispersed ms | softmax ms | dispersed ns/score | softmax ns/score | per score ÷ softmax "
+        "| per token ÷ softmax |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for n in lengths:
         d = [case_ms(run, n, "lra_dispersed") for run in runs]
         sm = [case_ms(run, n, "lra_softmax") for run in runs]
@@ -344,10 +368,15 @@ def report(result: dict[str, Any]) -> str:
         ns_s = [1e6 * x / (s["batch"] * n * n) if x is not None else None for x in sm]
         per_score = [x / y if x is not None and y is not None else None for x, y in zip(ns_d, ns_s, strict=False)]
         per_token = [x / y if x is not None and y is not None else None for x, y in zip(d, sm, strict=False)]
-        lines.append(f"| {n} | {_fmt(d)} | {_fmt(sm)} | {_fmt(ns_d)} | {_fmt(ns_s)} | {_fmt(per_score, 2)} "
-                     f"| {_fmt(per_token, 2)} |")
-    lines += ["", "Spread: (largest / smallest - 1) over the runs of that row. Raw calls: the .json beside "
-              "this file.", ""]
+        lines.append(
+            f"| {n} | {_fmt(d)} | {_fmt(sm)} | {_fmt(ns_d)} | {_fmt(ns_s)} | {_fmt(per_score, 2)} "
+            f"| {_fmt(per_token, 2)} |"
+        )
+    lines += [
+        "",
+        "Spread: (largest / smallest - 1) over the runs of that row. Raw calls: the .json beside " "this file.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -357,8 +386,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=1, help="full runs (2: report the spread between them)")
     p.add_argument("--calls", type=int, default=5, help="timed calls per case per run (median reported)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--peer_python", "--peer-python", default=sys.executable,
-                   help="python (a command, split like a shell would) with torch and fast-transformers")
+    p.add_argument(
+        "--peer_python",
+        "--peer-python",
+        default=sys.executable,
+        help="python (a command, split like a shell would) with torch and fast-transformers",
+    )
     p.add_argument("--out", type=Path, default=Path("results/bench/peers"), help="writes OUT.json and OUT.md")
     p.add_argument("--clusters", type=int, default=100)
     p.add_argument("--bits", type=int, default=63)
@@ -376,25 +409,54 @@ def main(argv: list[str] | None = None) -> None:
         _worker_main(args.worker, args.n, args.payload)
         return
 
-    all_cases = ["lra_clustered", "lra_improved_clustered", "lra_softmax", "lra_dispersed",
-                 "jax_dot_product_attention", "torch_sdpa", "ft_clustered", "ft_improved_clustered"]
-    settings = dict(batch=1, heads=args.heads, head_dim=args.head_dim, clusters=args.clusters, bits=args.bits,
-                    iterations=args.iterations, topk=args.topk, threads=args.threads, calls=args.calls,
-                    softmax_max_len=args.softmax_max_len, cases=args.cases or all_cases)
+    all_cases = [
+        "lra_clustered",
+        "lra_improved_clustered",
+        "lra_softmax",
+        "lra_dispersed",
+        "jax_dot_product_attention",
+        "torch_sdpa",
+        "ft_clustered",
+        "ft_improved_clustered",
+    ]
+    settings = dict(
+        batch=1,
+        heads=args.heads,
+        head_dim=args.head_dim,
+        clusters=args.clusters,
+        bits=args.bits,
+        iterations=args.iterations,
+        topk=args.topk,
+        threads=args.threads,
+        calls=args.calls,
+        softmax_max_len=args.softmax_max_len,
+        cases=args.cases or all_cases,
+    )
     peer_cmd = shlex.split(args.peer_python)
     start = machine()
     result = measure(args.lengths, settings, args.repeats, peer_cmd)
-    missing = sorted({m for run in result["runs"] for e in run["lengths"].values()
-                      for part in e.values() for m in part.get("missing", [])})
+    missing = sorted(
+        {
+            m
+            for run in result["runs"]
+            for e in run["lengths"].values()
+            for part in e.values()
+            for m in part.get("missing", [])
+        }
+    )
     for m in missing:
         print(f"NOT INSTALLED: {m} -- its rows stay empty. To measure it: {PEER_INSTALL}", flush=True)
     from lra.training.run_files import git_commit
 
     result["meta"] = {
-        "settings": settings, "lengths": args.lengths, "machine": start, "peer_python": args.peer_python,
+        "settings": settings,
+        "lengths": args.lengths,
+        "machine": start,
+        "peer_python": args.peer_python,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python scripts/bench_peers.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
-        "git_commit": git_commit(), "missing": missing,
+        "git_commit": git_commit(),
+        "missing": missing,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")

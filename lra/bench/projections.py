@@ -18,8 +18,9 @@ class Projections(attention.Attention):
     """
 
     @nn.compact
-    def __call__(self, x_BxNxD: jax.Array, mask_BxN: jax.Array, memory: jax.Array | None = None,
-                 deterministic: bool = True) -> tuple[jax.Array, None]:
+    def __call__(
+        self, x_BxNxD: jax.Array, mask_BxN: jax.Array, memory: jax.Array | None = None, deterministic: bool = True
+    ) -> tuple[jax.Array, None]:
         q, k, v = project_qkv(self, x_BxNxD)
         return project_out(self, q + k + v, x_BxNxD.shape[-1]), None
 

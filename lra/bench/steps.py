@@ -117,18 +117,28 @@ def compile_case(case: Case) -> dict[str, Any]:
     train, _ = make_steps(model, tx, config, mesh, seeds)
     init = make_init(model, tx, seeds, jnp.zeros((1, case.length), jnp.int32), distributed.replicated(mesh))
     shape_SxB = (case.seeds, config.batch_size, case.length)
-    batch = {"inputs": jax.ShapeDtypeStruct(shape_SxB, jnp.int32),
-             "labels": jax.ShapeDtypeStruct(shape_SxB[:2], jnp.int32),
-             "weights": jax.ShapeDtypeStruct(shape_SxB[:2], jnp.float32)}
+    batch = {
+        "inputs": jax.ShapeDtypeStruct(shape_SxB, jnp.int32),
+        "labels": jax.ShapeDtypeStruct(shape_SxB[:2], jnp.int32),
+        "weights": jax.ShapeDtypeStruct(shape_SxB[:2], jnp.float32),
+    }
     t0 = time.perf_counter()
     init_compiled = init.lower().compile()
     train_compiled = train.lower(jax.eval_shape(init), batch).compile()
     compile_seconds = time.perf_counter() - t0
     cost = train_compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return {"config": config, "mesh": mesh, "init": init_compiled, "train": train_compiled,
-            "compile_seconds": compile_seconds, "flops": float(cost.get("flops", 0.0)) if cost else 0.0,
-            "memory": compiled_bytes(train_compiled), "vocab": vocab, "classes": classes}
+    return {
+        "config": config,
+        "mesh": mesh,
+        "init": init_compiled,
+        "train": train_compiled,
+        "compile_seconds": compile_seconds,
+        "flops": float(cost.get("flops", 0.0)) if cost else 0.0,
+        "memory": compiled_bytes(train_compiled),
+        "vocab": vocab,
+        "classes": classes,
+    }
 
 
 def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
@@ -139,8 +149,11 @@ def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
     state = compiled["init"]()
     rng = np.random.default_rng(0)
     tokens = rng.integers(1, compiled["vocab"], (case.seeds, config.batch_size, case.length)).astype(np.int32)
-    batch = {"inputs": tokens, "labels": rng.integers(0, compiled["classes"], tokens.shape[:2]).astype(np.int32),
-             "weights": np.ones(tokens.shape[:2], np.float32)}
+    batch = {
+        "inputs": tokens,
+        "labels": rng.integers(0, compiled["classes"], tokens.shape[:2]).astype(np.int32),
+        "weights": np.ones(tokens.shape[:2], np.float32),
+    }
     placed = distributed.shard_batch(batch, distributed.seed_batch_sharded(compiled["mesh"]))
     state, metrics = train(state, placed)  # warm-up
     jax.block_until_ready(metrics)
@@ -153,13 +166,21 @@ def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
         windows.append(case.steps / (time.perf_counter() - t0))
     loss = float(np.mean(jax.device_get(metrics["loss"])))
     num_params = int(sum(np.prod(x.shape) for x in jax.tree.leaves(state["params"])) // case.seeds)
-    return {**dataclasses.asdict(case), "status": "ok", "num_params": num_params,
-            "batch_size": int(config.batch_size), "num_layers": int(config.model.num_layers),
-            "emb_dim": int(config.model.emb_dim), "compile_seconds": compiled["compile_seconds"],
-            "steps_per_second": statistics.median(windows), "steps_per_second_runs": windows,
-            "seed_steps_per_second": case.seeds * statistics.median(windows),
-            "flops_per_step": compiled["flops"], "loss_finite": bool(np.isfinite(loss)),
-            "memory": compiled["memory"]}
+    return {
+        **dataclasses.asdict(case),
+        "status": "ok",
+        "num_params": num_params,
+        "batch_size": int(config.batch_size),
+        "num_layers": int(config.model.num_layers),
+        "emb_dim": int(config.model.emb_dim),
+        "compile_seconds": compiled["compile_seconds"],
+        "steps_per_second": statistics.median(windows),
+        "steps_per_second_runs": windows,
+        "seed_steps_per_second": case.seeds * statistics.median(windows),
+        "flops_per_step": compiled["flops"],
+        "loss_finite": bool(np.isfinite(loss)),
+        "memory": compiled["memory"],
+    }
 
 
 def measure(case: Case) -> dict[str, Any]:
@@ -184,8 +205,13 @@ def _child(payload: dict[str, Any], timeout: float | None, turns: Path | None) -
     if turns is not None:
         env[device_turns.ENV] = str(turns)
     try:
-        proc = subprocess.run([sys.executable, "-m", "lra.bench.steps", json.dumps(payload)], capture_output=True,
-                              text=True, env=env, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "lra.bench.steps", json.dumps(payload)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"timed out after {timeout:.0f} s (--case-timeout)") from None
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -207,13 +233,17 @@ def probe(dtypes: Sequence[str], matmul_size: int, command: Sequence[str], isola
     dtype; in a child process when ``isolate`` (the parent then never holds device memory that
     the cases' processes would lack)."""
     payload: dict[str, Any] = {
-        "probe": {"dtypes": sorted(set(dtypes)), "matmul_size": matmul_size, "command": list(command)}}
+        "probe": {"dtypes": sorted(set(dtypes)), "matmul_size": matmul_size, "command": list(command)}
+    }
     return _child(payload, None, None) if isolate else _probe_here(**payload["probe"])
 
 
 def _probe_here(dtypes: Sequence[str], matmul_size: int, command: Sequence[str]) -> dict[str, Any]:
-    return {"environment": environment(command), "memory_stats": bool(memory_stats()),
-            "matmul_rates": {d: matmul_rate(d, matmul_size) for d in dtypes}}
+    return {
+        "environment": environment(command),
+        "memory_stats": bool(memory_stats()),
+        "matmul_rates": {d: matmul_rate(d, matmul_size) for d in dtypes},
+    }
 
 
 def _child_main(payload: str) -> None:
@@ -257,10 +287,17 @@ def read_partial(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs: int = 1,
-             case_timeout: float | None = None, partial: Path | None = None, retry_errors: bool = False,
-             on_row: Callable[[list[dict[str, Any]]], None] | None = None, log: Callable[[str], None] = print
-             ) -> list[dict[str, Any]]:
+def run_grid(
+    cases: Sequence[Case],
+    isolate: bool,
+    rates: dict[str, float],
+    jobs: int = 1,
+    case_timeout: float | None = None,
+    partial: Path | None = None,
+    retry_errors: bool = False,
+    on_row: Callable[[list[dict[str, Any]]], None] | None = None,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
     """Every case's row, in the order of ``cases``.
 
     ``jobs`` > 1 (isolated only): that many case processes at once, compiling together and timed
@@ -291,8 +328,10 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
             r["achieved_flops_per_second"] = achieved
             r["matmul_flops_per_second"] = rates.get(case.dtype)
             r["mfu"] = achieved / rates[case.dtype] if rates.get(case.dtype) else None
-            log(f"[{len(rows) + 1}/{len(cases)}] {name}: {r['steps_per_second']:.3g} steps/s, "
-                f"MFU {100 * r['mfu']:.1f}% ({seconds})")
+            log(
+                f"[{len(rows) + 1}/{len(cases)}] {name}: {r['steps_per_second']:.3g} steps/s, "
+                f"MFU {100 * r['mfu']:.1f}% ({seconds})"
+            )
         else:
             log(f"[{len(rows) + 1}/{len(cases)}] {name}: {r['reason']}")
         rows[key] = r
@@ -313,11 +352,12 @@ def run_grid(cases: Sequence[Case], isolate: bool, rates: dict[str, float], jobs
             t0 = time.perf_counter()
             finish(case, key, _safe_measure(case), f"{time.perf_counter() - t0:.0f} s")
         return ordered()
-    with tempfile.TemporaryDirectory(prefix="lra_bench_turns_") as turns, \
-            concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+    with (
+        tempfile.TemporaryDirectory(prefix="lra_bench_turns_") as turns,
+        concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool,
+    ):
         started = time.perf_counter()
-        futures = {pool.submit(_isolated, c, case_timeout, Path(turns) if jobs > 1 else None): (c, k)
-                   for c, k in todo}
+        futures = {pool.submit(_isolated, c, case_timeout, Path(turns) if jobs > 1 else None): (c, k) for c, k in todo}
         for future in concurrent.futures.as_completed(futures):
             finish(*futures[future], future.result(), f"{time.perf_counter() - started:.0f} s since the start")
     return ordered()
@@ -338,12 +378,16 @@ def markdown(report: dict[str, Any]) -> str:
         f"{s['steps']} timed steps after compilation, median of {s['repeats']} windows. "
         "Steps/s: program steps (all seeds at once); seed-steps/s = seeds x steps/s. MFU: XLA's FLOPs of the "
         "step x steps/s over a dense matmul's rate of the same dtype measured in the same run ("
-        + ", ".join(f"{d}: {r / 1e12:.3g} TFLOP/s" for d, r in report["matmul_rates"].items()) + "). "
+        + ", ".join(f"{d}: {r / 1e12:.3g} TFLOP/s" for d, r in report["matmul_rates"].items())
+        + "). "
         "Memory: XLA's compiled memory analysis"
         + (" and the device's peak (each case in its own process)." if s["isolate"] else ".")
-        + (f" {s['jobs']} case processes ran at once: they compiled side by side and each was timed with "
-           "the device to itself (lra/bench/device_turns.py), so compile seconds include that sharing."
-           if s.get("jobs", 1) > 1 else ""),
+        + (
+            f" {s['jobs']} case processes ran at once: they compiled side by side and each was timed with "
+            "the device to itself (lra/bench/device_turns.py), so compile seconds include that sharing."
+            if s.get("jobs", 1) > 1
+            else ""
+        ),
         *_earlier_rates_note(report),
         "",
         "| family | N | dtype | seeds | steps/s | seed-steps/s | GFLOP/step | MFU | memory MiB (XLA) | device peak MiB | compile s |",
@@ -355,9 +399,11 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(head + f"| {r['status']}: {r['reason'][:80]} |||||||")
             continue
         mem = (r.get("memory") or {}).get("total_bytes")
-        lines.append(head + f"| {r['steps_per_second']:.3g} | {r['seed_steps_per_second']:.3g} | "
-                     f"{r['flops_per_step'] / 1e9:,.1f} | {100 * r['mfu']:.1f}% | {_fmt_bytes(mem)} | "
-                     f"{_fmt_bytes(r.get('device_peak_bytes'))} | {r['compile_seconds']:.1f} |")
+        lines.append(
+            head + f"| {r['steps_per_second']:.3g} | {r['seed_steps_per_second']:.3g} | "
+            f"{r['flops_per_step'] / 1e9:,.1f} | {100 * r['mfu']:.1f}% | {_fmt_bytes(mem)} | "
+            f"{_fmt_bytes(r.get('device_peak_bytes'))} | {r['compile_seconds']:.1f} |"
+        )
     lines += ["", *table2_view(report)]
     return "\n".join(lines) + "\n"
 
@@ -365,14 +411,21 @@ def markdown(report: dict[str, Any]) -> str:
 def _earlier_rates_note(report: dict[str, Any]) -> list[str]:
     """Rows resumed from an earlier invocation keep that invocation's matmul rate as their MFU base."""
     rates = report["matmul_rates"]
-    earlier = {(r["dtype"], r["matmul_flops_per_second"]) for r in report["cases"]
-               if r["status"] == "ok" and r.get("matmul_flops_per_second")
-               and abs(r["matmul_flops_per_second"] / rates.get(r["dtype"], float("inf")) - 1) > 1e-9}
+    earlier = {
+        (r["dtype"], r["matmul_flops_per_second"])
+        for r in report["cases"]
+        if r["status"] == "ok"
+        and r.get("matmul_flops_per_second")
+        and abs(r["matmul_flops_per_second"] / rates.get(r["dtype"], float("inf")) - 1) > 1e-9
+    }
     if not earlier:
         return []
-    return ["Some rows were measured by an earlier invocation of the same grid (resumed from its partial "
-            "file); their MFU is relative to that invocation's matmul rate ("
-            + ", ".join(f"{d}: {r / 1e12:.3g} TFLOP/s" for d, r in sorted(earlier)) + ")."]
+    return [
+        "Some rows were measured by an earlier invocation of the same grid (resumed from its partial "
+        "file); their MFU is relative to that invocation's matmul rate ("
+        + ", ".join(f"{d}: {r / 1e12:.3g} TFLOP/s" for d, r in sorted(earlier))
+        + ")."
+    ]
 
 
 def table2_view(report: dict[str, Any]) -> list[str]:
@@ -383,10 +436,13 @@ def table2_view(report: dict[str, Any]) -> list[str]:
     for dtype, seeds in (("float32", 1), ("bfloat16", 1)):
         if not any(("softmax", n, dtype, seeds) in ok for n in lengths):
             continue
-        out = [f"Relative to the Transformer ({dtype}, 1 seed; as the LRA paper's Table 2): steps/s ratio "
-               "(higher is faster) / memory ratio (XLA, lower is smaller).", "",
-               "| family | " + " | ".join(f"{n} speed | {n} memory" for n in lengths) + " |",
-               "|---|" + "---:|---:|" * len(lengths)]
+        out = [
+            f"Relative to the Transformer ({dtype}, 1 seed; as the LRA paper's Table 2): steps/s ratio "
+            "(higher is faster) / memory ratio (XLA, lower is smaller).",
+            "",
+            "| family | " + " | ".join(f"{n} speed | {n} memory" for n in lengths) + " |",
+            "|---|" + "---:|---:|" * len(lengths),
+        ]
         for family in dict.fromkeys(r["family"] for r in report["cases"]):
             cells = []
             for n in lengths:
@@ -395,8 +451,10 @@ def table2_view(report: dict[str, Any]) -> list[str]:
                     cells += ["", ""]
                     continue
                 mb, mr = (base.get("memory") or {}).get("total_bytes"), (row.get("memory") or {}).get("total_bytes")
-                cells += [f"{row['steps_per_second'] / base['steps_per_second']:.2f}x",
-                          f"{mr / mb:.2f}x" if mb and mr else ""]
+                cells += [
+                    f"{row['steps_per_second'] / base['steps_per_second']:.2f}x",
+                    f"{mr / mb:.2f}x" if mb and mr else "",
+                ]
             out.append(f"| {label(family)} | " + " | ".join(cells) + " |")
         return out + [""]
     return []
@@ -419,33 +477,53 @@ def plot(report: dict[str, Any], path: Path) -> None:
     handles: dict[str, Any] = {}  # the legend lists every family, not only the last panel's
     for ax, (dtype, seeds) in zip(axes[0], panels, strict=False):
         for family in families:
-            rows = sorted((r for r in ok if (r["family"], r["dtype"], r["seeds"]) == (family, dtype, seeds)),
-                          key=lambda r: r["length"])
+            rows = sorted(
+                (r for r in ok if (r["family"], r["dtype"], r["seeds"]) == (family, dtype, seeds)),
+                key=lambda r: r["length"],
+            )
             if rows:
-                (handles[family],) = ax.plot([r["length"] for r in rows], [r["seed_steps_per_second"] for r in rows],
-                                             marker="o", color=colours[family], label=label(family))
+                (handles[family],) = ax.plot(
+                    [r["length"] for r in rows],
+                    [r["seed_steps_per_second"] for r in rows],
+                    marker="o",
+                    color=colours[family],
+                    label=label(family),
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length N")
         ax.set_title(f"{dtype}, {seeds} seed{'s' if seeds > 1 else ''}")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("seed-steps per second")
-    axes[0][-1].legend([handles[f] for f in families], [label(f) for f in families], loc="center left",
-                       bbox_to_anchor=(1.02, 0.5), fontsize=8)
+    axes[0][-1].legend(
+        [handles[f] for f in families],
+        [label(f) for f in families],
+        loc="center left",
+        bbox_to_anchor=(1.02, 0.5),
+        fontsize=8,
+    )
     env, s = report["environment"], report["settings"]
-    fig.suptitle(f"Training steps, paper-scale ListOps models, {env['device_kind']}"
-                 + (f" (overrides: {s['overrides']})" if s["overrides"] else ""), fontsize=10)
+    fig.suptitle(
+        f"Training steps, paper-scale ListOps models, {env['device_kind']}"
+        + (f" (overrides: {s['overrides']})" if s["overrides"] else ""),
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
-def write_report(cases: list[dict[str, Any]], probed: dict[str, Any], settings: dict[str, Any], out: Path,
-                 name: str) -> dict[str, Any]:
+def write_report(
+    cases: list[dict[str, Any]], probed: dict[str, Any], settings: dict[str, Any], out: Path, name: str
+) -> dict[str, Any]:
     """``<name>.json``, ``.md`` and ``.png`` under ``out`` (rewritten after every case, so a killed
     grid leaves a report of what it measured)."""
-    report = {"environment": {**probed["environment"], "load_average_1_5_15min": list(os.getloadavg())},
-              "settings": settings, "matmul_rates": probed["matmul_rates"], "cases": cases}
+    report = {
+        "environment": {**probed["environment"], "load_average_1_5_15min": list(os.getloadavg())},
+        "settings": settings,
+        "matmul_rates": probed["matmul_rates"],
+        "cases": cases,
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / f"{name}.md").write_text(markdown(report))
@@ -459,9 +537,18 @@ def write_report(cases: list[dict[str, Any]], probed: dict[str, Any], settings: 
 def _train_cli(config_path: Path, workdir: Path, seeds: Sequence[int], steps: int, data_dir: str) -> dict[str, Any]:
     """One ``python -m lra.train`` process; its wall time and each seed's result.json."""
     flag = f"--config.seeds={','.join(map(str, seeds))}" if len(seeds) > 1 else f"--config.seed={seeds[0]}"
-    cmd = [sys.executable, "-m", "lra.train", f"--config={config_path}:cpu", f"--workdir={workdir}", flag,
-           f"--config.num_train_steps={steps}", f"--config.eval_every={steps}", f"--config.checkpoint_every={steps}",
-           *([f"--config.data_dir={data_dir}"] if data_dir else [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lra.train",
+        f"--config={config_path}:cpu",
+        f"--workdir={workdir}",
+        flag,
+        f"--config.num_train_steps={steps}",
+        f"--config.eval_every={steps}",
+        f"--config.checkpoint_every={steps}",
+        *([f"--config.data_dir={data_dir}"] if data_dir else []),
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -479,16 +566,23 @@ def bucket_padding_cost(config: Any, seeds: Sequence[int], steps: int) -> dict[s
 
     train = load_task(config).train
     own = [TrainBatches(train, config.batch_size, s, config.data.buckets, config.data.max_len) for s in seeds]
-    shared = [TrainBatches(train, config.batch_size, s, config.data.buckets, config.data.max_len, seeds[0])
-              for s in seeds]
+    shared = [
+        TrainBatches(train, config.batch_size, s, config.data.buckets, config.data.max_len, seeds[0]) for s in seeds
+    ]
     own_len = np.mean([[b.plan(t)[1] for b in own] for t in range(steps)])
     shared_len = np.mean([[b.plan(t)[1] for b in shared] for t in range(steps)])
     padded_len = np.mean([max(b.plan(t)[1] for b in own) for t in range(steps)])
     return {"own_order": float(own_len), "shared_order": float(shared_len), "pad_to_longest": float(padded_len)}
 
 
-def seeds_vs_sequential(config_paths: Sequence[Path], seeds: Sequence[int], steps: int, root: Path, data_dir: str,
-                        log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def seeds_vs_sequential(
+    config_paths: Sequence[Path],
+    seeds: Sequence[int],
+    steps: int,
+    root: Path,
+    data_dir: str,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
     """For each config: ``seeds`` trained one after another, then in one vmapped program."""
     from lra.defaults import load_config_file
     from lra.training.seeds import seed_config  # noqa: F401  (the bundle's config rule, documented there)
@@ -501,26 +595,36 @@ def seeds_vs_sequential(config_paths: Sequence[Path], seeds: Sequence[int], step
         sequential = []
         for k in seeds:
             sequential.append(_train_cli(path, root / path.stem / f"single{k}", [k], steps, data_dir))
-            log(f"{config.variant} seed {k} alone: {sequential[-1]['results'][0]['steps_per_second']:.3g} steps/s, "
-                f"{sequential[-1]['wall_seconds']:.0f} s wall")
+            log(
+                f"{config.variant} seed {k} alone: {sequential[-1]['results'][0]['steps_per_second']:.3g} steps/s, "
+                f"{sequential[-1]['wall_seconds']:.0f} s wall"
+            )
         bundle = _train_cli(path, root / path.stem / "bundle", list(seeds), steps, data_dir)
         seq_train = sum(r["results"][0]["train_seconds"] for r in sequential)
         seq_wall = sum(r["wall_seconds"] for r in sequential)
         bundle_train = bundle["results"][0]["train_seconds"]
         row = {
-            "config": str(path), "variant": config.variant, "seeds": list(seeds), "steps": steps,
-            "sequential_train_seconds": seq_train, "sequential_wall_seconds": seq_wall,
-            "bundle_train_seconds": bundle_train, "bundle_wall_seconds": bundle["wall_seconds"],
+            "config": str(path),
+            "variant": config.variant,
+            "seeds": list(seeds),
+            "steps": steps,
+            "sequential_train_seconds": seq_train,
+            "sequential_wall_seconds": seq_wall,
+            "bundle_train_seconds": bundle_train,
+            "bundle_wall_seconds": bundle["wall_seconds"],
             "sequential_seed_steps_per_second": len(seeds) * steps / seq_train,
             "bundle_seed_steps_per_second": len(seeds) * steps / bundle_train,
-            "speedup_train": seq_train / bundle_train, "speedup_wall": seq_wall / bundle["wall_seconds"],
+            "speedup_train": seq_train / bundle_train,
+            "speedup_wall": seq_wall / bundle["wall_seconds"],
             "test_accuracy_sequential": [r["results"][0]["test_accuracy"] for r in sequential],
             "test_accuracy_bundle": [r["test_accuracy"] for r in bundle["results"]],
             "bucket_padding": bucket_padding_cost(config, seeds, steps) if len(config.data.buckets) else None,
         }
-        log(f"{config.variant}: {len(seeds)} seeds vmapped {row['bundle_seed_steps_per_second']:.3g} seed-steps/s vs "
+        log(
+            f"{config.variant}: {len(seeds)} seeds vmapped {row['bundle_seed_steps_per_second']:.3g} seed-steps/s vs "
             f"sequential {row['sequential_seed_steps_per_second']:.3g} (x{row['speedup_train']:.2f} training time, "
-            f"x{row['speedup_wall']:.2f} wall)")
+            f"x{row['speedup_wall']:.2f} wall)"
+        )
         rows.append(row)
     return rows
 
@@ -542,18 +646,27 @@ def seeds_markdown(report: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["rows"]:
-        lines.append(f"| {r['variant']} | {r['steps']} | {r['sequential_seed_steps_per_second']:.3g} | "
-                     f"{r['bundle_seed_steps_per_second']:.3g} | x{r['speedup_train']:.2f} | "
-                     f"{r['sequential_wall_seconds']:.0f} | {r['bundle_wall_seconds']:.0f} | x{r['speedup_wall']:.2f} |")
+        lines.append(
+            f"| {r['variant']} | {r['steps']} | {r['sequential_seed_steps_per_second']:.3g} | "
+            f"{r['bundle_seed_steps_per_second']:.3g} | x{r['speedup_train']:.2f} | "
+            f"{r['sequential_wall_seconds']:.0f} | {r['bundle_wall_seconds']:.0f} | x{r['speedup_wall']:.2f} |"
+        )
     pads = [(r["variant"], r["bucket_padding"]) for r in report["rows"] if r["bucket_padding"]]
     if pads:
-        lines += ["", "Length buckets: mean padded length per seed-step over these steps. The seeds of one program "
-                  "share the first seed's bucket order (no padding beyond each seed's own bucket); padding every "
-                  "step to the longest bucket any seed drew would cost the last column.", "",
-                  "| variant | own order | shared order (used) | pad to the longest |", "|---|---:|---:|---:|"]
+        lines += [
+            "",
+            "Length buckets: mean padded length per seed-step over these steps. The seeds of one program "
+            "share the first seed's bucket order (no padding beyond each seed's own bucket); padding every "
+            "step to the longest bucket any seed drew would cost the last column.",
+            "",
+            "| variant | own order | shared order (used) | pad to the longest |",
+            "|---|---:|---:|---:|",
+        ]
         for variant, p in pads:
-            lines.append(f"| {variant} | {p['own_order']:.0f} | {p['shared_order']:.0f} | {p['pad_to_longest']:.0f} "
-                         f"(x{p['pad_to_longest'] / p['shared_order']:.2f}) |")
+            lines.append(
+                f"| {variant} | {p['own_order']:.0f} | {p['shared_order']:.0f} | {p['pad_to_longest']:.0f} "
+                f"(x{p['pad_to_longest'] / p['shared_order']:.2f}) |"
+            )
     return "\n".join(lines) + "\n"
 
 

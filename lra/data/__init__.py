@@ -55,12 +55,14 @@ def task_shapes(task: str) -> tuple[int, int, bool]:
     preflight and the step benchmark build the model with (a test checks it against the loaders)."""
     from lra.data import bytes_tokenizer, image, listops, matching, pathfinder, text
 
-    table = {"listops": (len(listops.VOCAB), listops.NUM_CLASSES, False),
-             "text": (bytes_tokenizer.VOCAB_SIZE, text.NUM_CLASSES, False),
-             "matching": (bytes_tokenizer.VOCAB_SIZE, matching.NUM_CLASSES, True),
-             "image": (image.VOCAB_SIZE, image.NUM_CLASSES, False),
-             "pathfinder": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False),
-             "pathx": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False)}
+    table = {
+        "listops": (len(listops.VOCAB), listops.NUM_CLASSES, False),
+        "text": (bytes_tokenizer.VOCAB_SIZE, text.NUM_CLASSES, False),
+        "matching": (bytes_tokenizer.VOCAB_SIZE, matching.NUM_CLASSES, True),
+        "image": (image.VOCAB_SIZE, image.NUM_CLASSES, False),
+        "pathfinder": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False),
+        "pathx": (pathfinder.VOCAB_SIZE, pathfinder.NUM_CLASSES, False),
+    }
     if task not in table:
         raise InputError(f"config.task={task!r}: no shapes known; known: {', '.join(table)}")
     return table[task]

@@ -33,14 +33,18 @@ def verify(path: Path, archive: Archive, size: int | None) -> None:
                 break
     if problem:
         bad = quarantine(path)
-        raise DownloadError(f"corrupt download {path}: {problem}; it was moved to {bad} and nothing was extracted; "
-                            f"to fix: run the command again to download it afresh (if it fails again, a proxy or "
-                            f"mirror alters the file: try another --url)")
+        raise DownloadError(
+            f"corrupt download {path}: {problem}; it was moved to {bad} and nothing was extracted; "
+            f"to fix: run the command again to download it afresh (if it fails again, a proxy or "
+            f"mirror alters the file: try another --url)"
+        )
 
 
 def corrupt(path: Path, reason: object, what: str = "corrupt") -> DownloadError:
     """Quarantine ``path`` and return the error that says why (``what``: corrupt, or refused)."""
     bad = quarantine(path)
-    return DownloadError(f"{what} archive {path} ({reason}); it was moved to {bad} and nothing was extracted; "
-                         f"to fix: run the command again to download it afresh (if it fails again, check that "
-                         f"--url or ${BASE_ENV} points at the official file)")
+    return DownloadError(
+        f"{what} archive {path} ({reason}); it was moved to {bad} and nothing was extracted; "
+        f"to fix: run the command again to download it afresh (if it fails again, check that "
+        f"--url or ${BASE_ENV} points at the official file)"
+    )

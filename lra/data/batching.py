@@ -51,8 +51,15 @@ class TrainBatches:
     batches are exactly those of a run that never heard of it.
     """
 
-    def __init__(self, split: Split, batch_size: int, seed: int, buckets: Sequence[int], max_len: int,
-                 order_seed: int | None = None):
+    def __init__(
+        self,
+        split: Split,
+        batch_size: int,
+        seed: int,
+        buckets: Sequence[int],
+        max_len: int,
+        order_seed: int | None = None,
+    ):
         if len(split) == 0:
             raise InputError(f"split {split.name!r} is empty")
         self.split = split

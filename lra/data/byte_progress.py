@@ -22,7 +22,6 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-
 class Progress:
     """Bytes done of a total: a tqdm bar on a terminal, else a plain line per 10% (or 30 s)."""
 
@@ -35,8 +34,17 @@ class Progress:
         if self.stream.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024,
-                            desc=what, file=self.stream, dynamic_ncols=True, miniters=1)
+            self.bar = tqdm(
+                total=total,
+                initial=initial,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=what,
+                file=self.stream,
+                dynamic_ncols=True,
+                miniters=1,
+            )
 
     def update(self, n: int) -> None:
         self.done += n
@@ -55,8 +63,10 @@ class Progress:
         if self.total:
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             eta_s = time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 1e6 else "?"
-            log(f"{self.what}: {format_bytes(self.done)} of {format_bytes(self.total)} ({100 * self.done / self.total:.0f}%), "
-                f"{format_bytes(rate)}/s, ETA {eta_s}")
+            log(
+                f"{self.what}: {format_bytes(self.done)} of {format_bytes(self.total)} ({100 * self.done / self.total:.0f}%), "
+                f"{format_bytes(rate)}/s, ETA {eta_s}"
+            )
         else:
             log(f"{self.what}: {format_bytes(self.done)}, {format_bytes(rate)}/s")
 

@@ -122,8 +122,10 @@ def file_digest(path: Path, algorithm: str = "sha256") -> str:
 
 
 def _damaged(entry: Path, what: str) -> DataError:
-    return DataError(f"data cache {what}, so it cannot be trusted\n  to fix: delete the cache folder {entry} "
-                     f"(the next run rebuilds it from the data files)")
+    return DataError(
+        f"data cache {what}, so it cannot be trusted\n  to fix: delete the cache folder {entry} "
+        f"(the next run rebuilds it from the data files)"
+    )
 
 
 def _read_meta(entry: Path) -> dict[str, Any]:
@@ -132,8 +134,12 @@ def _read_meta(entry: Path) -> dict[str, Any]:
         meta = json.loads(path.read_text())
     except (OSError, ValueError, UnicodeDecodeError) as e:
         raise _damaged(entry, f"file {path} is unreadable ({e})") from None
-    ok = (isinstance(meta, dict) and isinstance(meta.get("splits"), list) and isinstance(meta.get("sha256"), dict)
-          and all(isinstance(n, str) for n in meta["splits"]))
+    ok = (
+        isinstance(meta, dict)
+        and isinstance(meta.get("splits"), list)
+        and isinstance(meta.get("sha256"), dict)
+        and all(isinstance(n, str) for n in meta["splits"])
+    )
     if not ok:
         raise _damaged(entry, f"file {path} lacks its split names or digests")
     return meta
@@ -147,8 +153,10 @@ def _check_range(entry: Path, path: Path, values: np.ndarray, limit: int, what: 
     if low < 0 or high >= limit:
         bad = low if low < 0 else high
         row = int(np.argwhere(values == bad)[0][0])
-        raise DataError(f"data cache file {path}: {what} {bad} in row {row} is outside [0, {limit}) of this task"
-                        f"\n  to fix: delete the cache folder {entry} (the next run rebuilds it from the data files)")
+        raise DataError(
+            f"data cache file {path}: {what} {bad} in row {row} is outside [0, {limit}) of this task"
+            f"\n  to fix: delete the cache folder {entry} (the next run rebuilds it from the data files)"
+        )
 
 
 def load_entry(entry: Path, vocab_size: int | None = None, num_classes: int | None = None) -> dict[str, Split]:
@@ -200,8 +208,10 @@ def build_or_load(
         entry.parent.mkdir(parents=True, exist_ok=True)
         writer = Writer(entry)
     except OSError as e:
-        raise DataError(f"cannot write the data cache at {entry.parent} ({e.strerror})\n  to fix: "
-                        f"make it writable or point --config.data.cache_dir at a writable folder") from None
+        raise DataError(
+            f"cannot write the data cache at {entry.parent} ({e.strerror})\n  to fix: "
+            f"make it writable or point --config.data.cache_dir at a writable folder"
+        ) from None
     log(f"tokenising {what} once into {entry} (later loads reuse it) ...")
     start = time.time()
     try:

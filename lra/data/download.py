@@ -62,9 +62,30 @@ from lra.data.stale_extractions import EXTRACT_PREFIX, remove_stale_extractions
 from lra.data.tar_extract import BadArchive, check_places, extract, member_path
 from lra.errors import InputError
 
-__all__ = ["ARCHIVES", "BASE_ENV", "CHUNK", "DOWNLOADS", "TASK_ARCHIVE", "Archive", "BadArchive", "DownloadError",
-           "EXTRACT_PREFIX", "Place", "Progress", "add_parser", "archive_url", "check_places", "download", "extract",
-           "fetch", "member_path", "present", "remove_stale_extractions", "run", "verify"]
+__all__ = [
+    "ARCHIVES",
+    "BASE_ENV",
+    "CHUNK",
+    "DOWNLOADS",
+    "TASK_ARCHIVE",
+    "Archive",
+    "BadArchive",
+    "DownloadError",
+    "EXTRACT_PREFIX",
+    "Place",
+    "Progress",
+    "add_parser",
+    "archive_url",
+    "check_places",
+    "download",
+    "extract",
+    "fetch",
+    "member_path",
+    "present",
+    "remove_stale_extractions",
+    "run",
+    "verify",
+]
 
 DOWNLOADS = "downloads"  # under the data dir
 
@@ -75,8 +96,14 @@ def present(root: Path, finals: Sequence[str]) -> bool:
     return all((root / f).is_dir() and not missing_entries(root / f, places[f]) for f in finals)
 
 
-def download(task: str, root: str | os.PathLike | None = None, url: str | None = None, force: bool = False,
-             keep_archive: bool = False, timeout: float = 60.0) -> Path:
+def download(
+    task: str,
+    root: str | os.PathLike | None = None,
+    url: str | None = None,
+    force: bool = False,
+    keep_archive: bool = False,
+    timeout: float = 60.0,
+) -> Path:
     """Make ``task``'s source folders exist under the data dir (download, verify, extract); returns the dir."""
     if task not in TASK_ARCHIVE:
         raise InputError(f"unknown task {task!r}; valid tasks: {', '.join(TASK_ARCHIVE)}")
@@ -93,8 +120,9 @@ def download(task: str, root: str | os.PathLike | None = None, url: str | None =
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise DownloadError(f"cannot create {dest.parent} ({e.strerror}); "
-                            f"to fix: choose a writable --data_dir") from None
+        raise DownloadError(
+            f"cannot create {dest.parent} ({e.strerror}); " f"to fix: choose a writable --data_dir"
+        ) from None
     size = archive.size
     if dest.is_file():
         log(f"using the earlier download {dest}")
@@ -103,8 +131,10 @@ def download(task: str, root: str | os.PathLike | None = None, url: str | None =
         announced = fetch(source, dest, size, timeout)
         size = size if size is not None else announced
     verify(dest, archive, size)
-    log(f"verified {dest.name} ({'size, ' if size else ''}"
-        f"{', '.join(a for a in ('md5', 'sha256') if getattr(archive, a)) or 'no published checksum'})")
+    log(
+        f"verified {dest.name} ({'size, ' if size else ''}"
+        f"{', '.join(a for a in ('md5', 'sha256') if getattr(archive, a)) or 'no published checksum'})"
+    )
     placed = extract(dest, archive, root, replace=force)
     for folder in placed:
         log(f"extracted {folder}")
@@ -114,18 +144,27 @@ def download(task: str, root: str | os.PathLike | None = None, url: str | None =
 
 
 def add_parser(sub: argparse._SubParsersAction, tasks: Sequence[str]) -> None:
-    p = sub.add_parser("download", help="download, verify and extract a task's official archive, then prepare it",
-                       description="Download a task's official archive (resumable), verify its size and checksum, "
-                                   "extract it into the data dir's layout, then run `prepare` for the task.")
+    p = sub.add_parser(
+        "download",
+        help="download, verify and extract a task's official archive, then prepare it",
+        description="Download a task's official archive (resumable), verify its size and checksum, "
+        "extract it into the data dir's layout, then run `prepare` for the task.",
+    )
     p.add_argument("task", choices=[*tasks, "all"])
     p.add_argument("--data_dir", default=None, help="data folder (default: $LRA_DATA_DIR, else ~/.cache/lra)")
-    p.add_argument("--url", default=None,
-                   help=f"download from this URL instead (a mirror of the same file; ${BASE_ENV} replaces the "
-                        f"folder of every archive's URL)")
+    p.add_argument(
+        "--url",
+        default=None,
+        help=f"download from this URL instead (a mirror of the same file; ${BASE_ENV} replaces the "
+        f"folder of every archive's URL)",
+    )
     p.add_argument("--max_len", type=int, default=None, help="passed to prepare")
-    p.add_argument("--force", action="store_true",
-                   help="replace the extracted folders (downloading again unless a verified archive is in "
-                        f"<data_dir>/{DOWNLOADS}/) and rebuild the cache")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the extracted folders (downloading again unless a verified archive is in "
+        f"<data_dir>/{DOWNLOADS}/) and rebuild the cache",
+    )
     p.add_argument("--keep_archive", action="store_true", help=f"keep the archive in <data_dir>/{DOWNLOADS}/")
     p.add_argument("--no_prepare", action="store_true", help="stop after extracting")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds without data before a network error")
@@ -145,8 +184,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # anything not foreseen above, e.g. a data dir that cannot be written
-        print(f"error: {e.strerror or e} ({e.filename or args.data_dir}); to fix: check the data dir's permissions "
-              f"and free space, or choose another --data_dir", file=sys.stderr)
+        print(
+            f"error: {e.strerror or e} ({e.filename or args.data_dir}); to fix: check the data dir's permissions "
+            f"and free space, or choose another --data_dir",
+            file=sys.stderr,
+        )
         return 2
     if args.no_prepare:
         return 0

@@ -18,8 +18,10 @@ from lra.data.cache import log
 
 
 def _network_fix(url: str, dest: Path) -> str:
-    return (f"to fix: check the URL and your network/proxy, retry later, or download the file by hand "
-            f"into {dest} and run the command again; a mirror: --url URL or ${BASE_ENV}")
+    return (
+        f"to fix: check the URL and your network/proxy, retry later, or download the file by hand "
+        f"into {dest} and run the command again; a mirror: --url URL or ${BASE_ENV}"
+    )
 
 
 def _content_range(value: str | None) -> tuple[int, int | None] | None:
@@ -71,14 +73,18 @@ def fetch(url: str, dest: Path, size: int | None, timeout: float = 60.0) -> int 
             log(f"resuming {dest.name} at {format_bytes(offset)}")
         else:
             if offset:
-                log(f"the server ignored the resume request for {url} (HTTP {response.status}, not 206): "
-                    f"downloading from the start")
+                log(
+                    f"the server ignored the resume request for {url} (HTTP {response.status}, not 206): "
+                    f"downloading from the start"
+                )
             offset = 0
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
         if size is not None and total is not None and total != size:
-            raise DownloadError(f"{url} serves {total} bytes, but the published size of {dest.name} is {size}; "
-                                f"to fix: check that --url or ${BASE_ENV} points at the official file")
+            raise DownloadError(
+                f"{url} serves {total} bytes, but the published size of {dest.name} is {size}; "
+                f"to fix: check that --url or ${BASE_ENV} points at the official file"
+            )
         expected = total if total is not None else size
         dest.parent.mkdir(parents=True, exist_ok=True)
         if expected is not None and shutil.disk_usage(dest.parent).free < expected - offset:
@@ -94,17 +100,23 @@ def fetch(url: str, dest: Path, size: int | None, timeout: float = 60.0) -> int 
             if isinstance(e, (urllib.error.URLError, TimeoutError, ConnectionError)) or e.errno is None:
                 pass  # a network failure mid-stream: reported below as an interrupted download
             else:
-                raise DownloadError(f"cannot write {part} ({e.strerror}); to fix: make {part.parent} "
-                                    f"writable or choose another --data_dir") from None
+                raise DownloadError(
+                    f"cannot write {part} ({e.strerror}); to fix: make {part.parent} "
+                    f"writable or choose another --data_dir"
+                ) from None
         except http.client.HTTPException:
             pass
     got = part.stat().st_size
     if expected is not None and got < expected:
-        raise DownloadError(f"download of {url} stopped after {format_bytes(got)} of {format_bytes(expected)}; to fix: run the same "
-                            f"command again: it resumes from {part}")
+        raise DownloadError(
+            f"download of {url} stopped after {format_bytes(got)} of {format_bytes(expected)}; to fix: run the same "
+            f"command again: it resumes from {part}"
+        )
     if expected is not None and got > expected:
         part.unlink()
-        raise DownloadError(f"{url} sent {got} bytes, more than the {expected} announced; the download was deleted; "
-                            f"to fix: run the command again (a mirror: --url URL)")
+        raise DownloadError(
+            f"{url} sent {got} bytes, more than the {expected} announced; the download was deleted; "
+            f"to fix: run the command again (a mirror: --url URL)"
+        )
     os.replace(part, dest)
     return total

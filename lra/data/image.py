@@ -58,11 +58,13 @@ GRAYSCALE = ("lra", "pil")
 
 
 def fix_message(root: Path) -> str:
-    return (f"run `python -m lra.data download image --data_dir {root}` (downloads, verifies, extracts and "
-            f"prepares it), or by hand: download CIFAR-10, python version ({URL}), and extract it into {root} "
-            f"(mkdir -p {root} && tar xzf cifar-10-python.tar.gz -C {root}, giving {root}/cifar-10-batches-py/data_batch_1), "
-            f"then run `python -m lra.data prepare image --data_dir {root}` (with tensorflow-datasets "
-            f"installed, that command downloads it itself)")
+    return (
+        f"run `python -m lra.data download image --data_dir {root}` (downloads, verifies, extracts and "
+        f"prepares it), or by hand: download CIFAR-10, python version ({URL}), and extract it into {root} "
+        f"(mkdir -p {root} && tar xzf cifar-10-python.tar.gz -C {root}, giving {root}/cifar-10-batches-py/data_batch_1), "
+        f"then run `python -m lra.data prepare image --data_dir {root}` (with tensorflow-datasets "
+        f"installed, that command downloads it itself)"
+    )
 
 
 def grayscale(r: np.ndarray, g: np.ndarray, b: np.ndarray, method: str = "lra") -> np.ndarray:
@@ -94,10 +96,16 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
     """CIFAR pickles hold numpy arrays and lists; refuse any other global (no code execution)."""
 
     _ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-        ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"), ("builtins", "bytearray"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.numeric", "_frombuffer"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("_codecs", "encode"),
+        ("builtins", "bytearray"),
     }
 
     def find_class(self, module: str, name: str) -> Any:
@@ -115,16 +123,20 @@ def _read_pickle(path: Path, fix: str) -> tuple[np.ndarray, np.ndarray]:
     except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as e:
         raise DataError(f"malformed CIFAR-10 batch {path}: {type(e).__name__}: {e}\n  to fix: {fix}") from None
     if data.ndim != 2 or data.shape[1] != 3 * PIXELS or len(labels) != len(data):
-        raise DataError(f"malformed CIFAR-10 batch {path}: data {data.shape}, {len(labels)} labels; expected "
-                        f"N x {3 * PIXELS} and N labels\n  to fix: {fix}")
+        raise DataError(
+            f"malformed CIFAR-10 batch {path}: data {data.shape}, {len(labels)} labels; expected "
+            f"N x {3 * PIXELS} and N labels\n  to fix: {fix}"
+        )
     return data, labels
 
 
 def _read_bin(path: Path, fix: str) -> tuple[np.ndarray, np.ndarray]:
     raw = np.fromfile(path, np.uint8)
     if len(raw) % (1 + 3 * PIXELS):
-        raise DataError(f"malformed CIFAR-10 binary batch {path}: {len(raw)} bytes is not a multiple of "
-                        f"{1 + 3 * PIXELS}\n  to fix: {fix}")
+        raise DataError(
+            f"malformed CIFAR-10 binary batch {path}: {len(raw)} bytes is not a multiple of "
+            f"{1 + 3 * PIXELS}\n  to fix: {fix}"
+        )
     rows = raw.reshape(-1, 1 + 3 * PIXELS)
     return rows[:, 1:], rows[:, 0].astype(np.int64)
 
@@ -155,26 +167,39 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
     if fmt not in ("auto", "original", "tfds"):
         raise InputError(f"config.data.format={fmt!r}: valid values are auto, original, tfds")
     if fmt in ("auto", "original"):
-        for kind, folder, names in (("pickle", root / "cifar-10-batches-py", (TRAIN_FILES, TEST_FILES)),
-                                    ("bin", root / "cifar-10-batches-bin",
-                                     ([f + ".bin" for f in TRAIN_FILES], [f + ".bin" for f in TEST_FILES]))):
+        for kind, folder, names in (
+            ("pickle", root / "cifar-10-batches-py", (TRAIN_FILES, TEST_FILES)),
+            (
+                "bin",
+                root / "cifar-10-batches-bin",
+                ([f + ".bin" for f in TRAIN_FILES], [f + ".bin" for f in TEST_FILES]),
+            ),
+        ):
             if folder.is_dir():
                 files = {s: [folder / n for n in ns] for s, ns in zip(("train", "test"), names, strict=False)}
                 for path in files["train"] + files["test"]:
                     if not path.is_file():
                         raise DataError(f"CIFAR-10 folder incomplete: {path} is missing\n  to fix: {fix}")
-                return {"kind": kind, "files": files,
-                        "fingerprint": cache.file_fingerprint(files["train"] + files["test"])}
+                return {
+                    "kind": kind,
+                    "files": files,
+                    "fingerprint": cache.file_fingerprint(files["train"] + files["test"]),
+                }
     dataset_dir = tfds_dir(config) / "cifar10"
     if fmt in ("auto", "tfds"):
         version = tfds_reader.find_version_dir(dataset_dir, ("train", "test"), "cifar10")
         if version is not None:
             files = {s: tfds_reader.shard_paths(version, "cifar10", s, fix) for s in ("train", "test")}
-            return {"kind": "tfds", "files": files,
-                    "fingerprint": cache.file_fingerprint(files["train"] + files["test"])}
-    looked = {"auto": [root / "cifar-10-batches-py", root / "cifar-10-batches-bin", dataset_dir / "<version>"],
-              "original": [root / "cifar-10-batches-py", root / "cifar-10-batches-bin"],
-              "tfds": [dataset_dir / "<version>"]}[fmt]
+            return {
+                "kind": "tfds",
+                "files": files,
+                "fingerprint": cache.file_fingerprint(files["train"] + files["test"]),
+            }
+    looked = {
+        "auto": [root / "cifar-10-batches-py", root / "cifar-10-batches-bin", dataset_dir / "<version>"],
+        "original": [root / "cifar-10-batches-py", root / "cifar-10-batches-bin"],
+        "tfds": [dataset_dir / "<version>"],
+    }[fmt]
     raise DataError("CIFAR-10 not found; looked for " + ", ".join(str(p) for p in looked) + f"\n  to fix: {fix}")
 
 
@@ -192,8 +217,11 @@ def _read_split(source: dict[str, Any], split: str, fix: str) -> tuple[np.ndarra
 def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None = None) -> Path:
     """The cache folder for this config's source and grayscale conversion."""
     source = source or locate(config)
-    key = {"source": source["kind"], "fingerprint": source["fingerprint"],
-           "grayscale": config.data.get("grayscale", "lra")}
+    key = {
+        "source": source["kind"],
+        "fingerprint": source["fingerprint"],
+        "grayscale": config.data.get("grayscale", "lra"),
+    }
     return cache.entry_path(config, "image", key)
 
 
@@ -213,8 +241,13 @@ def _build(source: dict[str, Any], method: str, fix: str):
             writer.array(f"{split}.labels", (len(rgb),), np.int32)[:] = labels
             writer.array(f"{split}.lengths", (len(rgb),), np.int32)[:] = PIXELS
             sizes[split] = len(rgb)
-        return {"splits": ["train", "test"], "sizes": sizes, "source": source["kind"], "grayscale": method,
-                "inputs": "uint8 grayscale pixel values (tokens are value + 1)"}
+        return {
+            "splits": ["train", "test"],
+            "sizes": sizes,
+            "source": source["kind"],
+            "grayscale": method,
+            "inputs": "uint8 grayscale pixel values (tokens are value + 1)",
+        }
 
     return build
 
@@ -238,22 +271,31 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
         raise InputError(f"config.data.image_downsample={factor} must divide {SIDE} (1, 2, 4, 8, 16, 32)")
     seq_len = (SIDE // factor) ** 2
     if max_len < seq_len:
-        raise InputError(f"config.data.max_len={max_len} is shorter than the {seq_len} pixels of a "
-                         f"{SIDE // factor}x{SIDE // factor} image: set config.data.max_len={seq_len} or raise "
-                         f"config.data.image_downsample (4 gives 64 tokens, 2 gives 256)")
+        raise InputError(
+            f"config.data.max_len={max_len} is shorter than the {seq_len} pixels of a "
+            f"{SIDE // factor}x{SIDE // factor} image: set config.data.max_len={seq_len} or raise "
+            f"config.data.image_downsample (4 gives 64 tokens, 2 gives 256)"
+        )
     fraction = float(config.data.get("val_fraction", 0.1))
     if not 0.0 < fraction < 1.0:
         raise InputError(f"config.data.val_fraction={fraction} must be in (0, 1)")
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
-    splits = cache.build_or_load(cache_entry(config, source), _build(source, method, fix),
-                                 f"CIFAR-10 ({source['kind']}, grayscale {method})",
-                                 VOCAB_SIZE - 1, NUM_CLASSES)  # cached: pixels 0..255 (tokens: pixel + 1)
+    splits = cache.build_or_load(
+        cache_entry(config, source),
+        _build(source, method, fix),
+        f"CIFAR-10 ({source['kind']}, grayscale {method})",
+        VOCAB_SIZE - 1,
+        NUM_CLASSES,
+    )  # cached: pixels 0..255 (tokens: pixel + 1)
     train, test = splits["train"], splits["test"]
     n_train = len(train) - int(round(fraction * len(train)))
     return TaskData(
         train=_tokens(train, "train", slice(0, n_train), factor, max_len),
         validation=_tokens(train, "validation", slice(n_train, len(train)), factor, max_len),
         test=_tokens(test, "test", slice(0, len(test)), factor, max_len),
-        vocab_size=VOCAB_SIZE, num_classes=NUM_CLASSES, max_len=max_len, dual=False,
+        vocab_size=VOCAB_SIZE,
+        num_classes=NUM_CLASSES,
+        max_len=max_len,
+        dual=False,
     )

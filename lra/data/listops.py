@@ -73,11 +73,36 @@ from lra.data.paths import data_dir, require_file
 from lra.data.types import DataError, TaskData
 from lra.errors import InputError
 
-__all__ = ["END", "GENERATED_SUBDIR", "GENERATOR_VERSION", "HEADER", "MANIFEST", "MAX_ARGS", "MAX_DEPTH",
-           "NUM_CLASSES", "OPERATORS", "OPERATOR_P", "READER_VERSION", "RELEASE_MAX_LEN", "RELEASE_SUBDIR",
-           "SPLIT_FILES", "VOCAB", "Allocator", "apply_operator", "cache_entry", "check_generated",
-           "ensure_generated", "generate", "generated_dir", "load", "read_split", "release_dir", "sample_tree",
-           "to_string", "tokenize"]
+__all__ = [
+    "END",
+    "GENERATED_SUBDIR",
+    "GENERATOR_VERSION",
+    "HEADER",
+    "MANIFEST",
+    "MAX_ARGS",
+    "MAX_DEPTH",
+    "NUM_CLASSES",
+    "OPERATORS",
+    "OPERATOR_P",
+    "READER_VERSION",
+    "RELEASE_MAX_LEN",
+    "RELEASE_SUBDIR",
+    "SPLIT_FILES",
+    "VOCAB",
+    "Allocator",
+    "apply_operator",
+    "cache_entry",
+    "check_generated",
+    "ensure_generated",
+    "generate",
+    "generated_dir",
+    "load",
+    "read_split",
+    "release_dir",
+    "sample_tree",
+    "to_string",
+    "tokenize",
+]
 
 
 def _release_present(folder: Path, fix: str) -> bool:
@@ -93,7 +118,6 @@ def _release_present(folder: Path, fix: str) -> bool:
             f"  to fix: {fix}; or remove the folder's split files to use a generated set"
         )
     return not missing
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,8 +146,7 @@ def _source(config: ml_collections.ConfigDict) -> tuple[str, Path]:
         f"--config.data_dir or LRA_DATA_DIR), or use --config.data.source=generated"
     )
     use_release = d.source == "release" or (
-        d.source == "auto" and _release_present(release_dir(root), fix)
-        and max_len >= RELEASE_MAX_LEN - 1
+        d.source == "auto" and _release_present(release_dir(root), fix) and max_len >= RELEASE_MAX_LEN - 1
     )
     if use_release:
         folder = release_dir(root)
@@ -139,25 +162,30 @@ def cache_entry(config: ml_collections.ConfigDict, source: tuple[str, Path] | No
     ``max_len``, so an edited, replaced or regenerated file, or another max_len, builds a new one."""
     kind, folder = source or _source(config)
     files = [folder / f for f in SPLIT_FILES.values()]
-    key = {"source": kind, "fingerprint": cache.file_fingerprint(files), "max_len": int(config.data.max_len),
-           "reader": READER_VERSION}
+    key = {
+        "source": kind,
+        "fingerprint": cache.file_fingerprint(files),
+        "max_len": int(config.data.max_len),
+        "reader": READER_VERSION,
+    }
     return cache.entry_path(config, "listops", key)
 
 
 def _build(kind: str, folder: Path, max_len: int, counts: Sequence[int] = ()) -> Callable[[cache.Writer], dict]:
     """The cache builder: checks a generated set against ``counts`` (:func:`check_generated`), then
     tokenises the three files."""
+
     def build(writer: cache.Writer) -> dict:
         if kind == "generated":
             check_generated(folder, counts)
         sizes = {}
         for name, file in SPLIT_FILES.items():
+
             def alloc(field: str, shape: tuple, dtype: type, name: str = name) -> np.ndarray:
                 return writer.array(f"{name}.{field}", shape, dtype)
 
             sizes[name] = len(read_split(folder / file, name, max_len, alloc))
-        return {"splits": list(SPLIT_FILES), "sizes": sizes, "source": kind, "folder": str(folder),
-                "max_len": max_len}
+        return {"splits": list(SPLIT_FILES), "sizes": sizes, "source": kind, "folder": str(folder), "max_len": max_len}
 
     return build
 
@@ -172,8 +200,13 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     kind, folder = _source(config)
     say(f"{kind} data from {folder}")
     counts = (int(config.data.num_train), int(config.data.num_val), int(config.data.num_test))
-    splits = cache.build_or_load(cache_entry(config, (kind, folder)), _build(kind, folder, max_len, counts),
-                                 f"ListOps ({kind}, max_len {max_len})", len(VOCAB), NUM_CLASSES)
+    splits = cache.build_or_load(
+        cache_entry(config, (kind, folder)),
+        _build(kind, folder, max_len, counts),
+        f"ListOps ({kind}, max_len {max_len})",
+        len(VOCAB),
+        NUM_CLASSES,
+    )
     return TaskData(
         train=splits["train"],
         validation=splits["validation"],

@@ -81,8 +81,10 @@ def _parse_chunk(raw: bytes, first_line: int, where: _Where) -> tuple[np.ndarray
     if len(bad):
         i = bad[0]
         line = raw.split(b"\n")[i]
-        what = "empty line" if not line.strip() else (
-            f"expected 2 tab-separated fields (Source, Target), found {tabs_per_line[i] + 1}"
+        what = (
+            "empty line"
+            if not line.strip()
+            else (f"expected 2 tab-separated fields (Source, Target), found {tabs_per_line[i] + 1}")
         )
         raise where.error(first_line + i, what)
 
@@ -183,11 +185,13 @@ def read_split(path: Path, split: str, max_len: int, alloc: Allocator | None = N
     if header != HEADER:
         raise where.error(1, f"expected the header {HEADER!r}, found {header[:40]!r}")
     num = raw.count(b"\n") - 1
-    if num == 0 or not raw[header_end + 1:].strip():
+    if num == 0 or not raw[header_end + 1 :].strip():
         raise where.error(
-            2, "no examples after the header (an empty split: a truncated download or copy?); "
+            2,
+            "no examples after the header (an empty split: a truncated download or copy?); "
             "to fix: re-extract it from the LRA release (lra_release.gz), or, for a generated "
-            "set, delete its folder so that it is generated again")
+            "set, delete its folder so that it is generated again",
+        )
     inputs = alloc("inputs", (num, max_len), np.int16)  # PAD_ID == 0
     labels = alloc("labels", (num,), np.int32)
     lengths = alloc("lengths", (num,), np.int32)

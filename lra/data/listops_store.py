@@ -40,7 +40,6 @@ def _complete(folder: Path) -> bool:
     return all((folder / f).is_file() for f in SPLIT_FILES.values())
 
 
-
 def _remove_stale_temporaries(final: Path) -> None:
     """Temporary folders of this set left by killed generations on this host (they are big)."""
     host = socket.gethostname()
@@ -83,18 +82,26 @@ def check_generated(folder: Path, counts: Sequence[int]) -> None:
         if not isinstance(manifest, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise DataError(f"{manifest_path} is damaged ({e})\n  to fix: delete the folder {folder} (the next run "
-                        f"generates the same set again)") from None
+        raise DataError(
+            f"{manifest_path} is damaged ({e})\n  to fix: delete the folder {folder} (the next run "
+            f"generates the same set again)"
+        ) from None
     for file, want_rows in zip(SPLIT_FILES.values(), counts, strict=False):
         entry = manifest.get(file, {})
         rows, digest = _scan(folder / file, "sha256" in entry)
-        problem = (f"holds {rows} examples, but the generated set promises {want_rows} (its folder name"
-                   f"{' and ' + MANIFEST if entry else ''}): it was cut short or extended" if rows != want_rows
-                   else "differs from what was generated (its SHA-256 is not the one in " + MANIFEST + ")"
-                   if digest is not None and digest != entry["sha256"] else None)
+        problem = (
+            f"holds {rows} examples, but the generated set promises {want_rows} (its folder name"
+            f"{' and ' + MANIFEST if entry else ''}): it was cut short or extended"
+            if rows != want_rows
+            else "differs from what was generated (its SHA-256 is not the one in " + MANIFEST + ")"
+            if digest is not None and digest != entry["sha256"]
+            else None
+        )
         if problem:
-            raise DataError(f"generated ListOps file {folder / file} {problem}\n  to fix: delete the folder "
-                            f"{folder} (the next run generates the same set again)")
+            raise DataError(
+                f"generated ListOps file {folder / file} {problem}\n  to fix: delete the folder "
+                f"{folder} (the next run generates the same set again)"
+            )
 
 
 def _write_set(folder: Path, min_len: int, max_len: int, counts: Sequence[int], seed: int) -> None:
@@ -127,7 +134,8 @@ def _check_disk(root: Path, max_len: int, counts: Sequence[int]) -> None:
             f"this ListOps set cannot be stored: {sum(counts):,} examples (config.data.num_train/num_val/num_test = "
             f"{'/'.join(map(str, counts))}) padded to config.data.max_len={max_len} need at least "
             f"{need / 2**30:.1f} GiB of token cache, {existing} has {free / 2**30:.1f} GiB free. Nothing was "
-            f"generated: ask for fewer or shorter examples")
+            f"generated: ask for fewer or shorter examples"
+        )
 
 
 def ensure_generated(root: Path, min_len: int, max_len: int, counts: Sequence[int], seed: int) -> Path:

@@ -33,18 +33,19 @@ from lra.data.types import DataError, TaskData
 from lra.errors import InputError
 
 NUM_CLASSES = 2
-FILES = {"train": "new_aan_pairs.train.tsv", "validation": "new_aan_pairs.eval.tsv",
-         "test": "new_aan_pairs.test.tsv"}
+FILES = {"train": "new_aan_pairs.train.tsv", "validation": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
 EXPECTED_SIZES = {"train": 147_086, "validation": 18_090, "test": 17_437}
 URL = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
 FIELDS = 5
 
 
 def fix_message(root: Path) -> str:
-    return (f"run `python -m lra.data download matching --data_dir {root}` (downloads, verifies, extracts and "
-            f"prepares it), or by hand: download the LRA release ({URL}, about 7 GB) and extract it into {root} "
-            f"(mkdir -p {root} && tar xzf lra_release.gz -C {root}, giving {root}/lra_release/tsv_data/{FILES['train']}), "
-            f"then run `python -m lra.data prepare matching --data_dir {root}`")
+    return (
+        f"run `python -m lra.data download matching --data_dir {root}` (downloads, verifies, extracts and "
+        f"prepares it), or by hand: download the LRA release ({URL}, about 7 GB) and extract it into {root} "
+        f"(mkdir -p {root} && tar xzf lra_release.gz -C {root}, giving {root}/lra_release/tsv_data/{FILES['train']}), "
+        f"then run `python -m lra.data prepare matching --data_dir {root}`"
+    )
 
 
 def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -86,13 +87,15 @@ def _unescape(field: bytes, where: str, fix: str) -> bytes:
     except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError):
         value = None
     if not isinstance(value, bytes):
-        raise DataError(f"{where}: aan_unescape is set but the text {field[:30]!r}... is not a bytes literal"
-                        f"\n  to fix: {fix}")
+        raise DataError(
+            f"{where}: aan_unescape is set but the text {field[:30]!r}... is not a bytes literal" f"\n  to fix: {fix}"
+        )
     return value
 
 
-def _fill(path: Path, n: int, inputs: np.ndarray, lengths: np.ndarray, labels: np.ndarray,
-          unescape: bool, fix: str) -> None:
+def _fill(
+    path: Path, n: int, inputs: np.ndarray, lengths: np.ndarray, labels: np.ndarray, unescape: bool, fix: str
+) -> None:
     with open(path, "rb") as f:
         for i, line in enumerate(f):
             where = f"{path}:{i + 1}"
@@ -100,13 +103,16 @@ def _fill(path: Path, n: int, inputs: np.ndarray, lengths: np.ndarray, labels: n
                 raise DataError(f"{where}: the file grew while it was read\n  to fix: rerun the command")
             fields = line.rstrip(b"\n").rstrip(b"\r").split(b"\t")
             if len(fields) != FIELDS:
-                raise DataError(f"{where}: expected {FIELDS} tab-separated fields (label, id1, id2, text1, "
-                                f"text2), found {len(fields)}\n  to fix: the file is damaged or not an AAN "
-                                f"pairs file; {fix}")
+                raise DataError(
+                    f"{where}: expected {FIELDS} tab-separated fields (label, id1, id2, text1, "
+                    f"text2), found {len(fields)}\n  to fix: the file is damaged or not an AAN "
+                    f"pairs file; {fix}"
+                )
             labels[i] = _label(fields[0], where, fix)
             for j, text in enumerate(fields[3:]):
-                lengths[i, j] = bytes_tokenizer.encode_into(_unescape(text, where, fix) if unescape else text,
-                                                            inputs[i, j])
+                lengths[i, j] = bytes_tokenizer.encode_into(
+                    _unescape(text, where, fix) if unescape else text, inputs[i, j]
+                )
             if (i + 1) % 50_000 == 0:
                 cache.log(f"  {path.name}: {i + 1}/{n} lines")
 
@@ -114,8 +120,12 @@ def _fill(path: Path, n: int, inputs: np.ndarray, lengths: np.ndarray, labels: n
 def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None = None) -> Path:
     """The cache folder for this config's source and tokenisation settings."""
     source = source or locate(config)
-    key = {"source": source["kind"], "fingerprint": source["fingerprint"], "max_len": int(config.data.max_len),
-           "unescape": bool(config.data.get("aan_unescape", False))}
+    key = {
+        "source": source["kind"],
+        "fingerprint": source["fingerprint"],
+        "max_len": int(config.data.max_len),
+        "unescape": bool(config.data.get("aan_unescape", False)),
+    }
     return cache.entry_path(config, "matching", key)
 
 
@@ -131,8 +141,13 @@ def _build(source: dict[str, Any], max_len: int, unescape: bool, fix: str):
             labels = writer.array(f"{split}.labels", (n,), np.int32)
             _fill(path, n, inputs, lengths, labels, unescape, fix)
             sizes[split] = n
-        return {"splits": list(FILES), "sizes": sizes, "source": source["kind"], "max_len": max_len,
-                "unescape": unescape}
+        return {
+            "splits": list(FILES),
+            "sizes": sizes,
+            "source": source["kind"],
+            "max_len": max_len,
+            "unescape": unescape,
+        }
 
     return build
 
@@ -144,8 +159,19 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     unescape = bool(config.data.get("aan_unescape", False))
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
-    splits = cache.build_or_load(cache_entry(config, source), _build(source, max_len, unescape, fix),
-                                 f"AAN pairs (max_len {max_len} per document)",
-                                 bytes_tokenizer.VOCAB_SIZE, NUM_CLASSES)
-    return TaskData(train=splits["train"], validation=splits["validation"], test=splits["test"],
-                    vocab_size=bytes_tokenizer.VOCAB_SIZE, num_classes=NUM_CLASSES, max_len=max_len, dual=True)
+    splits = cache.build_or_load(
+        cache_entry(config, source),
+        _build(source, max_len, unescape, fix),
+        f"AAN pairs (max_len {max_len} per document)",
+        bytes_tokenizer.VOCAB_SIZE,
+        NUM_CLASSES,
+    )
+    return TaskData(
+        train=splits["train"],
+        validation=splits["validation"],
+        test=splits["test"],
+        vocab_size=bytes_tokenizer.VOCAB_SIZE,
+        num_classes=NUM_CLASSES,
+        max_len=max_len,
+        dual=True,
+    )

@@ -93,14 +93,21 @@ def release_dir(root: Path, side: int, setting: str) -> Path:
 
 
 def generated_dir(root: Path, side: int, setting: str, seed: int, images: int) -> Path:
-    return (root / GENERATED_SUBDIR / f"v{pathfinder_gen.GENERATOR_VERSION}-seed{seed}-n{images}"
-            / f"pathfinder{side}" / setting)
+    return (
+        root
+        / GENERATED_SUBDIR
+        / f"v{pathfinder_gen.GENERATOR_VERSION}-seed{seed}-n{images}"
+        / f"pathfinder{side}"
+        / setting
+    )
 
 
 def fix_message(root: Path, side: int, setting: str) -> str:
-    return (f"download the LRA release (python -m lra.data download pathfinder --data_dir {root}), which "
-            f"extracts {release_dir(root, side, setting)}; or set --config.data.source=generated to "
-            f"generate the images locally")
+    return (
+        f"download the LRA release (python -m lra.data download pathfinder --data_dir {root}), which "
+        f"extracts {release_dir(root, side, setting)}; or set --config.data.source=generated to "
+        f"generate the images locally"
+    )
 
 
 def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -113,18 +120,28 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
     release = release_dir(root, side, setting)
     if source in ("auto", "release") and release.exists():
         if not (release / "metadata").is_dir():
-            raise DataError(f"Pathfinder release folder incomplete: {release / 'metadata'} is missing\n"
-                            f"  to fix: {fix_message(root, side, setting)}")
+            raise DataError(
+                f"Pathfinder release folder incomplete: {release / 'metadata'} is missing\n"
+                f"  to fix: {fix_message(root, side, setting)}"
+            )
         return {"kind": "release", "folder": release, "side": side, "setting": setting}
     if source == "release":
         raise DataError(f"Pathfinder release not found: {release}\n  to fix: {fix_message(root, side, setting)}")
     if side not in pathfinder_gen.GEOMETRIES:
-        raise DataError(f"no release folder {release}, and the generator has no {side} x {side} geometry "
-                        f"(it draws {', '.join(map(str, pathfinder_gen.GEOMETRIES))})\n"
-                        f"  to fix: {fix_message(root, side, setting)}")
+        raise DataError(
+            f"no release folder {release}, and the generator has no {side} x {side} geometry "
+            f"(it draws {', '.join(map(str, pathfinder_gen.GEOMETRIES))})\n"
+            f"  to fix: {fix_message(root, side, setting)}"
+        )
     seed = int(config.data.get("generator_seed", 0))
-    return {"kind": "generated", "folder": generated_dir(root, side, setting, seed, images), "side": side,
-            "setting": setting, "seed": seed, "images": images}
+    return {
+        "kind": "generated",
+        "folder": generated_dir(root, side, setting, seed, images),
+        "side": side,
+        "setting": setting,
+        "seed": seed,
+        "images": images,
+    }
 
 
 def _fingerprint(source: dict[str, Any]) -> Any:
@@ -141,8 +158,13 @@ def _fingerprint(source: dict[str, Any]) -> Any:
 def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None = None) -> Path:
     """The cache folder for this config's images and max_len."""
     source = source or locate(config)
-    key = {"source": source["kind"], "fingerprint": _fingerprint(source), "max_len": int(config.data.max_len),
-           "split": SPLIT_FRACTIONS, "reader": READER_VERSION}
+    key = {
+        "source": source["kind"],
+        "fingerprint": _fingerprint(source),
+        "max_len": int(config.data.max_len),
+        "split": SPLIT_FRACTIONS,
+        "reader": READER_VERSION,
+    }
     return cache.entry_path(config, config.task, key)
 
 
@@ -186,15 +208,21 @@ def read_metadata(folder: Path, fix: str) -> list[tuple[Path, int]]:
                 continue  # blank line
             where = f"{path}, line {number}"
             if len(fields) < 4:
-                raise DataError(f"malformed Pathfinder metadata at {where}: {len(fields)} field(s), expected "
-                                f"at least 4 (folder, file name, index, label)\n  to fix: {fix}")
+                raise DataError(
+                    f"malformed Pathfinder metadata at {where}: {len(fields)} field(s), expected "
+                    f"at least 4 (folder, file name, index, label)\n  to fix: {fix}"
+                )
             if fields[3] not in ("0", "1"):
-                raise DataError(f"malformed Pathfinder metadata at {where}: label {fields[3]!r}, expected 0 or 1"
-                                f"\n  to fix: {fix}")
+                raise DataError(
+                    f"malformed Pathfinder metadata at {where}: label {fields[3]!r}, expected 0 or 1"
+                    f"\n  to fix: {fix}"
+                )
             rel = PurePosixPath(fields[0]) / fields[1]
             if rel.is_absolute() or ".." in rel.parts:
-                raise DataError(f"malformed Pathfinder metadata at {where}: image path {rel} leaves the "
-                                f"setting's folder\n  to fix: {fix}")
+                raise DataError(
+                    f"malformed Pathfinder metadata at {where}: image path {rel} leaves the "
+                    f"setting's folder\n  to fix: {fix}"
+                )
             rows.append((folder.joinpath(*rel.parts), int(fields[3])))
     return rows
 
@@ -213,8 +241,10 @@ def read_png(path: Path, side: int, fix: str) -> np.ndarray:
     except Exception as e:  # PIL raises several types for corrupt data
         raise DataError(f"cannot decode the Pathfinder image {path} ({e})\n  to fix: {fix}") from None
     if pixels.shape != (side, side):
-        raise DataError(f"Pathfinder image {path} is {pixels.shape[1]} x {pixels.shape[0]}, expected "
-                        f"{side} x {side}\n  to fix: {fix} (or set config.data.pathfinder_resolution)")
+        raise DataError(
+            f"Pathfinder image {path} is {pixels.shape[1]} x {pixels.shape[0]}, expected "
+            f"{side} x {side}\n  to fix: {fix} (or set config.data.pathfinder_resolution)"
+        )
     return pixels
 
 
@@ -238,11 +268,14 @@ def _build(source: dict[str, Any], max_len: int, fix: str):
 
     def build(writer: cache.Writer) -> dict[str, Any]:
         if source["kind"] == "generated" and not (folder / "metadata").is_dir():
-            cache.log(f"generating {source['images']:,} Pathfinder images ({side} x {side}, {source['setting']}, "
-                      f"seed {source['seed']}) into {folder} ...")
+            cache.log(
+                f"generating {source['images']:,} Pathfinder images ({side} x {side}, {source['setting']}, "
+                f"seed {source['seed']}) into {folder} ..."
+            )
             folder.parent.mkdir(parents=True, exist_ok=True)
-            pathfinder_write.write_setting(folder, side, source["setting"], source["images"], source["seed"],
-                                           log=cache.log)
+            pathfinder_write.write_setting(
+                folder, side, source["setting"], source["images"], source["seed"], log=cache.log
+            )
         rows = read_metadata(folder, fix)
         sizes = _sizes(rows, fix)
         a, b = split_bounds(len(rows))
@@ -262,9 +295,15 @@ def _build(source: dict[str, Any], max_len: int, fix: str):
                 labels[j] = label
             counts[name] = np.bincount(np.asarray(labels, np.int64), minlength=NUM_CLASSES).tolist()
             meta_sizes[name] = len(keep)
-        return {"splits": ["train", "validation", "test"], "sizes": meta_sizes, "label_counts": counts,
-                "source": source["kind"], "folder": str(folder), "empty_images_left_out": len(empty),
-                "inputs": "uint16 tokens: pixel value + 1, padded with 0 to max_len"}
+        return {
+            "splits": ["train", "validation", "test"],
+            "sizes": meta_sizes,
+            "label_counts": counts,
+            "source": source["kind"],
+            "folder": str(folder),
+            "empty_images_left_out": len(empty),
+            "inputs": "uint16 tokens: pixel value + 1, padded with 0 to max_len",
+        }
 
     return build
 
@@ -274,13 +313,25 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
     side, setting, _ = options(config)
     max_len = int(config.data.max_len)
     if max_len < side * side:
-        raise InputError(f"config.data.max_len={max_len} is shorter than the {side * side} pixels of a "
-                         f"{side} x {side} image: set config.data.max_len={side * side} (and config.model.max_len)")
+        raise InputError(
+            f"config.data.max_len={max_len} is shorter than the {side * side} pixels of a "
+            f"{side} x {side} image: set config.data.max_len={side * side} (and config.model.max_len)"
+        )
     source = locate(config)
     root = data_dir(config.get("data_dir"))
-    splits = cache.build_or_load(cache_entry(config, source),
-                                 _build(source, max_len, fix_message(root, side, setting)),
-                                 f"Pathfinder {side} x {side} {setting} ({source['kind']}: {source['folder']})",
-                                 VOCAB_SIZE, NUM_CLASSES)
-    return TaskData(train=splits["train"], validation=splits["validation"], test=splits["test"],
-                    vocab_size=VOCAB_SIZE, num_classes=NUM_CLASSES, max_len=max_len, dual=False)
+    splits = cache.build_or_load(
+        cache_entry(config, source),
+        _build(source, max_len, fix_message(root, side, setting)),
+        f"Pathfinder {side} x {side} {setting} ({source['kind']}: {source['folder']})",
+        VOCAB_SIZE,
+        NUM_CLASSES,
+    )
+    return TaskData(
+        train=splits["train"],
+        validation=splits["validation"],
+        test=splits["test"],
+        vocab_size=VOCAB_SIZE,
+        num_classes=NUM_CLASSES,
+        max_len=max_len,
+        dual=False,
+    )

@@ -147,13 +147,49 @@ class Geometry:
 
 
 GEOMETRIES: dict[int, Geometry] = {
-    16: Geometry(side=16, paddle_length=1.5, thickness=0.6, gap=0.5, link=1, self_link=0, marker_radius=1.2,
-                 seed_distance=5.0, seed_margin=5.0, continuity=1.0, padding=1, distractor_budget=6),
-    32: Geometry(side=32, paddle_length=2.0, thickness=1.0, gap=2.0, link=2, self_link=1, marker_radius=1.5,
-                 seed_distance=7.0, seed_margin=14.0, continuity=1.0, padding=1, distractor_budget=20),
-    128: Geometry(side=128, paddle_length=5.0, thickness=1.5, gap=3.0, link=4, self_link=2, marker_radius=3.0,
-                  seed_distance=20.0, seed_margin=40.0, continuity=1.8, padding=1, distractor_budget=35,
-                  directions=72),
+    16: Geometry(
+        side=16,
+        paddle_length=1.5,
+        thickness=0.6,
+        gap=0.5,
+        link=1,
+        self_link=0,
+        marker_radius=1.2,
+        seed_distance=5.0,
+        seed_margin=5.0,
+        continuity=1.0,
+        padding=1,
+        distractor_budget=6,
+    ),
+    32: Geometry(
+        side=32,
+        paddle_length=2.0,
+        thickness=1.0,
+        gap=2.0,
+        link=2,
+        self_link=1,
+        marker_radius=1.5,
+        seed_distance=7.0,
+        seed_margin=14.0,
+        continuity=1.0,
+        padding=1,
+        distractor_budget=20,
+    ),
+    128: Geometry(
+        side=128,
+        paddle_length=5.0,
+        thickness=1.5,
+        gap=3.0,
+        link=4,
+        self_link=2,
+        marker_radius=3.0,
+        seed_distance=20.0,
+        seed_margin=40.0,
+        continuity=1.8,
+        padding=1,
+        distractor_budget=35,
+        directions=72,
+    ),
 }
 
 
@@ -207,7 +243,7 @@ def _dilate(mask_KxHxW: np.ndarray, r: int) -> np.ndarray:
     grown = np.zeros((keys, h + 2 * r, w + 2 * r), bool)
     for dy in range(2 * r + 1):
         for dx in range(2 * r + 1):
-            grown[:, dy:dy + h, dx:dx + w] |= mask_KxHxW
+            grown[:, dy : dy + h, dx : dx + w] |= mask_KxHxW
     return grown
 
 
@@ -219,12 +255,17 @@ def _pack(cover_KxHxW: np.ndarray, half: int, link: int, self_link: int, width: 
     # each offset's window position (y, x) = divmod(offset + half * (width + 1), width)
     oy, ox = np.divmod(offsets + half * (width + 1), width)
     values = cover_KxHxW[np.arange(keys)[:, None], oy, ox].astype(np.float32)
-    return _Stamps(offsets, values, _flat(_dilate(marked, self_link), half + self_link, width),
-                   _flat(_dilate(marked, link), half + link, width))
+    return _Stamps(
+        offsets,
+        values,
+        _flat(_dilate(marked, self_link), half + self_link, width),
+        _flat(_dilate(marked, link), half + link, width),
+    )
 
 
-def _coverage(points_Kx2: np.ndarray, directions_Kx2: np.ndarray, length: float, radius: float, half: int,
-              antialias: int) -> np.ndarray:
+def _coverage(
+    points_Kx2: np.ndarray, directions_Kx2: np.ndarray, length: float, radius: float, half: int, antialias: int
+) -> np.ndarray:
     """Covered fraction of each pixel of the (2 half + 1)^2 window around pixel (0, 0) by the
     capsule {x : dist(x, segment(p, p + length * u)) <= radius}, per key (points in [0, 1)^2)."""
     s = (np.arange(antialias) + 0.5) / antialias
@@ -253,10 +294,20 @@ def tables(side: int) -> _Tables:
     width = geo.side + 2 * margin
     points = np.tile(offsets, (nd, 1))
     dirs = np.repeat(unit, q * q, 0)
-    paddle = _pack(_coverage(points, dirs, geo.paddle_length, geo.thickness / 2, half_p, geo.antialias),
-                   half_p, geo.link, geo.self_link, width)
-    marker = _pack(_coverage(offsets, np.zeros_like(offsets), 0.0, geo.marker_radius, half_m, geo.antialias),
-                   half_m, geo.link, geo.self_link, width)
+    paddle = _pack(
+        _coverage(points, dirs, geo.paddle_length, geo.thickness / 2, half_p, geo.antialias),
+        half_p,
+        geo.link,
+        geo.self_link,
+        width,
+    )
+    marker = _pack(
+        _coverage(offsets, np.zeros_like(offsets), 0.0, geo.marker_radius, half_m, geo.antialias),
+        half_m,
+        geo.link,
+        geo.self_link,
+        width,
+    )
     step = 360.0 / nd
     max_turn = int(math.ceil(90.0 / geo.continuity / step)) - 1  # weight > 0 only below 90/continuity degrees
     turns = np.arange(-max_turn, max_turn + 1, dtype=np.int32)
@@ -264,8 +315,9 @@ def tables(side: int) -> _Tables:
     border = np.full((width, width), _FIXED, np.uint8)
     lo, hi = margin + geo.padding, margin + geo.side - geo.padding
     border[lo:hi, lo:hi] = 0
-    return _Tables(geo, margin, width, width * width, paddle, marker, unit, turns, weights.astype(np.float64),
-                   border.reshape(-1))
+    return _Tables(
+        geo, margin, width, width * width, paddle, marker, unit, turns, weights.astype(np.float64), border.reshape(-1)
+    )
 
 
 # ------------------------------------------------------------------------------------ growing
@@ -283,8 +335,14 @@ class _Path:
     pending: np.ndarray  # (n, N) in-row indices of the newest paddle's NEAR pixels, not yet written
 
     def take(self, rows: np.ndarray) -> _Path:
-        return _Path(self.pivot[rows], self.direction[rows], self.start[rows], self.end[rows],
-                     [(a[rows], k[rows]) for a, k in self.paddles], self.pending[rows])
+        return _Path(
+            self.pivot[rows],
+            self.direction[rows],
+            self.start[rows],
+            self.end[rows],
+            [(a[rows], k[rows]) for a, k in self.paddles],
+            self.pending[rows],
+        )
 
 
 def _locate(t: _Tables, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -328,15 +386,16 @@ class _Canvas:
             hit = hit | words[..., j]
         return (hit & np.uint64(forbid * 0x0101010101010101)) != 0
 
-    def _fits(self, rows: np.ndarray, a: np.ndarray, d: np.ndarray, forbid: int,
-              marker_at: np.ndarray | None) -> np.ndarray:
+    def _fits(
+        self, rows: np.ndarray, a: np.ndarray, d: np.ndarray, forbid: int, marker_at: np.ndarray | None
+    ) -> np.ndarray:
         """Whether paddles from ``a`` (m, C, 2) in directions ``d`` (m, C) lie inside the image
         and touch no ``forbid`` pixel (nor the marker at ``marker_at``, if given)."""
         t = self.t
         b = a + t.geo.paddle_length * t.unit[d]
         ok = _inside(t, a) & _inside(t, b)
         anchor, sub = _locate(t, a)
-        ok &= ~self._hits(rows, anchor, t.paddle.offsets[d * t.geo.subcells ** 2 + sub], forbid)
+        ok &= ~self._hits(rows, anchor, t.paddle.offsets[d * t.geo.subcells**2 + sub], forbid)
         if marker_at is not None:
             m_anchor, m_sub = _locate(t, marker_at)
             ok &= ~self._hits(rows, m_anchor, t.marker.offsets[m_sub], forbid)
@@ -347,7 +406,7 @@ class _Canvas:
         or `self_link` (near)."""
         t = self.t
         anchor, sub = _locate(t, a)
-        idx = anchor[:, None] + getattr(t.paddle, which)[d * t.geo.subcells ** 2 + sub]
+        idx = anchor[:, None] + getattr(t.paddle, which)[d * t.geo.subcells**2 + sub]
         if marker_at is not None:
             m_anchor, m_sub = _locate(t, marker_at)
             idx = np.concatenate([idx, m_anchor[:, None] + getattr(t.marker, which)[m_sub]], 1)
@@ -362,7 +421,7 @@ class _Canvas:
             self.flat[base + path.pending] |= np.uint8(_NEAR[slot])
         path.pending = self._pixels(a, d, marker_at, "near")
         anchor, sub = _locate(t, a)
-        path.paddles.append((anchor, d * t.geo.subcells ** 2 + sub))
+        path.paddles.append((anchor, d * t.geo.subcells**2 + sub))
         b = a + t.geo.paddle_length * t.unit[d]
         path.end = b
         path.pivot = b + 0.5 * t.geo.gap * t.unit[d]
@@ -432,8 +491,13 @@ def _grow_targets(t: _Tables, n: int, length: int, rng: np.random.Generator, tri
     canvas = _Canvas(t, np.tile(t.border, (n, 1)), rng)
     forbid = [_forbid(0, [1]), _forbid(1, [0])]
     lo, hi = geo.seed_margin, geo.side - geo.seed_margin
-    path0, ok = canvas.seed(0, forbid[0], lambda rows: (rng.uniform(lo, hi, (len(rows), 2)),
-                                                        rng.integers(0, nd, len(rows), dtype=np.int32)), trials, True)
+    path0, ok = canvas.seed(
+        0,
+        forbid[0],
+        lambda rows: (rng.uniform(lo, hi, (len(rows), 2)), rng.integers(0, nd, len(rows), dtype=np.int32)),
+        trials,
+        True,
+    )
 
     def near_path0(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         angle = rng.uniform(0, 2 * np.pi, len(rows))
@@ -464,9 +528,16 @@ def _grow_distractor(t: _Tables, lab: np.ndarray, length: int, rng: np.random.Ge
     geo = t.geo
     canvas = _Canvas(t, lab, rng)
     forbid = _forbid(0, [])
-    path, ok = canvas.seed(0, forbid, lambda rows: (rng.uniform(geo.padding, geo.side - geo.padding, (len(rows), 2)),
-                                                    rng.integers(0, geo.directions, len(rows), dtype=np.int32)),
-                           trials, False)
+    path, ok = canvas.seed(
+        0,
+        forbid,
+        lambda rows: (
+            rng.uniform(geo.padding, geo.side - geo.padding, (len(rows), 2)),
+            rng.integers(0, geo.directions, len(rows), dtype=np.int32),
+        ),
+        trials,
+        False,
+    )
     for _ in range(1, length):
         ok &= canvas.extend(path, 0, forbid, False)
     _finish(lab, ok)
@@ -494,8 +565,9 @@ class Batch:
     distractors: np.ndarray  # (n,) int: distractor paths drawn
 
 
-def generate(side: int, contour_length: int, n: int, seed: Sequence[int] | int,
-             max_attempts: int | None = None) -> Batch:
+def generate(
+    side: int, contour_length: int, n: int, seed: Sequence[int] | int, max_attempts: int | None = None
+) -> Batch:
     """n images of ``GEOMETRIES[side]`` with target paths of ``contour_length`` paddles;
     deterministic in ``seed``; labels exactly balanced (n // 2 ones when n is odd). Raises
     GenerationError after ``max_attempts`` images (default: 1,000 per image asked for, i.e. a
@@ -517,8 +589,10 @@ def generate(side: int, contour_length: int, n: int, seed: Sequence[int] | int,
         paths.append((p0.take(keep), p1.take(keep)))
         got += len(lab)  # successes (all count for the rate; only `need` are kept)
     if got < n:
-        raise GenerationError(f"pathfinder{side}: no room for two target paths of {contour_length} paddles "
-                              f"({got} of {n} images in {tried:,} attempts): use a shorter contour length")
+        raise GenerationError(
+            f"pathfinder{side}: no room for two target paths of {contour_length} paddles "
+            f"({got} of {n} images in {tried:,} attempts): use a shorter contour length"
+        )
     lab = np.concatenate(labs)
     img = np.zeros(n * t.size, np.float32)
     rows_all = np.arange(n)
@@ -526,7 +600,7 @@ def generate(side: int, contour_length: int, n: int, seed: Sequence[int] | int,
     ends = np.zeros((n, 2, 2))
     offset = 0
     for p0, p1 in paths:
-        rows = rows_all[offset:offset + len(p0.start)]
+        rows = rows_all[offset : offset + len(p0.start)]
         for s, p in enumerate((p0, p1)):
             for anchor, key in p.paddles:
                 _stamp(t, img, rows, anchor, t.paddle, key)
@@ -557,7 +631,7 @@ def generate(side: int, contour_length: int, n: int, seed: Sequence[int] | int,
     for j in range(2):
         anchor, sub = _locate(t, markers[:, j])
         _stamp(t, img, rows_all, anchor, t.marker, sub)
-    canvas = img.reshape(n, t.width, t.width)[:, t.margin:t.margin + side, t.margin:t.margin + side]
+    canvas = img.reshape(n, t.width, t.width)[:, t.margin : t.margin + side, t.margin : t.margin + side]
     images = np.rint(np.clip(canvas, 0.0, 1.0) * 255.0).astype(np.uint8)
     return Batch(images, labels, markers, counts)
 

@@ -27,8 +27,11 @@ from lra.errors import InputError
 def metadata_line(batch: int, index: int, label: int, side: int, contour_length: int) -> str:
     """One metadata row as the release writes it (the original's accumulate_meta fields)."""
     geo = GEOMETRIES[side]
-    return (f"imgs/{batch} sample_{index}.png {index} {label} {geo.continuity} {contour_length} "
-            f"{max(contour_length // 3, 1)} {geo.paddle_length} {geo.thickness} {geo.gap} 1")
+    return (
+        f"imgs/{batch} sample_{index}.png {index} {label} {geo.continuity} {contour_length} "
+        f"{max(contour_length // 3, 1)} {geo.paddle_length} {geo.thickness} {geo.gap} 1"
+    )
+
 
 def write_batch(folder: Path, side: int, setting: str, batch: int, n: int, seed: int) -> int:
     """Generate and write batch ``batch`` (n images) of one setting into ``folder`` (the setting's
@@ -57,8 +60,16 @@ def batch_sizes(num_images: int, per_file: int = IMAGES_PER_FILE) -> list[int]:
     return [per_file] * full + ([rest] if rest else [])
 
 
-def write_setting(folder: Path, side: int, setting: str, num_images: int, seed: int,
-                  workers: int | None = None, per_file: int = IMAGES_PER_FILE, log=None) -> Path:
+def write_setting(
+    folder: Path,
+    side: int,
+    setting: str,
+    num_images: int,
+    seed: int,
+    workers: int | None = None,
+    per_file: int = IMAGES_PER_FILE,
+    log=None,
+) -> Path:
     """Write one setting's images and metadata into ``folder`` (created atomically: generated in a
     temporary sibling, renamed into place when complete); returns ``folder``."""
     if setting not in SETTINGS:
@@ -87,8 +98,10 @@ def write_setting(folder: Path, side: int, setting: str, num_images: int, seed: 
                 for n in pool.imap_unordered(_write_batch_args, jobs):
                     done += n
                     if log and (done == num_images or done % (20 * per_file) < n):
-                        log(f"pathfinder{side}/{setting}: {done:,} / {num_images:,} images "
-                            f"({time.time() - start:.0f}s)")
+                        log(
+                            f"pathfinder{side}/{setting}: {done:,} / {num_images:,} images "
+                            f"({time.time() - start:.0f}s)"
+                        )
         try:
             os.rename(tmp, folder)
         except OSError:  # another process finished the same folder first: keep theirs
@@ -102,8 +115,10 @@ def write_setting(folder: Path, side: int, setting: str, num_images: int, seed: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lra.data.pathfinder_gen",
-                                description="Write one Pathfinder setting in the LRA release layout and time it.")
+    p = argparse.ArgumentParser(
+        prog="python -m lra.data.pathfinder_gen",
+        description="Write one Pathfinder setting in the LRA release layout and time it.",
+    )
     p.add_argument("--root", required=True, help="folder that receives pathfinder<side>/<setting>/")
     p.add_argument("--side", type=int, default=32, choices=sorted(GEOMETRIES))
     p.add_argument("--setting", default="curv_contour_length_14", choices=list(SETTINGS))
@@ -117,12 +132,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     folder.parent.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    write_setting(folder, args.side, args.setting, args.num_images, args.seed, args.workers,
-                  log=lambda m: print(m, file=sys.stderr, flush=True))
+    write_setting(
+        folder,
+        args.side,
+        args.setting,
+        args.num_images,
+        args.seed,
+        args.workers,
+        log=lambda m: print(m, file=sys.stderr, flush=True),
+    )
     elapsed = time.time() - start
-    print(f"wrote {args.num_images:,} images of pathfinder{args.side}/{args.setting} to {folder} in "
-          f"{elapsed:.1f}s ({1e3 * elapsed / args.num_images:.2f} ms per image, "
-          f"{args.workers or os.cpu_count()} worker(s))")
+    print(
+        f"wrote {args.num_images:,} images of pathfinder{args.side}/{args.setting} to {folder} in "
+        f"{elapsed:.1f}s ({1e3 * elapsed / args.num_images:.2f} ms per image, "
+        f"{args.workers or os.cpu_count()} worker(s))"
+    )
     return 0
 
 

@@ -29,8 +29,9 @@ from lra.errors import InputError
 _TFDS = {"text": "imdb_reviews/plain_text", "image": "cifar10"}
 
 
-def make_config(task: str, data_dir: str | None = None, max_len: int | None = None,
-                overrides: Sequence[str] = ()) -> ml_collections.ConfigDict:
+def make_config(
+    task: str, data_dir: str | None = None, max_len: int | None = None, overrides: Sequence[str] = ()
+) -> ml_collections.ConfigDict:
     """The paper-scale config of ``task`` with the command line's data settings."""
     config = task_config(task)
     if data_dir:
@@ -96,11 +97,16 @@ def check(data: TaskData, expected: dict[str, int], sample: int = 256) -> tuple[
         empty = int((lengths == 0).sum())
         if empty:
             warnings.append(f"{name}: {empty} empty document(s) (all padding)")
-        bad = [i for i in np.unique(np.linspace(0, n - 1, min(n, sample)).astype(int))
-               if not _row_ok(np.asarray(split.inputs[i]), lengths[i], data)]
+        bad = [
+            i
+            for i in np.unique(np.linspace(0, n - 1, min(n, sample)).astype(int))
+            if not _row_ok(np.asarray(split.inputs[i]), lengths[i], data)
+        ]
         if bad:
-            errors.append(f"{name}: example {bad[0]} ({len(bad)} of {min(n, sample)} checked) has padding inside "
-                          f"its length, tokens after it, or ids >= vocab_size {data.vocab_size}")
+            errors.append(
+                f"{name}: example {bad[0]} ({len(bad)} of {min(n, sample)} checked) has padding inside "
+                f"its length, tokens after it, or ids >= vocab_size {data.vocab_size}"
+            )
     for key, size in expected.items():
         got = sum(len(splits[s]) for s in key.split("+"))
         if got != size:
@@ -110,8 +116,10 @@ def check(data: TaskData, expected: dict[str, int], sample: int = 256) -> tuple[
 
 def summary(data: TaskData, task: str, entry: Path | None) -> str:
     """A human-readable table of the loaded task."""
-    lines = [f"task {task}: vocab {data.vocab_size}, {data.num_classes} classes, max_len {data.max_len}, "
-             f"{'two inputs' if data.dual else 'one input'}"]
+    lines = [
+        f"task {task}: vocab {data.vocab_size}, {data.num_classes} classes, max_len {data.max_len}, "
+        f"{'two inputs' if data.dual else 'one input'}"
+    ]
     if entry is not None:
         lines.append(f"cache: {entry}")
     lines.append(f"{'split':<11}{'examples':>9}  {'length p5/p50/p95/max':>24}  {'at max_len':>10}  labels (share %)")
@@ -130,8 +138,9 @@ def summary(data: TaskData, task: str, entry: Path | None) -> str:
     return "\n".join(lines)
 
 
-def prepare(config: ml_collections.ConfigDict, force: bool = False,
-            download: bool = True) -> tuple[TaskData, Path | None]:
+def prepare(
+    config: ml_collections.ConfigDict, force: bool = False, download: bool = True
+) -> tuple[TaskData, Path | None]:
     """Make sure the task's files exist (downloading via tensorflow-datasets where it can), then load
     it, building the cache (``force``: rebuild it)."""
     task = config.task
@@ -151,8 +160,14 @@ def prepare(config: ml_collections.ConfigDict, force: bool = False,
     return load_task(config), entry
 
 
-def run(task: str, data_dir: str | None = None, max_len: int | None = None, overrides: Sequence[str] = (),
-        force: bool = False, download: bool = True) -> int:
+def run(
+    task: str,
+    data_dir: str | None = None,
+    max_len: int | None = None,
+    overrides: Sequence[str] = (),
+    force: bool = False,
+    download: bool = True,
+) -> int:
     """The ``prepare`` command for one task: 0 ok, 1 broken invariants, 2 missing or malformed data."""
     try:
         config = make_config(task, data_dir, max_len, overrides)
@@ -172,15 +187,21 @@ def run(task: str, data_dir: str | None = None, max_len: int | None = None, over
 def main(argv: Sequence[str] | None = None) -> int:
     from lra.data import TASKS, download
 
-    parser = argparse.ArgumentParser(prog="python -m lra.data",
-                                     description="Download and prepare the data of an LRA task.")
+    parser = argparse.ArgumentParser(
+        prog="python -m lra.data", description="Download and prepare the data of an LRA task."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="download (where possible), tokenise, cache and check one task")
     p.add_argument("task", choices=TASKS)
     p.add_argument("--data_dir", default=None, help="data folder (default: $LRA_DATA_DIR, else ~/.cache/lra)")
     p.add_argument("--max_len", type=int, default=None, help="tokens per document (default: the task's Table 2 value)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any config.data field, e.g. --set val_fraction=0.2 --set grayscale=pil")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any config.data field, e.g. --set val_fraction=0.2 --set grayscale=pil",
+    )
     p.add_argument("--force", action="store_true", help="rebuild the cache entry")
     p.add_argument("--no_download", action="store_true", help="never call tensorflow-datasets")
     download.add_parser(sub, TASKS)

@@ -50,8 +50,10 @@ def remove_stale_extractions(root: Path, started: float | None = None) -> list[P
         if stale:
             shutil.rmtree(folder, ignore_errors=True)
             if folder.exists():  # only what is gone is said to be
-                log(f"warning: could not remove {folder}, left by a download killed while extracting "
-                    f"(process {pid} is gone); delete it by hand")
+                log(
+                    f"warning: could not remove {folder}, left by a download killed while extracting "
+                    f"(process {pid} is gone); delete it by hand"
+                )
                 continue
             log(f"removed {folder}, left by a download killed while extracting (process {pid} is gone)")
             removed.append(folder)

@@ -56,8 +56,11 @@ def member_path(name: str) -> PurePosixPath:
 
 def _wanted(path: PurePosixPath, archive: Archive) -> bool:
     text = path.as_posix()
-    return any(text == c or text.startswith(c + "/") or c.startswith(text + "/")
-               for place in archive.places for c in place.candidates)
+    return any(
+        text == c or text.startswith(c + "/") or c.startswith(text + "/")
+        for place in archive.places
+        for c in place.candidates
+    )
 
 
 def _write_member(src: IO[bytes], target: Path) -> None:
@@ -104,8 +107,10 @@ def check_places(root: Path, archive: Archive, force: bool) -> None:
     for place in archive.places:
         final = root / place.final
         if final.exists() and (missing := missing_entries(final, place)):
-            raise DownloadError(f"{final} exists but is incomplete (missing {', '.join(missing)}); to fix: remove "
-                                f"it, or pass --force to replace it with the archive's copy")
+            raise DownloadError(
+                f"{final} exists but is incomplete (missing {', '.join(missing)}); to fix: remove "
+                f"it, or pass --force to replace it with the archive's copy"
+            )
 
 
 def extract(path: Path, archive: Archive, root: Path, replace: bool = False) -> list[Path]:
@@ -123,8 +128,10 @@ def extract(path: Path, archive: Archive, root: Path, replace: bool = False) -> 
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise disk_full(tmp) from None
             if not isinstance(e, gzip.BadGzipFile) and e.errno is not None:
-                raise DownloadError(f"cannot extract into {tmp} ({e.strerror}); to fix: make {root} writable or "
-                                    f"choose another --data_dir") from None
+                raise DownloadError(
+                    f"cannot extract into {tmp} ({e.strerror}); to fix: make {root} writable or "
+                    f"choose another --data_dir"
+                ) from None
             raise corrupt(path, e) from None
         except (tarfile.TarError, EOFError, zlib.error) as e:
             raise corrupt(path, e) from None
@@ -134,8 +141,11 @@ def extract(path: Path, archive: Archive, root: Path, replace: bool = False) -> 
         for place in archive.places:
             found = _find(tmp / "new", place)
             if found is None:
-                raise corrupt(path, f"no folder with {', '.join(place.required)} at "
-                                     f"{' or '.join(place.candidates)}: not the expected archive")
+                raise corrupt(
+                    path,
+                    f"no folder with {', '.join(place.required)} at "
+                    f"{' or '.join(place.candidates)}: not the expected archive",
+                )
             sources[place] = found
         for place, found in sources.items():
             final = root / place.final
@@ -151,8 +161,10 @@ def extract(path: Path, archive: Archive, root: Path, replace: bool = False) -> 
                 final.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(found, final)
             except OSError as e:
-                raise DownloadError(f"cannot move the extracted {place.final} to {final} ({e.strerror}); to fix: "
-                                    f"make {final.parent} a writable folder on the same disk as {root}") from None
+                raise DownloadError(
+                    f"cannot move the extracted {place.final} to {final} ({e.strerror}); to fix: "
+                    f"make {final.parent} a writable folder on the same disk as {root}"
+                ) from None
             placed.append(final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

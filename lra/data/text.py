@@ -41,11 +41,13 @@ TFDS_NAME, TFDS_CONFIG = "imdb_reviews", "plain_text"
 
 
 def fix_message(root: Path) -> str:
-    return (f"run `python -m lra.data download text --data_dir {root}` (downloads, verifies, extracts and "
-            f"prepares it), or by hand: download the IMDB reviews ({URL}) and extract them into {root} "
-            f"(mkdir -p {root} && tar xzf aclImdb_v1.tar.gz -C {root}, giving {root}/aclImdb/train/pos/*.txt), then run "
-            f"`python -m lra.data prepare text --data_dir {root}` (with tensorflow-datasets installed, "
-            f"that command downloads it itself)")
+    return (
+        f"run `python -m lra.data download text --data_dir {root}` (downloads, verifies, extracts and "
+        f"prepares it), or by hand: download the IMDB reviews ({URL}) and extract them into {root} "
+        f"(mkdir -p {root} && tar xzf aclImdb_v1.tar.gz -C {root}, giving {root}/aclImdb/train/pos/*.txt), then run "
+        f"`python -m lra.data prepare text --data_dir {root}` (with tensorflow-datasets installed, "
+        f"that command downloads it itself)"
+    )
 
 
 def tfds_dir(config: ml_collections.ConfigDict) -> Path:
@@ -75,10 +77,14 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
             shards = {s: tfds_reader.shard_paths(version, TFDS_NAME, s, fix_message(root)) for s in SPLITS}
             files = cache.file_fingerprint(p for s in SPLITS for p in shards[s])
             return {"kind": "tfds", "shards": shards, "fingerprint": files}
-    looked = {"auto": [acl / "train" / "pos", dataset_dir / "<version>"], "original": [acl / "train" / "pos"],
-              "tfds": [dataset_dir / "<version>"]}[fmt]
-    raise DataError("IMDB not found; looked for " + " and ".join(str(p) for p in looked)
-                    + f"\n  to fix: {fix_message(root)}")
+    looked = {
+        "auto": [acl / "train" / "pos", dataset_dir / "<version>"],
+        "original": [acl / "train" / "pos"],
+        "tfds": [dataset_dir / "<version>"],
+    }[fmt]
+    raise DataError(
+        "IMDB not found; looked for " + " and ".join(str(p) for p in looked) + f"\n  to fix: {fix_message(root)}"
+    )
 
 
 def _read_split(source: dict[str, Any], split: str, fix: str) -> tuple[list[bytes], list[int]]:
@@ -141,9 +147,13 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
         raise InputError(f"config.data.max_len={max_len} must be positive")
     source = locate(config)
     fix = fix_message(data_dir(config.get("data_dir")))
-    splits = cache.build_or_load(cache_entry(config, source), _build(source, max_len, fix),
-                                 f"IMDB ({source['kind']}, max_len {max_len})",
-                                 bytes_tokenizer.VOCAB_SIZE, NUM_CLASSES)
+    splits = cache.build_or_load(
+        cache_entry(config, source),
+        _build(source, max_len, fix),
+        f"IMDB ({source['kind']}, max_len {max_len})",
+        bytes_tokenizer.VOCAB_SIZE,
+        NUM_CLASSES,
+    )
     train, test = splits["train"], splits["test"]
     if config.data.get("lra_val_is_test", False):
         validation = Split(name="validation", inputs=test.inputs, labels=test.labels, lengths=test.lengths)
@@ -151,8 +161,19 @@ def load(config: ml_collections.ConfigDict) -> TaskData:
         fraction = float(config.data.get("val_fraction", 0.1))
         if not 0.0 < fraction < 1.0:
             raise InputError(f"config.data.val_fraction={fraction} must be in (0, 1)")
-        train_idx, val_idx = holdout(np.asarray(train.labels), fraction, int(config.data.get("val_seed", 0)),
-                                     bool(config.data.get("val_stratify", True)))
+        train_idx, val_idx = holdout(
+            np.asarray(train.labels),
+            fraction,
+            int(config.data.get("val_seed", 0)),
+            bool(config.data.get("val_stratify", True)),
+        )
         train, validation = _take(train, "train", train_idx), _take(train, "validation", val_idx)
-    return TaskData(train=train, validation=validation, test=test, vocab_size=bytes_tokenizer.VOCAB_SIZE,
-                    num_classes=NUM_CLASSES, max_len=max_len, dual=False)
+    return TaskData(
+        train=train,
+        validation=validation,
+        test=test,
+        vocab_size=bytes_tokenizer.VOCAB_SIZE,
+        num_classes=NUM_CLASSES,
+        max_len=max_len,
+        dual=False,
+    )

@@ -54,8 +54,10 @@ def shard_paths(version_dir: Path, name: str, split: str, fix: str) -> list[Path
         total = count
     missing = sorted(set(range(total or 0)) - set(shards))
     if missing:
-        raise DataError(f"split {split!r} in {version_dir} is incomplete: shards {missing[:5]} of "
-                        f"{total} are missing\n  to fix: {fix}")
+        raise DataError(
+            f"split {split!r} in {version_dir} is incomplete: shards {missing[:5]} of "
+            f"{total} are missing\n  to fix: {fix}"
+        )
     return [shards[i] for i in sorted(shards)]
 
 
@@ -74,8 +76,9 @@ def read_examples(paths: Sequence[Path], keys: Sequence[str], fix: str) -> list[
                 raise DataError(f"{path}: record {i} is not a tf.train.Example ({e})\n  to fix: {fix}") from None
             absent = [k for k in keys if not features.get(k)]
             if absent:
-                raise DataError(f"{path}: record {i} lacks feature(s) {absent} (has {sorted(features)})"
-                                f"\n  to fix: {fix}")
+                raise DataError(
+                    f"{path}: record {i} lacks feature(s) {absent} (has {sorted(features)})" f"\n  to fix: {fix}"
+                )
             examples.append({k: features[k] for k in keys})
     return examples
 

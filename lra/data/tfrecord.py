@@ -61,7 +61,7 @@ def crc32c_many(buffers: Sequence[bytes], chunk: int = 4096) -> np.ndarray:
     out = np.zeros(len(buffers), np.uint32)
     order = np.argsort(-lengths, kind="stable")
     for start in range(0, len(order), chunk):
-        idx = order[start:start + chunk]
+        idx = order[start : start + chunk]
         lens = lengths[idx]
         width = int(lens[0]) if len(lens) else 0
         flat = np.frombuffer(b"".join(buffers[i] for i in idx), np.uint8)
@@ -100,25 +100,29 @@ def read_records(path: str | Path, verify: bool = True) -> list[bytes]:
     while pos < n:
         if pos + 12 > n:
             raise RecordError(f"truncated record header at byte {pos} (record {len(records)})")
-        header = blob[pos:pos + 8]
+        header = blob[pos : pos + 8]
         (length,) = struct.unpack("<Q", header)
-        (header_crc,) = struct.unpack("<I", blob[pos + 8:pos + 12])
+        (header_crc,) = struct.unpack("<I", blob[pos + 8 : pos + 12])
         end = pos + 12 + length
         if end + 4 > n:
-            raise RecordError(f"truncated record {len(records)} at byte {pos}: length {length} "
-                              f"runs past the end of the file ({n} bytes)")
-        records.append(blob[pos + 12:end])
+            raise RecordError(
+                f"truncated record {len(records)} at byte {pos}: length {length} "
+                f"runs past the end of the file ({n} bytes)"
+            )
+        records.append(blob[pos + 12 : end])
         headers.append(header)
         header_crcs.append(header_crc)
-        footer_crcs.append(struct.unpack("<I", blob[end:end + 4])[0])
+        footer_crcs.append(struct.unpack("<I", blob[end : end + 4])[0])
         pos = end + 4
     if verify and records:
         for what, bufs, expected in (("length", headers, header_crcs), ("data", records, footer_crcs)):
             got = mask_crc(crc32c_many(bufs))
             bad = np.flatnonzero(got != np.asarray(expected, np.uint64))
             if len(bad):
-                raise RecordError(f"CRC mismatch in the {what} of record {int(bad[0])} "
-                                  f"({len(bad)} corrupt records): the file is damaged")
+                raise RecordError(
+                    f"CRC mismatch in the {what} of record {int(bad[0])} "
+                    f"({len(bad)} corrupt records): the file is damaged"
+                )
     return records
 
 
@@ -161,12 +165,12 @@ def _fields(buf: bytes):
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
+            value, pos = buf[pos : pos + 8], pos + 8
         elif wire == 2:
             size, pos = _varint(buf, pos)
-            value, pos = buf[pos:pos + size], pos + size
+            value, pos = buf[pos : pos + size], pos + size
         elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
+            value, pos = buf[pos : pos + 4], pos + 4
         else:
             raise RecordError(f"unsupported protobuf wire type {wire}")
         if pos > n:

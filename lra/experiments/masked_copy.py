@@ -84,8 +84,20 @@ MAX_TOKENS = 1 << 16  # 2 (L + 1) tokens per example: beyond this the attention 
 
 def settings_problem(settings: Settings) -> str | None:
     """Why ``settings`` cannot run (None: they can): checked before anything is compiled or written."""
-    positive = ("seq_len", "num_layers", "num_heads", "head_dim", "mlp_dim", "batch_size", "steps", "eval_batches",
-                "log_every", "bits", "iterations", "topk")
+    positive = (
+        "seq_len",
+        "num_layers",
+        "num_heads",
+        "head_dim",
+        "mlp_dim",
+        "batch_size",
+        "steps",
+        "eval_batches",
+        "log_every",
+        "bits",
+        "iterations",
+        "topk",
+    )
     for name in positive:
         value = getattr(settings, name)
         if not isinstance(value, int) or value < 1:
@@ -111,9 +123,7 @@ def settings_problem(settings: Settings) -> str | None:
     return None
 
 
-def make_batch(
-    settings: Settings, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def make_batch(settings: Settings, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(inputs, targets, masked) int/bool arrays of shape batch x N."""
     b, length = settings.batch_size, settings.seq_len
     w = rng.integers(1, NUM_SYMBOLS + 1, size=(b, length))
@@ -149,8 +159,7 @@ class CopyModel(nn.Module):
         mask_BxN = jnp.ones(tokens_BxN.shape, bool)
         x = nn.Embed(VOCAB, width)(tokens_BxN) + sinusoids(tokens_BxN.shape[1], width)
         for _ in range(self.num_layers):
-            attn = self.attention_cls(num_heads=self.num_heads, qkv_dim=width,
-                                      **self.attention_kwargs)
+            attn = self.attention_cls(num_heads=self.num_heads, qkv_dim=width, **self.attention_kwargs)
             x = x + attn(nn.LayerNorm()(x), mask_BxN)[0]
             h = nn.Dense(self.mlp_dim)(nn.LayerNorm()(x))
             x = x + nn.Dense(width)(nn.gelu(h))
@@ -164,21 +173,19 @@ def parse_variant(spec: str, settings: Settings) -> tuple[str, str, dict[str, An
         return "full", name, {}
     if name not in ("clustered", "improved_clustered") or not clusters.isdigit():
         raise InputError(f"variant {spec!r}: use softmax, clustered:C or improved_clustered:C")
-    kwargs: dict[str, Any] = dict(num_clusters=int(clusters), bits=settings.bits,
-                                  iterations=settings.iterations)
+    kwargs: dict[str, Any] = dict(num_clusters=int(clusters), bits=settings.bits, iterations=settings.iterations)
     if name == "improved_clustered":
         kwargs["topk"] = settings.topk
     return f"{'i-' if name == 'improved_clustered' else ''}clustered-{clusters}", name, kwargs
 
 
-def train_variant(
-    settings: Settings, spec: str, log: Callable[[str], None] = print
-) -> dict[str, Any]:
+def train_variant(settings: Settings, spec: str, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train one variant from scratch; return its final metrics and training curve."""
     label, name, kwargs = parse_variant(spec, settings)
     n = 2 * (settings.seq_len + 1)
-    model = CopyModel(attention.get(name), kwargs, settings.num_layers, settings.num_heads,
-                      settings.head_dim, settings.mlp_dim)
+    model = CopyModel(
+        attention.get(name), kwargs, settings.num_layers, settings.num_heads, settings.head_dim, settings.mlp_dim
+    )
     key = jax.random.key(settings.seed)
     params = model.init(key, jnp.zeros((1, n), jnp.int32))
     schedule = optax.linear_schedule(0.0, settings.learning_rate, max(settings.warmup_steps, 1))
@@ -222,8 +229,15 @@ def train_variant(
             log(f"  {label:>16} step {step:5d}  loss {float(loss):.4f}  ({elapsed:.0f}s)")
     train_seconds = time.time() - start
 
-    run = {"variant": label, "attention": name, "attention_kwargs": kwargs, **evaluate(settings, eval_step, params),
-           "final_loss": curve[-1]["loss"], "train_seconds": round(train_seconds, 1), "curve": curve}
+    run = {
+        "variant": label,
+        "attention": name,
+        "attention_kwargs": kwargs,
+        **evaluate(settings, eval_step, params),
+        "final_loss": curve[-1]["loss"],
+        "train_seconds": round(train_seconds, 1),
+        "curve": curve,
+    }
     if name == "softmax" and settings.swap_eval:
         run["swap_eval"] = [swap_evaluate(settings, spec, params, metrics) for spec in settings.swap_eval]
     return run
@@ -240,15 +254,19 @@ def evaluate(settings: Settings, eval_step: Callable, params: Any) -> dict[str, 
         hits, total = hits + int(h), total + int(t)
         losses.append(float(loss))
         token_acc.append(float(acc))
-    return {"masked_accuracy": hits / max(total, 1), "token_accuracy": float(np.mean(token_acc)),
-            "eval_loss": float(np.mean(losses))}
+    return {
+        "masked_accuracy": hits / max(total, 1),
+        "token_accuracy": float(np.mean(token_acc)),
+        "eval_loss": float(np.mean(losses)),
+    }
 
 
 def swap_evaluate(settings: Settings, spec: str, params: Any, metrics: Callable) -> dict[str, Any]:
     """The softmax-trained ``params`` evaluated with the attention of ``spec`` (one parameter tree)."""
     label, name, kwargs = parse_variant(spec, settings)
-    model = CopyModel(attention.get(name), kwargs, settings.num_layers, settings.num_heads,
-                      settings.head_dim, settings.mlp_dim)
+    model = CopyModel(
+        attention.get(name), kwargs, settings.num_layers, settings.num_heads, settings.head_dim, settings.mlp_dim
+    )
 
     @jax.jit
     def eval_step(params, batch):
@@ -258,14 +276,18 @@ def swap_evaluate(settings: Settings, spec: str, params: Any, metrics: Callable)
     # flax names each block's attention after its class (SoftmaxAttention_0, ...): the same weights under
     # the other class's names (renaming the modules instead would change every variant's initialisation)
     source, target = attention.get("softmax").__name__, attention.get(name).__name__
-    renamed = {"params": {key.replace(f"{source}_", f"{target}_", 1) if key.startswith(f"{source}_") else key: value
-                          for key, value in params["params"].items()}}
-    return {"variant": label, "attention": name, "attention_kwargs": kwargs,
-            **evaluate(settings, eval_step, renamed)}
+    renamed = {
+        "params": {
+            key.replace(f"{source}_", f"{target}_", 1) if key.startswith(f"{source}_") else key: value
+            for key, value in params["params"].items()
+        }
+    }
+    return {"variant": label, "attention": name, "attention_kwargs": kwargs, **evaluate(settings, eval_step, renamed)}
 
 
 def run_experiment(
-    settings: Settings, log: Callable[[str], None] = print,
+    settings: Settings,
+    log: Callable[[str], None] = print,
     done: Mapping[str, dict[str, Any]] | None = None,
     on_run: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -276,8 +298,10 @@ def run_experiment(
     is called as each new variant finishes (the command line appends it to its partial file).
     """
     done = dict(done or {})
-    log(f"masked copy: L={settings.seq_len} (N={2 * (settings.seq_len + 1)}), "
-        f"{settings.steps} steps x batch {settings.batch_size}")
+    log(
+        f"masked copy: L={settings.seq_len} (N={2 * (settings.seq_len + 1)}), "
+        f"{settings.steps} steps x batch {settings.batch_size}"
+    )
     runs = []
     for spec in settings.variants:
         if spec in done:
@@ -289,34 +313,47 @@ def run_experiment(
             on_run(spec, run)
         runs.append(run)
     for r in runs:
-        log(f"{r['variant']:>16}: masked-token accuracy {r['masked_accuracy']:.3f}, "
-            f"all-token accuracy {r['token_accuracy']:.3f}")
-    return {"settings": settings_record(settings), "device_kind": jax.devices()[0].device_kind,
-            "jax_version": jax.__version__, "runs": runs}
+        log(
+            f"{r['variant']:>16}: masked-token accuracy {r['masked_accuracy']:.3f}, "
+            f"all-token accuracy {r['token_accuracy']:.3f}"
+        )
+    return {
+        "settings": settings_record(settings),
+        "device_kind": jax.devices()[0].device_kind,
+        "jax_version": jax.__version__,
+        "runs": runs,
+    }
 
 
 def markdown_report(result: dict[str, Any], command: str) -> str:
     """A results table with the command and settings that produced it."""
     s = result["settings"]
     lines = [
-        "# Masked copy (Fast Transformers with Clustered Attention, arXiv:2007.04825, Appendix C.2)", "",
-        f"Command: `{command}`", "",
+        "# Masked copy (Fast Transformers with Clustered Attention, arXiv:2007.04825, Appendix C.2)",
+        "",
+        f"Command: `{command}`",
+        "",
         f"Scale: L={s['seq_len']} (N={2 * (s['seq_len'] + 1)}), {s['num_layers']} layers x "
         f"{s['num_heads']} heads x {s['head_dim']}, MLP {s['mlp_dim']}, "
         f"R-Adam lr {s['learning_rate']} ({s['warmup_steps']} warmup steps), "
         f"batch {s['batch_size']}, {s['steps']} steps, top-k {s['topk']}, {s['bits']} bits, "
         f"{s['iterations']} Lloyd iterations, seed {s['seed']}; "
         f"device {result['device_kind']}, jax {result['jax_version']}. "
-        f"Evaluation: {s['eval_batches']} fresh batches; chance on masked symbols is 0.1.", "",
+        f"Evaluation: {s['eval_batches']} fresh batches; chance on masked symbols is 0.1.",
+        "",
         "| variant | masked-symbol accuracy | all-token accuracy | eval loss | train s |",
         "|---|---|---|---|---|",
     ]
     for r in result["runs"]:
-        lines.append(f"| {r['variant']} | {r['masked_accuracy']:.3f} | {r['token_accuracy']:.3f} | "
-                     f"{r['eval_loss']:.3f} | {r['train_seconds']} |")
+        lines.append(
+            f"| {r['variant']} | {r['masked_accuracy']:.3f} | {r['token_accuracy']:.3f} | "
+            f"{r['eval_loss']:.3f} | {r['train_seconds']} |"
+        )
         for swap in r.get("swap_eval", []):  # the same trained weights, evaluated with another attention
-            lines.append(f"| {r['variant']} weights, evaluated as {swap['variant']} | {swap['masked_accuracy']:.3f} | "
-                         f"{swap['token_accuracy']:.3f} | {swap['eval_loss']:.3f} | - |")
+            lines.append(
+                f"| {r['variant']} weights, evaluated as {swap['variant']} | {swap['masked_accuracy']:.3f} | "
+                f"{swap['token_accuracy']:.3f} | {swap['eval_loss']:.3f} | - |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -357,8 +394,9 @@ def partial_entries(path: Path) -> list[dict[str, Any]]:
         if not complete:
             if i == len(lines) - 1:
                 break
-            raise InputError(f"{path}, line {i + 1}, is damaged: delete the file (its variants train again) "
-                             f"or pass --restart") from None
+            raise InputError(
+                f"{path}, line {i + 1}, is damaged: delete the file (its variants train again) " f"or pass --restart"
+            ) from None
         entries.append(entry)
     return entries
 
@@ -371,14 +409,17 @@ def read_partial(path: Path, settings: Settings) -> dict[str, dict[str, Any]]:
         held = entry["settings"]
         if held != want:
             diffs = ", ".join(f"{k}: {held.get(k)!r} there, {v!r} now" for k, v in want.items() if held.get(k) != v)
-            raise InputError(f"{path} holds runs of other settings ({diffs}): pass the same settings to "
-                             f"resume, --restart to discard them, or another --out")
+            raise InputError(
+                f"{path} holds runs of other settings ({diffs}): pass the same settings to "
+                f"resume, --restart to discard them, or another --out"
+            )
         done[entry["spec"]] = entry["run"]
     return done
 
 
-def run_resumable(settings: Settings, out: Path, command: str, restart: bool = False,
-                  log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_resumable(
+    settings: Settings, out: Path, command: str, restart: bool = False, log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """:func:`run_experiment` into ``out``: each finished variant is appended (fsync'd) to
     ``out/partial.jsonl``, so a killed call resumes where it stopped when run again, exactly (each
     variant trains from the seed alone); ``results.json`` and ``results.md`` are written atomically
@@ -399,8 +440,10 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
             partial.unlink(missing_ok=True)
         finished = _finished_result(out, settings)
         if finished is not None and not restart:  # never retrain (and overwrite) a finished record
-            log(f"{out / 'results.json'} already holds this experiment's finished runs; nothing to do "
-                "(--restart trains it again)")
+            log(
+                f"{out / 'results.json'} already holds this experiment's finished runs; nothing to do "
+                "(--restart trains it again)"
+            )
             return finished
         done = read_partial(partial, settings)
         if done:
@@ -413,7 +456,9 @@ def run_resumable(settings: Settings, out: Path, command: str, restart: bool = F
 
         result = run_experiment(settings, log, done=done, on_run=append)
         result.update({k: v for k, v in stamp().items() if k != "command"}, command=command)
-        starts = [r["git_commit_start"] for r in result.get("runs", []) if isinstance(r, dict) and r.get("git_commit_start")]
+        starts = [
+            r["git_commit_start"] for r in result.get("runs", []) if isinstance(r, dict) and r.get("git_commit_start")
+        ]
         if starts:  # a resumed call: the record's data began with the first variant's process
             result["git_commit_start"] = starts[0]
         write_text_atomic(out / "results.json", json.dumps(result, indent=2) + "\n")

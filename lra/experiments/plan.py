@@ -84,8 +84,9 @@ def cpu_rates(roots: Iterable[Path]) -> dict[tuple[str, str, str], Rate]:
             per = seconds / steps / max(int(record.get("seeds_in_program", 1)), 1)
             key = (record["task"], record["variant"], record.get("config_preset", ""))
             found.setdefault(key, []).append((per, path))
-    return {key: Rate(statistics.median(p for p, _ in rows), tuple(path for _, path in rows))
-            for key, rows in found.items()}
+    return {
+        key: Rate(statistics.median(p for p, _ in rows), tuple(path for _, path in rows)) for key, rows in found.items()
+    }
 
 
 def plan_runs(runs: Sequence[Run], record_roots: Sequence[Path] | None = None) -> list[RunPlan]:
@@ -137,8 +138,10 @@ def run_line(plan: RunPlan) -> str:
     """``  17  missing      listops   ConvLuna-16         seed0  ~25 min  configs/...:cpu,mem=16  WORKDIR``."""
     run = plan.run
     seeds = f"seeds {','.join(map(str, run.seeds))}" if run.grouped else f"seed{run.seed}"
-    return (f"{run.index:4d}  {plan.state:11s}  {run.task:8s}  {run.variant.label:18s}  {seeds}  "
-            f"{estimate_text(plan):>11s}  {run.config_path.relative_to(REPO)}:{run.config_arg}  {run.workdir}")
+    return (
+        f"{run.index:4d}  {plan.state:11s}  {run.task:8s}  {run.variant.label:18s}  {seeds}  "
+        f"{estimate_text(plan):>11s}  {run.config_path.relative_to(REPO)}:{run.config_arg}  {run.workdir}"
+    )
 
 
 def summary(plans: Sequence[RunPlan]) -> str:
@@ -148,8 +151,13 @@ def summary(plans: Sequence[RunPlan]) -> str:
     parts = [", ".join(f"{n} {s}" for s, n in counts.items() if n)]
     tasks = sorted({p.run.task for p in plans if p.state == DATA_ABSENT})
     if tasks:
-        parts.append("data absent for " + ", ".join(tasks) + " (fetch with "
-                     + "; ".join(f"python -m lra.data download {t}" for t in tasks) + ")")
+        parts.append(
+            "data absent for "
+            + ", ".join(tasks)
+            + " (fetch with "
+            + "; ".join(f"python -m lra.data download {t}" for t in tasks)
+            + ")"
+        )
     todo = [p for p in plans if p.state in (STARTED, MISSING)]
     if todo:
         known = [p for p in todo if p.estimate_seconds is not None]
@@ -157,11 +165,15 @@ def summary(plans: Sequence[RunPlan]) -> str:
         text = f"estimated CPU time of the {len(todo)} run(s) to train: "
         if known:
             seconds = sum(s for p in known if (s := p.estimate_seconds) is not None)
-            text += (f"{duration(seconds)} for {len(known)} (the median seconds "
-                     f"per seed-step of each one's task, variant and preset in {used.source})")
+            text += (
+                f"{duration(seconds)} for {len(known)} (the median seconds "
+                f"per seed-step of each one's task, variant and preset in {used.source})"
+            )
         if len(known) < len(todo):
-            text += ("; " if known else "") + f"no estimate for {len(todo) - len(known)} (no earlier CPU record of " \
-                                              f"their task, variant and preset)"
+            text += (
+                ("; " if known else "") + f"no estimate for {len(todo) - len(known)} (no earlier CPU record of "
+                f"their task, variant and preset)"
+            )
         parts.append(text)
     elif not tasks:
         parts.append("nothing to train")

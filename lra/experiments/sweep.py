@@ -109,17 +109,20 @@ def registry_rows(tasks: Sequence[str]) -> tuple[Variant, ...]:
 
 
 def _memory_variants(family: str, config: str, flag: str = "") -> tuple[Variant, ...]:
-    return tuple(Variant(f"{family}-{m}", config, ",".join(filter(None, [f"mem={m}", flag])))
-                 for m in (1, 16, 256))
+    return tuple(Variant(f"{family}-{m}", config, ",".join(filter(None, [f"mem={m}", flag]))) for m in (1, 16, 256))
 
 
 # The ConvLuna reproduction's rows, cheapest and most telling first (Table 1's pair, then Table 3's
 # ablations, then Figure 2's other memory sizes): a sweep cut short has the lead claims' runs.
 _CONVLUNA_LISTOPS_ROWS = (
-    ("Luna", "luna", "", 16), ("ConvLuna", "convluna", "", 16),
-    ("OnlyScaling", "convluna", "only_scaling,", 16), ("OnlyFiltering", "convluna", "only_filtering,", 16),
-    ("Luna", "luna", "", 1), ("ConvLuna", "convluna", "", 1),
-    ("Luna", "luna", "", 256), ("ConvLuna", "convluna", "", 256),
+    ("Luna", "luna", "", 16),
+    ("ConvLuna", "convluna", "", 16),
+    ("OnlyScaling", "convluna", "only_scaling,", 16),
+    ("OnlyFiltering", "convluna", "only_filtering,", 16),
+    ("Luna", "luna", "", 1),
+    ("ConvLuna", "convluna", "", 1),
+    ("Luna", "luna", "", 256),
+    ("ConvLuna", "convluna", "", 256),
 )
 
 # Which of the published code's choices make ConvLuna-16 (reference) differ from ConvLuna-16 on
@@ -141,7 +144,8 @@ CONVLUNA_REFERENCE_REVERTS: tuple[tuple[str, str], ...] = (
 
 GRIDS: dict[str, Grid] = {
     "convluna_table1": Grid(
-        (Variant("Transformer", "transformer"),) + _memory_variants("Luna", "luna")
+        (Variant("Transformer", "transformer"),)
+        + _memory_variants("Luna", "luna")
         + _memory_variants("ConvLuna", "convluna"),
         description="ConvLuna paper, Table 1 and Figure 2: Transformer, Luna and ConvLuna with memory 1/16/256",
     ),
@@ -151,40 +155,62 @@ GRIDS: dict[str, Grid] = {
         description="ConvLuna paper, Table 3 (ablations): OnlyScaling and OnlyFiltering with memory 1/16/256",
     ),
     "memory_degradation": Grid(
-        tuple(Variant(f"{family}-{m}{suffix}", config, ",".join(filter(None, [f"mem={m}", option])))
-              for suffix, option in (("", ""), (" (reference)", "reference"))
-              for family, config in (("Luna", "luna"), ("ConvLuna", "convluna")) for m in (16, 256)),
+        tuple(
+            Variant(f"{family}-{m}{suffix}", config, ",".join(filter(None, [f"mem={m}", option])))
+            for suffix, option in (("", ""), (" (reference)", "reference"))
+            for family, config in (("Luna", "luna"), ("ConvLuna", "convluna"))
+            for m in (16, 256)
+        ),
         description="ConvLuna paper, Figure 1 / Section 2: Luna and ConvLuna with memory 16/256, our defaults "
-                    "and the published code's (reference); diagnose with python -m lra.diagnose memory",
+        "and the published code's (reference); diagnose with python -m lra.diagnose memory",
     ),
     "convluna_listops": Grid(
-        tuple(Variant(f"{family}-{m} (reference)", config, f"mem={m},{flag}reference")
-              for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[:2])
+        tuple(
+            Variant(f"{family}-{m} (reference)", config, f"mem={m},{flag}reference")
+            for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[:2]
+        )
         + (Variant("Transformer", "transformer"),)
-        + tuple(Variant(f"{family}-{m} (reference)", config, f"mem={m},{flag}reference")
-                for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[2:])
+        + tuple(
+            Variant(f"{family}-{m} (reference)", config, f"mem={m},{flag}reference")
+            for family, config, flag, m in _CONVLUNA_LISTOPS_ROWS[2:]
+        )
         + (Variant("Luna-16", "luna", "mem=16"), Variant("ConvLuna-16", "convluna", "mem=16"))
-        + tuple(Variant(f"ConvLuna-16 (reference) [{field}={value}]", "convluna", "mem=16,reference",
-                        ((field, value),)) for field, value in CONVLUNA_REFERENCE_REVERTS)
+        + tuple(
+            Variant(f"ConvLuna-16 (reference) [{field}={value}]", "convluna", "mem=16,reference", ((field, value),))
+            for field, value in CONVLUNA_REFERENCE_REVERTS
+        )
         # Luna under the same revert of the initialisation: the pair that the earlier 3-seed lead
         # (before issue 25's model.param_init) ran with (lra.reproduce.convluna's init-lead claim).
-        + (Variant("Luna-16 (reference) [model.param_init=xavier]", "luna", "mem=16,reference",
-                   (("model.param_init", "xavier"),)),),
+        + (
+            Variant(
+                "Luna-16 (reference) [model.param_init=xavier]",
+                "luna",
+                "mem=16,reference",
+                (("model.param_init", "xavier"),),
+            ),
+        ),
         tasks=("listops",),
         description="ConvLuna paper at laptop scale (python -m lra.reproduce convluna): Table 1's ListOps "
-                    "ranking, Table 3's ablations and Figure 2's memory sizes with the published code's "
-                    "choices (reference), against the Transformer; Luna-16 and ConvLuna-16 with our "
-                    "defaults; ConvLuna-16 (reference) with one of the code's choices reverted per row",
+        "ranking, Table 3's ablations and Figure 2's memory sizes with the published code's "
+        "choices (reference), against the Transformer; Luna-16 and ConvLuna-16 with our "
+        "defaults; ConvLuna-16 (reference) with one of the code's choices reverted per row",
     ),
     "convluna_appendix": Grid(
-        tuple(Variant(f"{label} (reference)", "convluna", f"mem=16,{flag}reference")
-              for label, flag in (("ConvLuna-16", ""), ("FixedTemperature-16", "fixed_temperature,"),
-                                  ("OnlyFiltering-16", "only_filtering,"), ("MaxPool-16", "maxpool,"),
-                                  ("ConvLuna-16 stride 2", "stride2,"), ("ConvLuna-16 stride 4", "stride4,"))),
+        tuple(
+            Variant(f"{label} (reference)", "convluna", f"mem=16,{flag}reference")
+            for label, flag in (
+                ("ConvLuna-16", ""),
+                ("FixedTemperature-16", "fixed_temperature,"),
+                ("OnlyFiltering-16", "only_filtering,"),
+                ("MaxPool-16", "maxpool,"),
+                ("ConvLuna-16 stride 2", "stride2,"),
+                ("ConvLuna-16 stride 4", "stride4,"),
+            )
+        ),
         tasks=("listops",),
         description="ConvLuna paper, Appendices D and E on ListOps (python -m lra.reproduce.convluna_appendix): "
-                    "the packing temperature learned from 1, fixed at 1 or at d^-1/2; Conv K=32 against "
-                    "MaxPool K=4; stride 1/2/4; all with the published code's choices (reference)",
+        "the packing temperature learned from 1, fixed at 1 or at d^-1/2; Conv K=32 against "
+        "MaxPool K=4; stride 1/2/4; all with the published code's choices (reference)",
     ),
     "lra_families": Grid(
         registry_rows,  # Transformer, Luna-16, ConvLuna-16, Clustered-100, i-Clustered-100, ..., Gated Linear
@@ -237,17 +263,32 @@ class Run:
         """The ``python -m lra.train`` command line of this run."""
         seeds = f"--config.seeds={','.join(map(str, self.seeds))}" if self.grouped else f"--config.seed={self.seed}"
         fields = {**dict(self.variant.settings), **dict(self.overrides)}  # the sweep's --set wins on a clash
-        return [python, "-m", "lra.train", f"--config={self.config_path}:{self.config_arg}",
-                f"--workdir={self.workdir}", seeds, *(f"--config.{k}={v}" for k, v in fields.items())]
+        return [
+            python,
+            "-m",
+            "lra.train",
+            f"--config={self.config_path}:{self.config_arg}",
+            f"--workdir={self.workdir}",
+            seeds,
+            *(f"--config.{k}={v}" for k, v in fields.items()),
+        ]
 
     def record(self, seed: int | None = None) -> dict:
         """What ``sweep_run.json`` (of seed ``seed``) and the sweep manifest say about this run."""
-        record = {"index": self.index, "grid": self.grid, "task": self.task, "variant": self.variant.label,
-                  "config": str(self.config_path.relative_to(REPO)), "options": self.config_arg,
-                  "seed": self.seed if seed is None else seed, "preset": self.preset,
-                  "overrides": dict(self.overrides), "workdir": str(self.workdir),
-                  **({"settings": dict(self.variant.settings)} if self.variant.settings else {}),
-                  "command": shlex.join(self.command("python"))}
+        record = {
+            "index": self.index,
+            "grid": self.grid,
+            "task": self.task,
+            "variant": self.variant.label,
+            "config": str(self.config_path.relative_to(REPO)),
+            "options": self.config_arg,
+            "seed": self.seed if seed is None else seed,
+            "preset": self.preset,
+            "overrides": dict(self.overrides),
+            "workdir": str(self.workdir),
+            **({"settings": dict(self.variant.settings)} if self.variant.settings else {}),
+            "command": shlex.join(self.command("python")),
+        }
         if self.grouped:
             record["seeds_in_program"] = list(self.seeds)
         return record
@@ -260,7 +301,9 @@ def parse_overrides(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
         key, sep, value = item.partition("=")
         key = key.strip().removeprefix("config.")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
-            raise ValueError(f"--set expects key=value with a config field as key (e.g. num_train_steps=300), got {item!r}")
+            raise ValueError(
+                f"--set expects key=value with a config field as key (e.g. num_train_steps=300), got {item!r}"
+            )
         if key == "seed":
             raise ValueError("--set seed=... is not allowed: choose seeds with --seeds")
         out[key] = value.strip()
@@ -332,8 +375,10 @@ def expected_steps(run: Run) -> int:
 
     config = load_config_file(run.config_path).get_config(run.config_arg)
     if config.variant != run.variant.config_variant:
-        raise ValueError(f"{run.config_path}:{run.config_arg} builds variant {config.variant!r}, "
-                         f"but the grid calls it {run.variant.config_variant!r}")
+        raise ValueError(
+            f"{run.config_path}:{run.config_arg} builds variant {config.variant!r}, "
+            f"but the grid calls it {run.variant.config_variant!r}"
+        )
     steps = {**dict(run.variant.settings), **dict(run.overrides)}.get("num_train_steps")
     return int(steps) if steps is not None else int(config.num_train_steps)
 
@@ -399,8 +444,9 @@ def status(run: Run, steps: int | None = None) -> str:
 Runner = Callable[..., int]  # runner(run, log) -> exit code; with --jobs N also core=K
 
 
-LANES = ChildSignals("passing it to {count} running run(s) ({labels}) and waiting for them to save; "
-                     "nothing new starts")
+LANES = ChildSignals(
+    "passing it to {count} running run(s) ({labels}) and waiting for them to save; " "nothing new starts"
+)
 _PRINT = threading.Lock()
 
 
@@ -426,8 +472,15 @@ def subprocess_runner(run: Run, log: Path, core: int | None = None) -> int:
     with log.open("a") as sink:
         sink.write(f"\n=== {datetime.datetime.now().isoformat(timespec='seconds')} {shlex.join(run.command())}\n")
         sink.flush()
-        child = subprocess.Popen(run.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-                                 bufsize=1, start_new_session=True)
+        child = subprocess.Popen(
+            run.command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
 
         def forward(signum: int, frame: object) -> None:
             SIGNALLED.set()  # whatever the child's exit (a second signal kills it: -15), start nothing new
@@ -455,8 +508,9 @@ def _lane_runner(run: Run, log: Path, env: dict[str, str]) -> int:
     with log.open("a") as sink:
         sink.write(f"\n=== {datetime.datetime.now().isoformat(timespec='seconds')} {shlex.join(run.command())}\n")
         sink.flush()
-        child = LANES.start(run.command(), run.name, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            text=True, bufsize=1)
+        child = LANES.start(
+            run.command(), run.name, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, bufsize=1
+        )
         try:
             assert child.stdout is not None  # stdout=PIPE
             for line in child.stdout:
@@ -515,8 +569,14 @@ def _clock(seconds: float) -> str:
     return str(datetime.timedelta(seconds=int(seconds)))
 
 
-def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total: int | None = None,
-              out: Callable[[str], None] = print, jobs: int = 1) -> SweepReport:
+def run_sweep(
+    runs: Sequence[Run],
+    runner: Runner = subprocess_runner,
+    *,
+    total: int | None = None,
+    out: Callable[[str], None] = print,
+    jobs: int = 1,
+) -> SweepReport:
     """Run ``runs``: skip finished ones, (re)start the others in their workdir; one after another, or
     ``jobs`` at once, each pinned to a core of its own after its first compile when there are enough
     (``runner(run, log, core=N)``; bit-identical, lra.training.cpu_speed).
@@ -542,15 +602,19 @@ def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total:
         out(f"{head}: {state} in {run.workdir} (sweep elapsed {_clock(time.perf_counter() - start)}{pinned})")
         _write_run_record(run)
         t0 = time.perf_counter()
-        code = runner(run, run.workdir / "sweep.log") if jobs == 1 else runner(run, run.workdir / "sweep.log", core=core)
+        code = (
+            runner(run, run.workdir / "sweep.log") if jobs == 1 else runner(run, run.workdir / "sweep.log", core=core)
+        )
         took = _clock(time.perf_counter() - t0)
         if code in INTERRUPTED:
             out(f"{head}: interrupted after {took}; rerun the same sweep command to resume it")
             report.interrupted = report.interrupted or run
             return
         if code == IN_USE:
-            out(f"{head}: in use by another process, skipped (its holder is training it; see "
-                f"{run.workdir / 'sweep.log'})")
+            out(
+                f"{head}: in use by another process, skipped (its holder is training it; see "
+                f"{run.workdir / 'sweep.log'})"
+            )
             report.in_use.append(run)
             return
         if code != 0 or status(run, steps) != "finished":
@@ -558,8 +622,11 @@ def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total:
             report.failed.append((run, code))
             return
         accuracies = [100 * json.loads((w / "result.json").read_text())["test_accuracy"] for w in run.seed_workdirs]
-        shown = (f"{accuracies[0]:.2f}%" if len(accuracies) == 1 else
-                 f"{', '.join(f'{a:.2f}' for a in accuracies)}% (mean {sum(accuracies) / len(accuracies):.2f}%)")
+        shown = (
+            f"{accuracies[0]:.2f}%"
+            if len(accuracies) == 1
+            else f"{', '.join(f'{a:.2f}' for a in accuracies)}% (mean {sum(accuracies) / len(accuracies):.2f}%)"
+        )
         out(f"{head}: done in {took}, test accuracy {shown}")
         report.ran.append(run)
 
@@ -590,10 +657,13 @@ def run_sweep(runs: Sequence[Run], runner: Runner = subprocess_runner, *, total:
         LANES.reset()
         with LANES.forwarding(), ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(lane, runs))
-    out(f"sweep: {len(report.ran)} ran, {len(report.skipped)} skipped (finished), "
-        + (f"{len(report.in_use)} in use (skipped), " if report.in_use else "") + f"{len(report.failed)} failed"
+    out(
+        f"sweep: {len(report.ran)} ran, {len(report.skipped)} skipped (finished), "
+        + (f"{len(report.in_use)} in use (skipped), " if report.in_use else "")
+        + f"{len(report.failed)} failed"
         + (f", interrupted at {report.interrupted.name}" if report.interrupted else "")
-        + f"; elapsed {_clock(time.perf_counter() - start)}")
+        + f"; elapsed {_clock(time.perf_counter() - start)}"
+    )
     for run, code in report.failed:
         out(f"  failed: {run.name} (exit {code}): {run.workdir / 'sweep.log'}")
     return report
@@ -607,9 +677,17 @@ def write_manifest(runs: Sequence[Run], root: Path, argv: Sequence[str]) -> Path
     return path
 
 
-def slurm_script(runs: Sequence[Run], sweep_argv: Sequence[str], root: Path, *, time_limit: str = "24:00:00",
-                 cpus: int = 8, max_parallel: int | None = None, sbatch: Sequence[str] = (),
-                 setup: Sequence[str] = ()) -> str:
+def slurm_script(
+    runs: Sequence[Run],
+    sweep_argv: Sequence[str],
+    root: Path,
+    *,
+    time_limit: str = "24:00:00",
+    cpus: int = 8,
+    max_parallel: int | None = None,
+    sbatch: Sequence[str] = (),
+    setup: Sequence[str] = (),
+) -> str:
     """A job-array script: array task ``i`` runs ``scripts/sweep.py <same selection> --index i``.
 
     The batch shell execs sweep.py, which execs lra.train (:func:`exec_run`): one process, which
@@ -642,7 +720,7 @@ def slurm_script(runs: Sequence[Run], sweep_argv: Sequence[str], root: Path, *, 
         "set -euo pipefail",
         *setup,
         f"cd {shlex.quote(str(REPO))}",
-        f"exec python scripts/sweep.py {shlex.join(sweep_argv)} --index \"$SLURM_ARRAY_TASK_ID\"",
+        f'exec python scripts/sweep.py {shlex.join(sweep_argv)} --index "$SLURM_ARRAY_TASK_ID"',
         "",
     ]
     return "\n".join(lines)
@@ -669,17 +747,32 @@ def make_parser(description: str = "") -> argparse.ArgumentParser:
     p.add_argument("--tasks", nargs="+", help=f"subset of {', '.join(TASKS)}")
     p.add_argument("--seeds", nargs="+", type=int, help="default: 0 1 2 3 4")
     p.add_argument("--variants", nargs="+", help="subset of the grid's rows, e.g. ConvLuna-16 Transformer")
-    p.add_argument("--group-seeds", choices=("auto", "on", "off"), default="auto",
-                   help="train the seeds of one setup in one vmapped program (auto: on with a GPU/TPU and for "
-                        "--slurm, off on CPU)")
-    p.add_argument("--root", type=Path, help="folder of the workdirs (default runs/sweeps/<grid>_<preset>[_<overrides>])")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override for every run, e.g. --set num_train_steps=300 (repeatable; recorded "
-                        "in each workdir's sweep_run.json and shown in the tables)")
+    p.add_argument(
+        "--group-seeds",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="train the seeds of one setup in one vmapped program (auto: on with a GPU/TPU and for "
+        "--slurm, off on CPU)",
+    )
+    p.add_argument(
+        "--root", type=Path, help="folder of the workdirs (default runs/sweeps/<grid>_<preset>[_<overrides>])"
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every run, e.g. --set num_train_steps=300 (repeatable; recorded "
+        "in each workdir's sweep_run.json and shown in the tables)",
+    )
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--list", action="store_true",
-                      help="print the runs: done / started / missing / data absent, with the estimated CPU time "
-                           "from earlier records (lra.experiments.plan)")
+    mode.add_argument(
+        "--list",
+        action="store_true",
+        help="print the runs: done / started / missing / data absent, with the estimated CPU time "
+        "from earlier records (lra.experiments.plan)",
+    )
     mode.add_argument("--commands", action="store_true", help="print one shell command per run")
     mode.add_argument("--run", action="store_true", help="run them here, one after another (--jobs: several at once)")
     mode.add_argument("--index", type=int, help="run only run INDEX (0-based; the SLURM array task id)")
@@ -687,23 +780,45 @@ def make_parser(description: str = "") -> argparse.ArgumentParser:
     p.add_argument("--time", default="24:00:00", help="--slurm: time limit per array task")
     p.add_argument("--cpus", type=int, default=8, help="--slurm: CPUs per array task")
     p.add_argument("--max-parallel", type=int, help="--slurm: at most this many array tasks at once")
-    p.add_argument("--jobs", type=int, default=1, help="--run: runs at once, each pinned to a core of its own after "
-                   "its first compile (2 on a 2-core laptop; bit-identical)")
-    p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                   help="--slurm: extra #SBATCH line, e.g. --sbatch=--partition=gpu (repeatable)")
-    p.add_argument("--setup", action="append", default=[], metavar="LINE",
-                   help="--slurm: shell line run before training, e.g. 'source .venv/bin/activate'")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="--run: runs at once, each pinned to a core of its own after "
+        "its first compile (2 on a 2-core laptop; bit-identical)",
+    )
+    p.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="--slurm: extra #SBATCH line, e.g. --sbatch=--partition=gpu (repeatable)",
+    )
+    p.add_argument(
+        "--setup",
+        action="append",
+        default=[],
+        metavar="LINE",
+        help="--slurm: shell line run before training, e.g. 'source .venv/bin/activate'",
+    )
     return p
 
 
 def select(args: argparse.Namespace) -> tuple[list[Run], Path]:
     """The runs and root the parsed arguments name (sets ``args.group`` and ``args.overrides``);
     ValueError for an unknown task, variant or a malformed --set."""
-    args.group = args.group_seeds == "on" or (args.group_seeds == "auto" and (args.slurm is not None
-                                                                                or _accelerator()))
+    args.group = args.group_seeds == "on" or (args.group_seeds == "auto" and (args.slurm is not None or _accelerator()))
     args.overrides = parse_overrides(args.sets)
-    runs = expand(args.grid, args.preset, tasks=args.tasks, seeds=args.seeds, variants=args.variants,
-                  root=args.root, overrides=args.overrides, group_seeds=args.group)
+    runs = expand(
+        args.grid,
+        args.preset,
+        tasks=args.tasks,
+        seeds=args.seeds,
+        variants=args.variants,
+        root=args.root,
+        overrides=args.overrides,
+        group_seeds=args.group,
+    )
     root = args.root if args.root is not None else default_root(args.grid, args.preset, args.overrides)
     return runs, root
 
@@ -718,10 +833,11 @@ def command_selection(command: str, cwd: Path | None = None) -> tuple[list[Run],
     argv = shlex.split(command)
     if SWEEP_SCRIPT not in argv:
         return None
-    args = make_parser().parse_args(argv[argv.index(SWEEP_SCRIPT) + 1:])
+    args = make_parser().parse_args(argv[argv.index(SWEEP_SCRIPT) + 1 :])
     if cwd is not None:
-        args.root = cwd / (args.root if args.root is not None
-                           else default_root(args.grid, args.preset, parse_overrides(args.sets)))
+        args.root = cwd / (
+            args.root if args.root is not None else default_root(args.grid, args.preset, parse_overrides(args.sets))
+        )
     runs, _ = select(args)
     return runs, args
 

@@ -41,9 +41,13 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 def add_price_options(p: argparse.ArgumentParser) -> None:
     """--price-per-hour and --currency: the estimate's cost in money (device-hours x price)."""
-    p.add_argument("--price-per-hour", type=float, metavar="PRICE",
-                   help="price of one device-hour (a GPU, a TPU chip), e.g. 2.50: adds the cost, "
-                        "device-hours x PRICE, to the report or table")
+    p.add_argument(
+        "--price-per-hour",
+        type=float,
+        metavar="PRICE",
+        help="price of one device-hour (a GPU, a TPU chip), e.g. 2.50: adds the cost, "
+        "device-hours x PRICE, to the report or table",
+    )
     p.add_argument("--currency", default="USD", help="the price's currency, as printed (default USD)")
 
 
@@ -51,8 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["sweep"]:
-            p = argparse.ArgumentParser(prog="python -m lra.preflight sweep", epilog=EPILOG,
-                                        formatter_class=argparse.RawDescriptionHelpFormatter)
+            p = argparse.ArgumentParser(
+                prog="python -m lra.preflight sweep",
+                epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
             p.add_argument("grid")
             p.add_argument("--preset", default="paper")
             p.add_argument("--target", required=True)
@@ -61,8 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--group-seeds", choices=("on", "off"), default="off")
             p.add_argument("--python", default=sys.executable)
             p.add_argument("--no-cache", action="store_true")
-            p.add_argument("--jobs", type=int, default=1,
-                           help="compilations at a time (each a child process: about one core and 3.5 GB)")
+            p.add_argument(
+                "--jobs",
+                type=int,
+                default=1,
+                help="compilations at a time (each a child process: about one core and 3.5 GB)",
+            )
             p.add_argument("--out", type=Path, help="write <out>/<grid>_<preset>_<target>.md")
             add_price_options(p)
             a = p.parse_args(argv[1:])
@@ -76,9 +87,17 @@ def main(argv: list[str] | None = None) -> int:
             from lra.preflight.sweep_table import render, sweep_summary
 
             with COMPILES.forwarding():
-                summary = sweep_summary(a.grid, a.preset, a.target, tasks=a.tasks, variants=a.variants,
-                                        group_seeds=a.group_seeds == "on", python=a.python,
-                                        use_cache=not a.no_cache, jobs=a.jobs)
+                summary = sweep_summary(
+                    a.grid,
+                    a.preset,
+                    a.target,
+                    tasks=a.tasks,
+                    variants=a.variants,
+                    group_seeds=a.group_seeds == "on",
+                    python=a.python,
+                    use_cache=not a.no_cache,
+                    jobs=a.jobs,
+                )
             if a.price_per_hour is not None:  # in the record too: the table is rendered from it alone
                 summary.update(price_per_hour=a.price_per_hour, currency=a.currency)
             table = render(summary)
@@ -93,15 +112,22 @@ def main(argv: list[str] | None = None) -> int:
                 write_json_atomic(path.with_suffix(".json"), summary)
                 print(f"wrote {path} and its .json")
             return 0
-        p = argparse.ArgumentParser(prog="python -m lra.preflight", epilog=EPILOG,
-                                    formatter_class=argparse.RawDescriptionHelpFormatter,
-                                    description="Does a config fit a target, and what does a step and a run cost?")
+        p = argparse.ArgumentParser(
+            prog="python -m lra.preflight",
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            description="Does a config fit a target, and what does a step and a run cost?",
+        )
         p.add_argument("--config", required=True, help="configs/<task>_<attention>.py[:OPTIONS]")
         p.add_argument("--target", required=True, help="cpu, a TPU topology (v5e:2x2) or a GPU (h100, h100x8)")
         p.add_argument("--batch", type=int, help="global batch (default: the config's)")
         p.add_argument("--seeds", type=int, default=1, help="seeds vmapped in one program (default 1)")
-        p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                       help="override a config field (dotted, repeatable), e.g. --set model.max_len=512")
+        p.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override a config field (dotted, repeatable), e.g. --set model.max_len=512",
+        )
         p.add_argument("--measure-steps", type=int, default=3, help="cpu target: real steps timed (0: none)")
         p.add_argument("--python", default=sys.executable, help="the interpreter that compiles (e.g. a libtpu venv)")
         p.add_argument("--no-cache", action="store_true")
@@ -115,8 +141,16 @@ def main(argv: list[str] | None = None) -> int:
         if a.json:
             check_can_write(a.json)  # PF8: refused before anything compiles
         with COMPILES.forwarding():
-            r = preflight(a.config, a.target, batch=a.batch, seeds=a.seeds, measure_steps=a.measure_steps,
-                          python=a.python, use_cache=not a.no_cache, overrides=parse_sets(a.set))
+            r = preflight(
+                a.config,
+                a.target,
+                batch=a.batch,
+                seeds=a.seeds,
+                measure_steps=a.measure_steps,
+                python=a.python,
+                use_cache=not a.no_cache,
+                overrides=parse_sets(a.set),
+            )
         print("\n".join(report_lines(r, a.price_per_hour, a.currency)))
         if a.json:
             from lra.training.run_files import write_json_atomic
@@ -131,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_STORAGE
     except (Interrupted, KeyboardInterrupt) as e:
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
-        print(f"interrupted by {signal.Signals(signum).name}: stopped {', '.join(COMPILES.interrupted) or 'the compilation'}"
-              "; nothing of it was cached or written (rerun the same command)", file=sys.stderr)
+        print(
+            f"interrupted by {signal.Signals(signum).name}: stopped {', '.join(COMPILES.interrupted) or 'the compilation'}"
+            "; nothing of it was cached or written (rerun the same command)",
+            file=sys.stderr,
+        )
         return 128 + signum
     return 0 if r.get("status") == "ok" or r.get("resource_exhausted") else 1
 

@@ -24,9 +24,14 @@ def matching_cases(result: dict[str, Any], bench_dir: Path = Path("results/bench
         except (OSError, ValueError):
             continue
         for case in cases:
-            if (case.get("status") == "ok" and case.get("num_params") == result.get("num_params")
-                    and case.get("length") == result.get("length") and case.get("batch_size") == result.get("global_batch")
-                    and case.get("seeds") == result.get("seeds") and case.get("dtype") == result.get("dtype")):
+            if (
+                case.get("status") == "ok"
+                and case.get("num_params") == result.get("num_params")
+                and case.get("length") == result.get("length")
+                and case.get("batch_size") == result.get("global_batch")
+                and case.get("seeds") == result.get("seeds")
+                and case.get("dtype") == result.get("dtype")
+            ):
                 out.append(dict(case, record=str(path)))
     return out
 
@@ -38,8 +43,12 @@ def comparison(result: dict[str, Any], bench_dir: Path = Path("results/bench")) 
         return None
     step = [1.0 / c["steps_per_second"] for c in cases]
     bench_step = sorted(step)[len(step) // 2]
-    out = {"records": [c["record"] for c in cases], "bench_step_seconds": step,
-           "bench_flops": cases[0].get("flops_per_step"), "bench_memory_bytes": (cases[0].get("memory") or {}).get("total_bytes")}
+    out = {
+        "records": [c["record"] for c in cases],
+        "bench_step_seconds": step,
+        "bench_flops": cases[0].get("flops_per_step"),
+        "bench_memory_bytes": (cases[0].get("memory") or {}).get("total_bytes"),
+    }
     st = result.get("step_time")
     if st:
         out["estimate_over_bench"] = st["estimate"] / bench_step
@@ -54,9 +63,15 @@ def lines(cmp: dict[str, Any] | None) -> list[str]:
         return []
     steps = ", ".join(f"{s * 1e3:,.0f} ms" for s in cmp["bench_step_seconds"])
     text = [f"  committed CPU benchmark ({', '.join(Path(r).name for r in cmp['records'])}): {steps} per step"]
-    ratios = [f"{name} / benchmark = {cmp[key]:.2f}" for name, key in
-              (("estimate", "estimate_over_bench"), ("roofline bound", "lower_bound_over_bench"),
-               ("measured now", "measured_over_bench")) if key in cmp]
+    ratios = [
+        f"{name} / benchmark = {cmp[key]:.2f}"
+        for name, key in (
+            ("estimate", "estimate_over_bench"),
+            ("roofline bound", "lower_bound_over_bench"),
+            ("measured now", "measured_over_bench"),
+        )
+        if key in cmp
+    ]
     if ratios:
         text.append("  " + "; ".join(ratios))
     return text

@@ -38,9 +38,15 @@ def versions() -> dict[str, str]:
 def _versions_json(python: str) -> str:
     if os.path.abspath(python) == os.path.abspath(sys.executable):  # not resolve(): a venv python is a symlink
         return json.dumps(versions(), sort_keys=True)
-    out = subprocess.run([python, "-c", "import json; from lra.preflight.cache import versions; "
-                                        "print(json.dumps(versions(), sort_keys=True))"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            python,
+            "-c",
+            "import json; from lra.preflight.cache import versions; " "print(json.dumps(versions(), sort_keys=True))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else "{}"
 
 
@@ -52,9 +58,18 @@ def versions_of(python: str) -> dict[str, str]:
 
 # The sources whose code the compiled step is made of: a change to any of them (a model edit that
 # changes the parameter count, a new attention) must not be answered from an older entry (PF3).
-STEP_SOURCES = ("lra/model.py", "lra/defaults.py", "lra/attention", "lra/reference/__init__.py",
-                "lra/training/steps.py", "lra/training/schedules.py", "lra/training/distributed.py",
-                "lra/training/seeds.py", "lra/preflight/compile_step.py", "lra/data/__init__.py")
+STEP_SOURCES = (
+    "lra/model.py",
+    "lra/defaults.py",
+    "lra/attention",
+    "lra/reference/__init__.py",
+    "lra/training/steps.py",
+    "lra/training/schedules.py",
+    "lra/training/distributed.py",
+    "lra/training/seeds.py",
+    "lra/preflight/compile_step.py",
+    "lra/data/__init__.py",
+)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -70,11 +85,20 @@ def code_digest(root: Path = REPO) -> str:
     return h.hexdigest()[:16]
 
 
-def key(config_json: dict[str, Any], target: str, seeds: int, measure_steps: int,
-        python: str = sys.executable) -> str:
-    blob = json.dumps({"config": config_json, "target": target, "seeds": seeds, "measure": measure_steps,
-                       "versions": versions_of(python), "code": code_digest(), "format": 2},
-                      sort_keys=True, default=str)
+def key(config_json: dict[str, Any], target: str, seeds: int, measure_steps: int, python: str = sys.executable) -> str:
+    blob = json.dumps(
+        {
+            "config": config_json,
+            "target": target,
+            "seeds": seeds,
+            "measure": measure_steps,
+            "versions": versions_of(python),
+            "code": code_digest(),
+            "format": 2,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 

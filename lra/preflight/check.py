@@ -35,15 +35,20 @@ def check_python(python: str) -> None:
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         return
     try:
-        probe = subprocess.run([python, "-c", "import jax, lra.preflight.compile_step"], capture_output=True,
-                               text=True, timeout=600)
+        probe = subprocess.run(
+            [python, "-c", "import jax, lra.preflight.compile_step"], capture_output=True, text=True, timeout=600
+        )
     except (OSError, subprocess.SubprocessError) as e:
-        raise PreflightError(f"--python {python}: cannot run it ({getattr(e, 'strerror', None) or e}); give the "
-                             "interpreter that compiles (a venv with this suite installed, e.g. VENV/bin/python)") from None
+        raise PreflightError(
+            f"--python {python}: cannot run it ({getattr(e, 'strerror', None) or e}); give the "
+            "interpreter that compiles (a venv with this suite installed, e.g. VENV/bin/python)"
+        ) from None
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        raise PreflightError(f"--python {python}: `import jax, lra.preflight.compile_step` exited {probe.returncode} "
-                             f"({last}); give an interpreter with jax and this suite installed (pip install -e .)")
+        raise PreflightError(
+            f"--python {python}: `import jax, lra.preflight.compile_step` exited {probe.returncode} "
+            f"({last}); give an interpreter with jax and this suite installed (pip install -e .)"
+        )
 
 
 def _split_config(spec: str) -> tuple[str, str | None]:
@@ -71,13 +76,16 @@ def check_compiler(target: targets.Target, python: str) -> None:
     module = {"tpu": "libtpu", "gpu": "jax_cuda12_plugin"}.get(target.kind)
     if module is None:
         return
-    probe = subprocess.run([python, "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"],
-                           capture_output=True)
+    probe = subprocess.run(
+        [python, "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"],
+        capture_output=True,
+    )
     if probe.returncode != 0:
         extra = "preflight-tpu" if target.kind == "tpu" else "preflight-gpu"
         raise PreflightError(
-            f"target {target.name!r} needs {module}, not installed for {python}: pip install -e \".[{extra}]\" "
-            f"(best in its own venv, then pass --python VENV/bin/python)")
+            f'target {target.name!r} needs {module}, not installed for {python}: pip install -e ".[{extra}]" '
+            f"(best in its own venv, then pass --python VENV/bin/python)"
+        )
 
 
 def gpu_target_config(target: targets.Target) -> str:
@@ -96,19 +104,26 @@ def gpu_target_config(target: targets.Target) -> str:
             f"target {target.name!r} (experimental) needs XLA's GPU description {target.chip.gpu_spec}: set "
             f"LRA_PREFLIGHT_GPU_SPECS to a folder holding it (openxla/xla: "
             f"xla/backends/gpu/target_config/specs/, formerly xla/tools/hlo_opt/gpu_specs/)"
-            + (f"; {path} not found" if folder else ""))
+            + (f"; {path} not found" if folder else "")
+        )
     return path.read_text()
 
 
-def compile_in_child(payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False,
-                     label: str = "") -> dict[str, Any]:
+def compile_in_child(
+    payload: dict[str, Any], target: targets.Target, python: str, quiet: bool = False, label: str = ""
+) -> dict[str, Any]:
     """Run compile_step in a child process, with a progress line; Ctrl-C stops the child and re-raises."""
     what = f"{label} " if label else ""
     if not quiet:
         print(f"compiling {what}for {target.name}, {target.devices} device(s) ({target.description}) ...", flush=True)
-    proc = COMPILES.start([python, "-m", "lra.preflight.compile_step", json.dumps(payload)],
-                          label or f"{payload['config']} for {target.name}", stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=child_environment(target))
+    proc = COMPILES.start(
+        [python, "-m", "lra.preflight.compile_step", json.dumps(payload)],
+        label or f"{payload['config']} for {target.name}",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_environment(target),
+    )
     done = threading.Event()
     start = time.monotonic()
 
@@ -127,15 +142,29 @@ def compile_in_child(payload: dict[str, Any], target: targets.Target, python: st
     for line in reversed(out.splitlines()):
         for prefix in (RESULT, ERROR):
             if line.startswith(prefix):
-                return json.loads(line[len(prefix):])
-    return {"status": "error", "stage": "child process", "resource_exhausted": "RESOURCE_EXHAUSTED" in err,
-            "error": f"exit {proc.returncode}: " + (err.strip().splitlines() or ["no output"])[-1][:300]}
+                return json.loads(line[len(prefix) :])
+    return {
+        "status": "error",
+        "stage": "child process",
+        "resource_exhausted": "RESOURCE_EXHAUSTED" in err,
+        "error": f"exit {proc.returncode}: " + (err.strip().splitlines() or ["no output"])[-1][:300],
+    }
 
 
-def preflight(config_spec: str, target_name: str, *, batch: int | None = None, seeds: int = 1,
-              measure_steps: int = 0, python: str = sys.executable, cache_dir: Path | None = None,
-              use_cache: bool = True, overrides: dict[str, Any] | None = None, quiet: bool = False,
-              label: str = "") -> dict[str, Any]:
+def preflight(
+    config_spec: str,
+    target_name: str,
+    *,
+    batch: int | None = None,
+    seeds: int = 1,
+    measure_steps: int = 0,
+    python: str = sys.executable,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    overrides: dict[str, Any] | None = None,
+    quiet: bool = False,
+    label: str = "",
+) -> dict[str, Any]:
     """Compile (or read from the cache) one config for one target; the result with its estimate and verdict."""
     target = targets.parse(target_name)
     path, options = _split_config(config_spec)
@@ -155,11 +184,20 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
         raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
     check_python(python)
     check_compiler(target, python)
-    payload: dict[str, Any] = {"config": path, "options": options, "overrides": overrides, "seeds": seeds,
-               "measure_steps": measure_steps if target.kind == "cpu" else 0,
-               "target": {"kind": target.kind, "devices": target.devices, "topology": target.topology,
-                          "topology_name": target.chip.topology_name if target.chip else "",
-                          "chip_config_name": target.chip.chip_config_name if target.chip else ""}}
+    payload: dict[str, Any] = {
+        "config": path,
+        "options": options,
+        "overrides": overrides,
+        "seeds": seeds,
+        "measure_steps": measure_steps if target.kind == "cpu" else 0,
+        "target": {
+            "kind": target.kind,
+            "devices": target.devices,
+            "topology": target.topology,
+            "topology_name": target.chip.topology_name if target.chip else "",
+            "chip_config_name": target.chip.chip_config_name if target.chip else "",
+        },
+    }
     if target.kind == "gpu":
         payload["target"]["target_config"] = gpu_target_config(target)
     directory = cache_dir or cache.default_dir()
@@ -191,15 +229,19 @@ def preflight(config_spec: str, target_name: str, *, batch: int | None = None, s
 
 def _cpu_specs(python: str) -> dict[str, Any]:
     """This CPU's matmul rate and copy bandwidth, measured in a child (the CPU target's 'peak')."""
-    code = ("import json,time,os,numpy as np,jax,jax.numpy as jnp\n"
-            "from lra.bench.steps import matmul_rate\n"
-            "a=np.ones(32*1024*1024);b=np.empty_like(a);np.copyto(b,a)\n"
-            "t=time.perf_counter()\n"
-            "for _ in range(5): np.copyto(b,a)\n"
-            "dt=(time.perf_counter()-t)/5\n"
-            "mem=os.sysconf('SC_PAGE_SIZE')*os.sysconf('SC_PHYS_PAGES')\n"
-            "print(json.dumps({'matmul_flops':matmul_rate('float32',1024),'bandwidth':2*a.nbytes/dt,'memory_bytes':mem}))")
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    code = (
+        "import json,time,os,numpy as np,jax,jax.numpy as jnp\n"
+        "from lra.bench.steps import matmul_rate\n"
+        "a=np.ones(32*1024*1024);b=np.empty_like(a);np.copyto(b,a)\n"
+        "t=time.perf_counter()\n"
+        "for _ in range(5): np.copyto(b,a)\n"
+        "dt=(time.perf_counter()-t)/5\n"
+        "mem=os.sysconf('SC_PAGE_SIZE')*os.sysconf('SC_PHYS_PAGES')\n"
+        "print(json.dumps({'matmul_flops':matmul_rate('float32',1024),'bandwidth':2*a.nbytes/dt,'memory_bytes':mem}))"
+    )
+    out = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}
+    )
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -223,33 +265,47 @@ def report_lines(r: dict[str, Any], price_per_hour: float | None = None, currenc
         return lines
     m, c = r["memory"] or {}, r["cost"]
     per_device = r["global_batch"] // r["devices"]
-    lines += [f"  {r['variant']} ({r['task']}), {r['num_params']:,} parameters, length {r['length']}, {r['dtype']}, "
-              f"global batch {r['global_batch']} ({per_device} per device x {r['devices']} devices), {r['seeds']} seed(s)",
-              f"  memory per device (XLA): arguments {_bytes(m.get('argument', 0))}, temporaries "
-              f"{_bytes(m.get('temp', 0))}, outputs {_bytes(m.get('output', 0))}, total {_bytes(m.get('total', 0))}",
-              f"  per step and device: {c['flops'] / 1e9:,.3g} GFLOP, " + (
-                  f"{c['bytes_accessed'] / 1e9:,.2f} GB accessed" if "bytes_unfused" not in c else
-                  f"bytes not known ({c['bytes_unfused'] / 1e9:,.1f} GB in the unfused program, an overcount; "
-                  f"FLOPs from the {c.get('source')})") + f" (compiled in {r['compile_seconds']:.0f} s)"]
+    lines += [
+        f"  {r['variant']} ({r['task']}), {r['num_params']:,} parameters, length {r['length']}, {r['dtype']}, "
+        f"global batch {r['global_batch']} ({per_device} per device x {r['devices']} devices), {r['seeds']} seed(s)",
+        f"  memory per device (XLA): arguments {_bytes(m.get('argument', 0))}, temporaries "
+        f"{_bytes(m.get('temp', 0))}, outputs {_bytes(m.get('output', 0))}, total {_bytes(m.get('total', 0))}",
+        f"  per step and device: {c['flops'] / 1e9:,.3g} GFLOP, "
+        + (
+            f"{c['bytes_accessed'] / 1e9:,.2f} GB accessed"
+            if "bytes_unfused" not in c
+            else f"bytes not known ({c['bytes_unfused'] / 1e9:,.1f} GB in the unfused program, an overcount; "
+            f"FLOPs from the {c.get('source')})"
+        )
+        + f" (compiled in {r['compile_seconds']:.0f} s)",
+    ]
     st = r.get("step_time")
     if st:
         run_hours = st["estimate"] * r["num_train_steps"] / 3600
         roof = "FLOPs only: bytes not known" if "bytes_unfused" in c else f"{st['bandwidth'] / 1e9:,.0f} GB/s"
-        lines.append(f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {_rate(st['peak_flops'])}, {roof}), "
-                     f"estimate {st['estimate'] * 1e3:,.1f} ms at {st['mfu']:.0%} MFU (assumed; real steps are "
-                     "slower than the bound)")
-        lines.append(f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
-                     f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)")
+        lines.append(
+            f"  step time: >= {st['lower_bound'] * 1e3:,.1f} ms (roofline: {_rate(st['peak_flops'])}, {roof}), "
+            f"estimate {st['estimate'] * 1e3:,.1f} ms at {st['mfu']:.0%} MFU (assumed; real steps are "
+            "slower than the bound)"
+        )
+        lines.append(
+            f"  run: {r['num_train_steps']:,} steps ~ {run_hours:,.2f} h (estimate), "
+            f">= {st['lower_bound'] * r['num_train_steps'] / 3600:,.2f} h (bound)"
+        )
         if price_per_hour is not None:
             from lra.preflight.estimate import cost_text
 
-            lines.append(f"  cost: {r['devices']} device(s) x {run_hours:,.2f} h = "
-                         f"{cost_text(run_hours * r['devices'], price_per_hour, currency)} (estimate, at the "
-                         f"price given per device-hour)")
+            lines.append(
+                f"  cost: {r['devices']} device(s) x {run_hours:,.2f} h = "
+                f"{cost_text(run_hours * r['devices'], price_per_hour, currency)} (estimate, at the "
+                f"price given per device-hour)"
+            )
     if r.get("measured"):
         ms = r["measured"]["step_seconds_median"]
-        lines.append(f"  measured on this CPU: {ms * 1e3:,.1f} ms per step (median of {r['measured']['steps']})"
-                     + (f"; estimate / measured = {st['estimate'] / ms:.2f}" if st else ""))
+        lines.append(
+            f"  measured on this CPU: {ms * 1e3:,.1f} ms per step (median of {r['measured']['steps']})"
+            + (f"; estimate / measured = {st['estimate'] / ms:.2f}" if st else "")
+        )
     if r.get("bench_check"):
         from lra.preflight.bench_check import lines as bench_lines
 

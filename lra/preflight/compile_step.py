@@ -37,11 +37,15 @@ def devices_for(target: dict[str, Any]) -> list[Any]:
     from jax.experimental import topologies
 
     if target["kind"] == "tpu":
-        topo = topologies.get_topology_desc(topology_name=f"{target['topology_name']}:{target['topology']}",
-                                            platform="tpu", chip_config_name=target["chip_config_name"])
+        topo = topologies.get_topology_desc(
+            topology_name=f"{target['topology_name']}:{target['topology']}",
+            platform="tpu",
+            chip_config_name=target["chip_config_name"],
+        )
     else:  # experimental: XLA's GPU target description, no driver needed (jax issues #23971, #28376)
-        topo = topologies.get_topology_desc(platform="cuda", target_config=target["target_config"],
-                                            topology=f"1x1x{target['devices']}")
+        topo = topologies.get_topology_desc(
+            platform="cuda", target_config=target["target_config"], topology=f"1x1x{target['devices']}"
+        )
     return list(topo.devices)
 
 
@@ -49,8 +53,13 @@ def _memory(compiled: Any) -> dict[str, int] | None:
     stats = compiled.memory_analysis()
     if stats is None:
         return None
-    fields = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
-              "generated_code_size_in_bytes", "alias_size_in_bytes")
+    fields = (
+        "argument_size_in_bytes",
+        "output_size_in_bytes",
+        "temp_size_in_bytes",
+        "generated_code_size_in_bytes",
+        "alias_size_in_bytes",
+    )
     out = {f.replace("_size_in_bytes", ""): int(getattr(stats, f, 0) or 0) for f in fields}
     # donated arguments alias outputs: count them once
     out["total"] = out["argument"] + out["output"] + out["temp"] + out["generated_code"] - out["alias"]
@@ -68,15 +77,21 @@ def _cost(compiled: Any, lowered: Any, devices: int) -> dict[str, Any]:
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) and cost else cost
     if cost:
-        return {"flops": float(cost.get("flops", 0.0)), "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
-                "source": "compiled"}
+        return {
+            "flops": float(cost.get("flops", 0.0)),
+            "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
+            "source": "compiled",
+        }
     from jax._src import xla_bridge
     from jax._src.lib import _jax  # Lowered.cost_analysis's own route, with the CPU backend's analysis
 
     cost = _jax.hlo_module_cost_analysis(xla_bridge.get_backend("cpu"), lowered.compiler_ir("hlo").as_hlo_module())
-    return {"flops": float(cost.get("flops", 0.0)) / devices, "bytes_accessed": 0.0,
-            "bytes_unfused": float(cost.get("bytes accessed", 0.0)) / devices,
-            "source": f"unoptimised program / {devices} device(s)"}
+    return {
+        "flops": float(cost.get("flops", 0.0)) / devices,
+        "bytes_accessed": 0.0,
+        "bytes_unfused": float(cost.get("bytes accessed", 0.0)) / devices,
+        "source": f"unoptimised program / {devices} device(s)",
+    }
 
 
 def run(payload: dict[str, Any]) -> dict[str, Any]:
@@ -109,9 +124,11 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
         init = make_init(model, tx, seeds, jnp.zeros((1, *example), jnp.int32), distributed.replicated(mesh))
         train, _ = make_steps(model, tx, config, mesh, seeds)
         shape = (len(seeds), int(config.batch_size), *example)
-        batch = {"inputs": jax.ShapeDtypeStruct(shape, jnp.int32),
-                 "labels": jax.ShapeDtypeStruct(shape[:2], jnp.int32),
-                 "weights": jax.ShapeDtypeStruct(shape[:2], jnp.float32)}
+        batch = {
+            "inputs": jax.ShapeDtypeStruct(shape, jnp.int32),
+            "labels": jax.ShapeDtypeStruct(shape[:2], jnp.int32),
+            "weights": jax.ShapeDtypeStruct(shape[:2], jnp.float32),
+        }
         state = jax.eval_shape(init)
         params = state["params"]
         num_params = int(sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params)) // len(seeds))
@@ -121,20 +138,34 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
         stage = "compilation"
         compiled = lowered.compile()
         compile_seconds = time.perf_counter() - t0
-        result = dict(status="ok", num_params=num_params, devices=len(devices), seeds=len(seeds),
-                      global_batch=int(config.batch_size), length=int(config.model.max_len),
-                      dtype=str(config.model.dtype), num_train_steps=int(config.num_train_steps),
-                      variant=str(config.variant), task=str(config.task),
-                      memory=_memory(compiled), cost=_cost(compiled, lowered, len(devices)), compile_seconds=compile_seconds,
-                      jax_version=jax.__version__)
+        result = dict(
+            status="ok",
+            num_params=num_params,
+            devices=len(devices),
+            seeds=len(seeds),
+            global_batch=int(config.batch_size),
+            length=int(config.model.max_len),
+            dtype=str(config.model.dtype),
+            num_train_steps=int(config.num_train_steps),
+            variant=str(config.variant),
+            task=str(config.task),
+            memory=_memory(compiled),
+            cost=_cost(compiled, lowered, len(devices)),
+            compile_seconds=compile_seconds,
+            jax_version=jax.__version__,
+        )
         if payload.get("measure_steps") and payload["target"]["kind"] == "cpu":
             stage = "measurement"
             result["measured"] = _measure(compiled, init, config, shape, mesh, int(payload["measure_steps"]))
         return result
     except Exception as e:  # reported to the parent with the stage
-        return dict(status="error", stage=stage, error=f"{type(e).__name__}: {e}",
-                    resource_exhausted="RESOURCE_EXHAUSTED" in str(e) or "Ran out of memory" in str(e),
-                    traceback=traceback.format_exc(limit=4))
+        return dict(
+            status="error",
+            stage=stage,
+            error=f"{type(e).__name__}: {e}",
+            resource_exhausted="RESOURCE_EXHAUSTED" in str(e) or "Ran out of memory" in str(e),
+            traceback=traceback.format_exc(limit=4),
+        )
 
 
 def _measure(compiled: Any, init: Any, config: Any, shape: tuple[int, ...], mesh: Any, steps: int) -> dict[str, Any]:
@@ -146,9 +177,11 @@ def _measure(compiled: Any, init: Any, config: Any, shape: tuple[int, ...], mesh
 
     state = init()
     rng = np.random.default_rng(0)
-    batch = {"inputs": rng.integers(1, 10, shape).astype(np.int32),
-             "labels": rng.integers(0, 2, shape[:2]).astype(np.int32),
-             "weights": np.ones(shape[:2], np.float32)}
+    batch = {
+        "inputs": rng.integers(1, 10, shape).astype(np.int32),
+        "labels": rng.integers(0, 2, shape[:2]).astype(np.int32),
+        "weights": np.ones(shape[:2], np.float32),
+    }
     placed = distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh))
     state, metrics = compiled(state, placed)
     jax.block_until_ready(metrics)

@@ -32,8 +32,9 @@ def memory_capacity(target: Target, cpu_bytes: int | None = None) -> int | None:
     return target.chip.memory_bytes
 
 
-def step_times(result: dict[str, Any], target: Target, cpu_rate: float | None = None,
-               cpu_bandwidth: float | None = None) -> dict[str, float] | None:
+def step_times(
+    result: dict[str, Any], target: Target, cpu_rate: float | None = None, cpu_bandwidth: float | None = None
+) -> dict[str, float] | None:
     """Roofline lower bound and the MFU estimate of one step, in seconds (per device: the program is SPMD)."""
     peak = peak_flops(target, result["dtype"], cpu_rate)
     if target.kind == "cpu":
@@ -45,8 +46,13 @@ def step_times(result: dict[str, Any], target: Target, cpu_rate: float | None = 
     if not peak or not bandwidth or flops <= 0:
         return None
     lower = max(flops / peak, moved / bandwidth)
-    return {"lower_bound": lower, "estimate": max(lower, flops / (peak * ASSUMED_MFU)), "mfu": ASSUMED_MFU,
-            "peak_flops": peak, "bandwidth": bandwidth}
+    return {
+        "lower_bound": lower,
+        "estimate": max(lower, flops / (peak * ASSUMED_MFU)),
+        "mfu": ASSUMED_MFU,
+        "peak_flops": peak,
+        "bandwidth": bandwidth,
+    }
 
 
 EXHAUSTED = re.compile(r"HLO temporaries \(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)")
@@ -74,8 +80,10 @@ def _exhausted(result: dict[str, Any]) -> str:
     if not m or "global_batch" not in result:
         return f"the compiler ran out of device memory ({result.get('error', '')[:160]})"
     needed, available = float(m.group(1)), float(m.group(2))
-    return (f"the compiler ran out of device memory: temporaries need {needed:g}G of {available:g}G per device; try "
-            + _fixes(result, needed * GIB, 0.0, available * GIB * HEADROOM, "temporaries"))
+    return (
+        f"the compiler ran out of device memory: temporaries need {needed:g}G of {available:g}G per device; try "
+        + _fixes(result, needed * GIB, 0.0, available * GIB * HEADROOM, "temporaries")
+    )
 
 
 def verdict(result: dict[str, Any], target: Target, capacity: int | None) -> tuple[str, str]:
@@ -91,16 +99,20 @@ def verdict(result: dict[str, Any], target: Target, capacity: int | None) -> tup
     if total <= usable:
         return "fits", f"{total / GIB:.3g} GiB of {capacity / GIB:.2f} GiB per device ({100 * total / capacity:.1f}%)"
     fixes = _fixes(result, total, memory["argument"] + memory["generated_code"], usable, "memory")
-    return "does not fit", (f"needs {total / GIB:.2f} GiB per device, {(total - usable) / GIB:.2f} GiB over "
-                            f"{HEADROOM:.0%} of {capacity / GIB:.2f} GiB; try " + fixes)
+    return "does not fit", (
+        f"needs {total / GIB:.2f} GiB per device, {(total - usable) / GIB:.2f} GiB over "
+        f"{HEADROOM:.0%} of {capacity / GIB:.2f} GiB; try " + fixes
+    )
 
 
 def cost_text(device_hours: float, price_per_hour: float, currency: str) -> str:
     """What the device time costs: ``"12.3 device-hours x 2.50 USD = 30.75 USD"`` (``price_per_hour``
     is per device-hour, the way clouds price a chip or a GPU; the estimate's hours are the roofline's
     at the assumed MFU, so the money is as rough as they are)."""
-    return (f"{device_hours:,.2f} device-hours x {price_per_hour:,.2f} {currency} = "
-            f"{device_hours * price_per_hour:,.2f} {currency}")
+    return (
+        f"{device_hours:,.2f} device-hours x {price_per_hour:,.2f} {currency} = "
+        f"{device_hours * price_per_hour:,.2f} {currency}"
+    )
 
 
 def check_price(price_per_hour: float | None) -> None:

@@ -67,8 +67,13 @@ class Target:
 
 
 def known() -> list[str]:
-    return ["cpu", *TPU_EXAMPLES, "<tpu>:<AxB[xC]> for tpu in " + "/".join(TPU_CHIPS),
-            *GPU_CHIPS, "<gpu>xN (e.g. h100x8)"]
+    return [
+        "cpu",
+        *TPU_EXAMPLES,
+        "<tpu>:<AxB[xC]> for tpu in " + "/".join(TPU_CHIPS),
+        *GPU_CHIPS,
+        "<gpu>xN (e.g. h100x8)",
+    ]
 
 
 def parse(name: str) -> Target:

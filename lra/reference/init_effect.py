@@ -47,36 +47,52 @@ def family_effect(root: Path, family: str, window: int = 20) -> dict[str, Any] |
     seeds = sorted(set(runs["xavier"]) & set(runs["pytorch"]))
     if len(seeds) < 2:
         return None
-    acc = {init: [json.loads((runs[init][k] / "result.json").read_text())["test_accuracy"] for k in seeds]
-           for init in INITS}
+    acc = {
+        init: [json.loads((runs[init][k] / "result.json").read_text())["test_accuracy"] for k in seeds]
+        for init in INITS
+    }
     between_inits = [_mean_gap(runs["xavier"][k], runs["pytorch"][k], window) for k in seeds]
-    between_seeds = [_mean_gap(runs[init][a], runs[init][b], window)
-                     for init in INITS for a, b in itertools.combinations(seeds, 2)]
+    between_seeds = [
+        _mean_gap(runs[init][a], runs[init][b], window) for init in INITS for a, b in itertools.combinations(seeds, 2)
+    ]
     spread = max(statistics.stdev(acc[init]) for init in INITS)
     mean_diff = statistics.mean(acc["pytorch"]) - statistics.mean(acc["xavier"])
     gap_inits, gap_seeds = statistics.mean(between_inits), statistics.mean(between_seeds)
     matters = gap_inits > gap_seeds or abs(mean_diff) > spread
-    return {"family": family, "seeds": seeds, "test_accuracy": acc, "mean_difference": mean_diff,
-            "seed_std_max": spread, "loss_gap_between_inits": between_inits,
-            "loss_gap_between_seeds": between_seeds, "loss_gap_inits_mean": gap_inits,
-            "loss_gap_seeds_mean": gap_seeds, "matters": matters,
-            "git_commit": json.loads((runs["xavier"][seeds[0]] / "result.json").read_text())["git_commit"]}
+    return {
+        "family": family,
+        "seeds": seeds,
+        "test_accuracy": acc,
+        "mean_difference": mean_diff,
+        "seed_std_max": spread,
+        "loss_gap_between_inits": between_inits,
+        "loss_gap_between_seeds": between_seeds,
+        "loss_gap_inits_mean": gap_inits,
+        "loss_gap_seeds_mean": gap_seeds,
+        "matters": matters,
+        "git_commit": json.loads((runs["xavier"][seeds[0]] / "result.json").read_text())["git_commit"],
+    }
 
 
 def markdown(rows: list[dict[str, Any]], command: str, note: str = "") -> str:
     pct = lambda v: f"{100 * v:.1f}"  # noqa: E731
-    lines = ["# PyTorch's initialisation against ours under `:reference` (ListOps, `cpu` preset)", "",
-             __doc__.split("\n\n")[1].replace("\n", " "), "",
-             "| model | seeds | test % xavier | test % pytorch | mean difference (points) | largest seed std | "
-             "loss gap between inits (mean over seeds) | loss gap between seeds (mean) | matters |",
-             "|---|---|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "# PyTorch's initialisation against ours under `:reference` (ListOps, `cpu` preset)",
+        "",
+        __doc__.split("\n\n")[1].replace("\n", " "),
+        "",
+        "| model | seeds | test % xavier | test % pytorch | mean difference (points) | largest seed std | "
+        "loss gap between inits (mean over seeds) | loss gap between seeds (mean) | matters |",
+        "|---|---|---|---|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['family']}-16 (reference) | {','.join(map(str, r['seeds']))} | "
             f"{' / '.join(map(pct, r['test_accuracy']['xavier']))} | {' / '.join(map(pct, r['test_accuracy']['pytorch']))} | "
             f"{100 * r['mean_difference']:+.2f} | {100 * r['seed_std_max']:.2f} | "
             f"{r['loss_gap_inits_mean']:.4f} | {r['loss_gap_seeds_mean']:.4f} | "
-            f"{'yes' if r['matters'] else 'no'} |")
+            f"{'yes' if r['matters'] else 'no'} |"
+        )
     lines += ["", f"Runs: code {rows[0]['git_commit'] if rows else '?'}. Command: `{command}`", ""]
     if note:
         lines += [note, ""]
@@ -92,12 +108,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = [r for f in args.families if (r := family_effect(args.root, f)) is not None]
     if not rows:
-        print(f"error: no finished pairs of runs under {args.root} (expected <family>-16-reference-<init>/seed<k>)",
-              file=sys.stderr)
+        print(
+            f"error: no finished pairs of runs under {args.root} (expected <family>-16-reference-<init>/seed<k>)",
+            file=sys.stderr,
+        )
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    command = shlex.join(["python", "-m", "lra.reference.init_effect", str(args.root), "--out", str(args.out),
-                          "--families", *args.families])
+    command = shlex.join(
+        [
+            "python",
+            "-m",
+            "lra.reference.init_effect",
+            str(args.root),
+            "--out",
+            str(args.out),
+            "--families",
+            *args.families,
+        ]
+    )
     (args.out / "init_effect.json").write_text(json.dumps(rows, indent=1) + "\n")
     (args.out / "init_effect.md").write_text(markdown(rows, command, args.note))
     print(markdown(rows, command, args.note))

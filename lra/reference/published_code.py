@@ -35,10 +35,20 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AUTHORS_REPO = "github.com/vladyorsh/lra_efficient_transformers"
 # Modules their lra/models.py and lra/utils.py import for training and logging only.
-_TRAINING_STACK = ("lightning", "lightning.pytorch", "lightning.pytorch.utilities",
-                   "lightning.pytorch.utilities.rank_zero", "lightning.fabric", "lightning.fabric.utilities",
-                   "lightning.fabric.utilities.rank_zero", "torchmetrics", "tensorflow_datasets",
-                   "tensorflow", "matplotlib", "matplotlib.pyplot")
+_TRAINING_STACK = (
+    "lightning",
+    "lightning.pytorch",
+    "lightning.pytorch.utilities",
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric",
+    "lightning.fabric.utilities",
+    "lightning.fabric.utilities.rank_zero",
+    "torchmetrics",
+    "tensorflow_datasets",
+    "tensorflow",
+    "matplotlib",
+    "matplotlib.pyplot",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +64,12 @@ class Case:
         return f"{self.config}:reference"
 
 
-CASES = (Case("listops_luna", "luna", "listops"), Case("listops_convluna", "convluna", "listops"),
-         Case("matching_luna", "luna", "matching"), Case("matching_convluna", "convluna", "matching"))
+CASES = (
+    Case("listops_luna", "luna", "listops"),
+    Case("listops_convluna", "convluna", "listops"),
+    Case("matching_luna", "luna", "matching"),
+    Case("matching_convluna", "convluna", "matching"),
+)
 
 
 class _InertMeta(type):
@@ -87,13 +101,16 @@ def load_authors_models(repo: Path) -> types.ModuleType:
     """Their ``lra/models.py`` (with ``lra/layers.py``), imported as package ``authors_lra``."""
     package = repo / "lra"
     if not (package / "models.py").is_file() or not (package / "layers.py").is_file():
-        raise FileNotFoundError(f"{repo} is not a checkout of {AUTHORS_REPO}: no lra/models.py and lra/layers.py "
-                                f"(git clone it, then pass its folder to --authors-repo)")
+        raise FileNotFoundError(
+            f"{repo} is not a checkout of {AUTHORS_REPO}: no lra/models.py and lra/layers.py "
+            f"(git clone it, then pass its folder to --authors-repo)"
+        )
     for name in _TRAINING_STACK:
         if name not in sys.modules and not _importable(name.split(".")[0]):
             sys.modules[name] = _Inert(name)
-    spec = importlib.util.spec_from_file_location("authors_lra", package / "__init__.py",
-                                                  submodule_search_locations=[str(package)])
+    spec = importlib.util.spec_from_file_location(
+        "authors_lra", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
     if not (package / "__init__.py").exists():  # a namespace-style folder: an empty package
         spec = importlib.util.spec_from_loader("authors_lra", loader=None, is_package=True)
         assert spec is not None  # a name and is_package are all a spec needs
@@ -110,8 +127,9 @@ def load_authors_models(repo: Path) -> types.ModuleType:
 
 def authors_commit(repo: Path) -> str:
     try:
-        return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
 
@@ -120,16 +138,35 @@ def build_authors_model(models: types.ModuleType, case: Case, config: Any, vocab
     """Their model as ``lra_run.py`` builds it for the paper (``--biases True``, layernorm, learned
     packing temperature, ``--use_mem_repr True`` for ConvLuna, ``--use_cls True``)."""
     m, kw = config.model, attention_options(config)
-    args = dict(classes=num_classes, num_embeddings=vocab_size, seq_len=config.data.max_len,
-                hidden_dim=m.emb_dim, qkv_dim=m.qkv_dim, mlp_dim=m.mlp_dim, num_heads=m.num_heads,
-                num_blocks=m.num_layers, internal_dropout_rate=m.dropout_rate, output_dropout_rate=0.0,
-                affine=True, use_cls=True, norm_type="layernorm", mem_size=kw.memory_size)
+    args = dict(
+        classes=num_classes,
+        num_embeddings=vocab_size,
+        seq_len=config.data.max_len,
+        hidden_dim=m.emb_dim,
+        qkv_dim=m.qkv_dim,
+        mlp_dim=m.mlp_dim,
+        num_heads=m.num_heads,
+        num_blocks=m.num_layers,
+        internal_dropout_rate=m.dropout_rate,
+        output_dropout_rate=0.0,
+        affine=True,
+        use_cls=True,
+        norm_type="layernorm",
+        mem_size=kw.memory_size,
+    )
     if case.family == "luna":
         cls = models.LunaMatcher if case.task == "matching" else models.LunaClassifier
         return cls(**args)
     cls = models.SimplifiedConvLunaMatcher if case.task == "matching" else models.SimplifiedConvLunaClassifier
-    return cls(**args, kernel=kw.kernel_size, stride=kw.stride, pool=kw.filter == "maxpool",
-               temperature_pack="learn", temperature_unpack="learn", use_mem_repr=True)
+    return cls(
+        **args,
+        kernel=kw.kernel_size,
+        stride=kw.stride,
+        pool=kw.filter == "maxpool",
+        temperature_pack="learn",
+        temperature_unpack="learn",
+        use_mem_repr=True,
+    )
 
 
 def attention_options(config: Any) -> types.SimpleNamespace:
@@ -148,6 +185,7 @@ Mapping = dict[tuple[str, ...], tuple[str, Callable[[np.ndarray], np.ndarray]]]
 def _linear(our: tuple[str, ...], their: str, heads: tuple[int, int] | None = None, to_heads: bool = False) -> Mapping:
     """nn.Linear(in, out) -> Dense / DenseGeneral: weight (out, in) -> kernel (in, out), reshaped to
     (D, H, Dh) for W^Q/W^K/W^V (``to_heads``) or (H, Dh, D) for W^O (``heads`` given)."""
+
     def kernel(w: np.ndarray) -> np.ndarray:
         k = w.T
         if to_heads:
@@ -240,15 +278,17 @@ def _flip_insensitive_diff(ours_NxD: np.ndarray, theirs_NxD: np.ndarray, kernel:
     n, block = d.shape[0], 2 * kernel
     per_position = []
     for offset in (0, kernel):
-        padded = np.concatenate([np.zeros((offset,) + d.shape[1:], d.dtype), d,
-                                 np.zeros(((-(n + offset)) % block,) + d.shape[1:], d.dtype)])
+        padded = np.concatenate(
+            [np.zeros((offset,) + d.shape[1:], d.dtype), d, np.zeros(((-(n + offset)) % block,) + d.shape[1:], d.dtype)]
+        )
         sums = np.abs(padded.reshape(-1, block, *d.shape[1:]).sum(1)).max(-1)
-        per_position.append(np.repeat(sums, block)[offset: offset + n])
+        per_position.append(np.repeat(sums, block)[offset : offset + n])
     return float(np.max(np.minimum(*per_position)))
 
 
-def compare(case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0,
-            override: tuple[str, Any] | None = None) -> dict[str, Any]:
+def compare(
+    case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0, override: tuple[str, Any] | None = None
+) -> dict[str, Any]:
     """Max |logit difference| and max |gradient difference| of ``case``; parameter counts.
     ``override``: (dotted config field, value) set after ``:reference`` (an ablation)."""
     import flax
@@ -301,8 +341,10 @@ def compare(case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0,
     their_loss = torch.nn.functional.cross_entropy(their_logits, torch.from_numpy(labels.astype(np.int64)))
     theirs.zero_grad()
     their_loss.backward()
-    their_grads = {n: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape, np.float32))
-                   for n, p in theirs.named_parameters(remove_duplicate=False)}
+    their_grads = {
+        n: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape, np.float32))
+        for n, p in theirs.named_parameters(remove_duplicate=False)
+    }
     flat_grads = flax.traverse_util.flatten_dict(our_grads)
     grad_diffs, grad_rel = {}, {}
     pairs = {"/".join(p): (np.asarray(flat_grads[p]), fn(their_grads[name])) for p, (name, fn) in mapping.items()}
@@ -323,13 +365,19 @@ def compare(case: Case, models: types.ModuleType, batch: int = 2, seed: int = 0,
     fixed = sum(p.numel() for p in theirs.parameters() if not p.requires_grad)
     our_count = sum(int(np.prod(s.shape)) for s in shapes.values())
     return {
-        "case": case.name, "their_class": type(theirs).__name__, "batch": list(tokens.shape),
+        "case": case.name,
+        "their_class": type(theirs).__name__,
+        "batch": list(tokens.shape),
         "max_abs_logit_diff": float(np.max(np.abs(np.asarray(our_logits) - their_logits.detach().numpy()))),
         "max_abs_logit": float(np.max(np.abs(their_logits.detach().numpy()))),
         "loss": [float(our_loss), float(their_loss.detach())],
-        "max_abs_grad_diff": grad_diffs[worst], "worst_grad": worst,
-        "max_rel_grad_diff": grad_rel[worst_rel], "worst_rel_grad": worst_rel,
-        "params_ours": our_count, "params_theirs_trainable": trainable, "params_theirs_fixed": fixed,
+        "max_abs_grad_diff": grad_diffs[worst],
+        "worst_grad": worst,
+        "max_rel_grad_diff": grad_rel[worst_rel],
+        "worst_rel_grad": worst_rel,
+        "params_ours": our_count,
+        "params_theirs_trainable": trainable,
+        "params_theirs_fixed": fixed,
     }
 
 
@@ -351,8 +399,16 @@ def ablations(models: types.ModuleType) -> list[dict[str, Any]]:
             if field.endswith("scale_unpacking") and case.family != "convluna":
                 continue
             r = compare(case, models, override=(field, value))
-            rows.append({"case": case.name, "field": field, "value": value, "what": what,
-                         "max_abs_logit_diff": r["max_abs_logit_diff"], "max_rel_grad_diff": r["max_rel_grad_diff"]})
+            rows.append(
+                {
+                    "case": case.name,
+                    "field": field,
+                    "value": value,
+                    "what": what,
+                    "max_abs_logit_diff": r["max_abs_logit_diff"],
+                    "max_rel_grad_diff": r["max_rel_grad_diff"],
+                }
+            )
             print(f"  {case.name} with {field}={value}: max |logit diff| {r['max_abs_logit_diff']:.2e}", flush=True)
     return rows
 
@@ -380,20 +436,31 @@ def markdown(report: dict[str, Any]) -> str:
             f"| `{r['case']}` | `{r['their_class']}` | {'x'.join(map(str, r['batch']))} | {r['max_abs_logit_diff']:.2e} | "
             f"{r['max_abs_grad_diff']:.2e} (`{r['worst_grad']}`) | {r['max_rel_grad_diff']:.2e} (`{r['worst_rel_grad']}`) | "
             f"{r['params_ours']:,} | "
-            f"{r['params_theirs_trainable']:,} + {r['params_theirs_fixed']} | {'ok' if r['ok'] else 'FAIL'} |")
+            f"{r['params_theirs_trainable']:,} + {r['params_theirs_fixed']} | {'ok' if r['ok'] else 'FAIL'} |"
+        )
     if report.get("ablations"):
-        lines += ["", "## One `:reference` switch back at this suite's default",
-                  "", "Each of these must move the logits away from theirs (the check can fail, and the "
-                  "divergence table's rows matter):", "",
-                  "| config | field = value | what | max \\|logit diff\\| | max relative grad diff |", "|---|---|---|---|---|"]
-        lines += [f"| `{a['case']}` | `{a['field']}={a['value']}` | {a['what']} | {a['max_abs_logit_diff']:.2e} | "
-                  f"{a['max_rel_grad_diff']:.2e} |" for a in report["ablations"]]
+        lines += [
+            "",
+            "## One `:reference` switch back at this suite's default",
+            "",
+            "Each of these must move the logits away from theirs (the check can fail, and the "
+            "divergence table's rows matter):",
+            "",
+            "| config | field = value | what | max \\|logit diff\\| | max relative grad diff |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{a['case']}` | `{a['field']}={a['value']}` | {a['what']} | {a['max_abs_logit_diff']:.2e} | "
+            f"{a['max_rel_grad_diff']:.2e} |"
+            for a in report["ablations"]
+        ]
     lines += ["", f"Command: `{report['command']}`", ""]
     return "\n".join(lines)
 
 
-def run(repo: Path, out: Path | None, tolerance: float, grad_tolerance: float, command: str,
-        with_ablations: bool = False) -> int:
+def run(
+    repo: Path, out: Path | None, tolerance: float, grad_tolerance: float, command: str, with_ablations: bool = False
+) -> int:
     """Every case; writes OUT.json and OUT.md; 0 if all agree (logits within ``tolerance``,
     relative gradient differences within ``grad_tolerance``, equal parameter counts), else 1."""
     import jax
@@ -408,15 +475,29 @@ def run(repo: Path, out: Path | None, tolerance: float, grad_tolerance: float, c
     for case in CASES:
         print(f"{case.name}: building both models, comparing ...", flush=True)
         r = compare(case, models)
-        r["ok"] = (r["max_abs_logit_diff"] <= tolerance and r["max_rel_grad_diff"] <= grad_tolerance
-                   and r["params_ours"] == r["params_theirs_trainable"])
-        print(f"  max |logit diff| {r['max_abs_logit_diff']:.2e}, max |grad diff| {r['max_abs_grad_diff']:.2e} "
-              f"({r['worst_grad']}), relative {r['max_rel_grad_diff']:.2e} ({r['worst_rel_grad']}), params ours {r['params_ours']:,} theirs {r['params_theirs_trainable']:,}"
-              f" -> {'ok' if r['ok'] else 'FAIL'}", flush=True)
+        r["ok"] = (
+            r["max_abs_logit_diff"] <= tolerance
+            and r["max_rel_grad_diff"] <= grad_tolerance
+            and r["params_ours"] == r["params_theirs_trainable"]
+        )
+        print(
+            f"  max |logit diff| {r['max_abs_logit_diff']:.2e}, max |grad diff| {r['max_abs_grad_diff']:.2e} "
+            f"({r['worst_grad']}), relative {r['max_rel_grad_diff']:.2e} ({r['worst_rel_grad']}), params ours {r['params_ours']:,} theirs {r['params_theirs_trainable']:,}"
+            f" -> {'ok' if r['ok'] else 'FAIL'}",
+            flush=True,
+        )
         rows.append(r)
-    report = {"authors_commit": authors_commit(repo), "git_commit": git_commit(), "torch": torch.__version__,
-              "ablations": ablations(models) if with_ablations else [],
-              "jax": jax.__version__, "tolerance": tolerance, "grad_tolerance": grad_tolerance, "command": command, "cases": rows}
+    report = {
+        "authors_commit": authors_commit(repo),
+        "git_commit": git_commit(),
+        "torch": torch.__version__,
+        "ablations": ablations(models) if with_ablations else [],
+        "jax": jax.__version__,
+        "tolerance": tolerance,
+        "grad_tolerance": grad_tolerance,
+        "command": command,
+        "cases": rows,
+    }
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")

@@ -41,11 +41,22 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], confidence: float = 0
     n, mean = len(d), float(d.mean())
     sd = float(d.std(ddof=1))
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)) if sd > 0 else 0.0
-    out: dict[str, Any] = {"seeds": seeds, "n": n, "mean_difference": mean, "sd_difference": sd,
-                           "ci": [mean - half, mean + half], "confidence": confidence}
+    out: dict[str, Any] = {
+        "seeds": seeds,
+        "n": n,
+        "mean_difference": mean,
+        "sd_difference": sd,
+        "ci": [mean - half, mean + half],
+        "confidence": confidence,
+    }
     if sd == 0:
-        out.update(t_p_two_sided=float("nan"), t_p_greater=float("nan"), wilcoxon_p_two_sided=float("nan"),
-                   wilcoxon_p_greater=float("nan"), note="every paired difference is equal: no test")
+        out.update(
+            t_p_two_sided=float("nan"),
+            t_p_greater=float("nan"),
+            wilcoxon_p_two_sided=float("nan"),
+            wilcoxon_p_greater=float("nan"),
+            note="every paired difference is equal: no test",
+        )
         return out
     out["t_p_two_sided"] = float(stats.ttest_rel(x, y).pvalue)
     out["t_p_greater"] = float(stats.ttest_rel(x, y, alternative="greater").pvalue)
@@ -74,9 +85,20 @@ def friedman_holm(rows: Mapping[str, Mapping[int, float]]) -> dict[str, Any]:
         x, y = np.array([rows[a][k] for k in seeds]), np.array([rows[b][k] for k in seeds])
         raw.append(float(stats.ttest_rel(x, y).pvalue) if np.any(x != y) else 1.0)
     adjusted = holm(raw)
-    return {"seeds": seeds, "friedman_p": friedman,
-            "pairs": [{"a": a, "b": b, "mean_difference": float(np.mean([rows[a][k] - rows[b][k] for k in seeds])),
-                       "t_p": p, "t_p_holm": float(q)} for (a, b), p, q in zip(pairs, raw, adjusted, strict=False)]}
+    return {
+        "seeds": seeds,
+        "friedman_p": friedman,
+        "pairs": [
+            {
+                "a": a,
+                "b": b,
+                "mean_difference": float(np.mean([rows[a][k] - rows[b][k] for k in seeds])),
+                "t_p": p,
+                "t_p_holm": float(q),
+            }
+            for (a, b), p, q in zip(pairs, raw, adjusted, strict=False)
+        ],
+    }
 
 
 def mean_std_line(name: str, values: Sequence[float]) -> str:
@@ -106,9 +128,14 @@ def load_rows(results: Path, names: Sequence[str], task: str | None) -> tuple[di
             import difflib
 
             close = difflib.get_close_matches(name, variants, n=3, cutoff=0.4)
-            raise ValueError(f"no finished {task} run of {name!r} under {results}"
-                             + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else
-                                f"; rows: {', '.join(repr(v) for v in variants) or '(none)'}"))
+            raise ValueError(
+                f"no finished {task} run of {name!r} under {results}"
+                + (
+                    f"; did you mean {', '.join(repr(c) for c in close)}?"
+                    if close
+                    else f"; rows: {', '.join(repr(v) for v in variants) or '(none)'}"
+                )
+            )
         steps = {r.num_train_steps for r in mine}
         if len(steps) > 1:
             raise ValueError(f"{name!r} has runs of {sorted(steps)} steps: compare runs of one scale")
@@ -127,29 +154,38 @@ def report(rows: Mapping[str, Mapping[int, float]], task: str) -> str:
     names = list(rows)
     if len(names) == 2:
         r = paired(rows[names[0]], rows[names[1]])
-        lines += [f"paired over {r['n']} common seeds ({', '.join(map(str, r['seeds']))}): "
-                  f"{names[0]} - {names[1]} = {r['mean_difference']:+.2f} points, "
-                  f"{100 * r['confidence']:.0f}% CI [{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]"]
+        lines += [
+            f"paired over {r['n']} common seeds ({', '.join(map(str, r['seeds']))}): "
+            f"{names[0]} - {names[1]} = {r['mean_difference']:+.2f} points, "
+            f"{100 * r['confidence']:.0f}% CI [{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]"
+        ]
         if "note" in r:
             lines.append(f"  {r['note']}")
         else:
-            lines += [f"  paired t: p = {r['t_p_two_sided']:.3g} (two-sided), {r['t_p_greater']:.3g} "
-                      f"(one-sided, {names[0]} > {names[1]})",
-                      f"  Wilcoxon signed-rank: p = {r['wilcoxon_p_two_sided']:.3g} (two-sided), "
-                      f"{r['wilcoxon_p_greater']:.3g} (one-sided)"]
+            lines += [
+                f"  paired t: p = {r['t_p_two_sided']:.3g} (two-sided), {r['t_p_greater']:.3g} "
+                f"(one-sided, {names[0]} > {names[1]})",
+                f"  Wilcoxon signed-rank: p = {r['wilcoxon_p_two_sided']:.3g} (two-sided), "
+                f"{r['wilcoxon_p_greater']:.3g} (one-sided)",
+            ]
         lines.append("  (a p-value above 0.05 is not evidence of equality: the interval bounds the difference)")
     elif len(names) >= 3:
         f = friedman_holm(rows)
-        lines.append(f"Friedman over {len(names)} rows, {len(f['seeds'])} common seeds as blocks: "
-                     f"p = {f['friedman_p']:.3g}")
-        lines += [f"  {p['a']} - {p['b']}: {p['mean_difference']:+.2f} points, paired t p = {p['t_p']:.3g}, "
-                  f"Holm {p['t_p_holm']:.3g}" for p in f["pairs"]]
+        lines.append(
+            f"Friedman over {len(names)} rows, {len(f['seeds'])} common seeds as blocks: " f"p = {f['friedman_p']:.3g}"
+        )
+        lines += [
+            f"  {p['a']} - {p['b']}: {p['mean_difference']:+.2f} points, paired t p = {p['t_p']:.3g}, "
+            f"Holm {p['t_p_holm']:.3g}"
+            for p in f["pairs"]
+        ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lra.reports.compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lra.reports.compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("rows", nargs="+", help="variant names as the tables print them, e.g. 'ConvLuna-16'")
     parser.add_argument("--results", type=Path, default=Path("runs"), help="folder searched for result.json")
     parser.add_argument("--task", help="the task (default: the only one under --results)")

@@ -44,8 +44,10 @@ def pair_runs(root_a: Path, root_b: Path) -> list[tuple[str, Path, Path]]:
     b = {p.parent.relative_to(root_b).as_posix(): p.parent for p in root_b.rglob("metrics.jsonl")}
     common = sorted(set(a) & set(b))
     if not common:
-        raise ValueError(f"no run is under both {root_a} and {root_b} (runs pair by their path below each "
-                         f"root, e.g. listops_transformer/seed0): were both sweeps of the same grid and seeds?")
+        raise ValueError(
+            f"no run is under both {root_a} and {root_b} (runs pair by their path below each "
+            f"root, e.g. listops_transformer/seed0): were both sweeps of the same grid and seeds?"
+        )
     return [(k, a[k], b[k]) for k in common]
 
 
@@ -65,18 +67,28 @@ def compare_pair(a: dict[int, float], b: dict[int, float], window: int, skip: fl
     start = int(math.floor(skip * len(steps)))
     gap = np.abs(la - lb)[start:]
     worst = int(np.argmax(gap)) + start
-    return {"steps": len(steps), "last_step": steps[-1], "final_loss": [float(la[-1]), float(lb[-1])],
-            "max_gap": float(gap.max()), "max_gap_step": steps[worst], "mean_gap": float(gap.mean()),
-            "curves": {"steps": steps, "a": la.tolist(), "b": lb.tolist()}}
+    return {
+        "steps": len(steps),
+        "last_step": steps[-1],
+        "final_loss": [float(la[-1]), float(lb[-1])],
+        "max_gap": float(gap.max()),
+        "max_gap_step": steps[worst],
+        "mean_gap": float(gap.mean()),
+        "curves": {"steps": steps, "a": la.tolist(), "b": lb.tolist()},
+    }
 
 
-def compare(root_a: Path, root_b: Path, window: int = 20, skip: float = 0.1,
-            tolerance: float = 0.05) -> list[dict[str, Any]]:
+def compare(
+    root_a: Path, root_b: Path, window: int = 20, skip: float = 0.1, tolerance: float = 0.05
+) -> list[dict[str, Any]]:
     rows = []
     for name, run_a, run_b in pair_runs(root_a, root_b):
         a, b = (MetricsLog(run / "metrics.jsonl").read() for run in (run_a, run_b))
-        row = {"run": name, **compare_pair(train_losses(a), train_losses(b), window, skip),
-               "validation_accuracy": [last_validation(a), last_validation(b)]}
+        row = {
+            "run": name,
+            **compare_pair(train_losses(a), train_losses(b), window, skip),
+            "validation_accuracy": [last_validation(a), last_validation(b)],
+        }
         row["agree"] = row["max_gap"] <= tolerance
         rows.append(row)
     return rows
@@ -85,19 +97,26 @@ def compare(root_a: Path, root_b: Path, window: int = 20, skip: float = 0.1,
 def markdown(report: dict[str, Any]) -> str:
     a, b = report["labels"]
     s = report["settings"]
-    lines = [f"# Training loss: {a} against {b}", "",
-             f"Command: `{report['command']}`.",
-             f"Runs: `{report['roots'][0]}` ({a}) and `{report['roots'][1]}` ({b}), paired by path. Loss: "
-             f"moving mean over {s['window']} logged steps; gap: |{a} - {b}| of the smoothed losses after the "
-             f"first {100 * s['skip']:.0f}% of the steps; agree: largest gap <= {s['tolerance']}.", "",
-             f"| run | steps | final loss {a} | final loss {b} | largest gap (at step) | mean gap | "
-             f"validation {a} | validation {b} | agree |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"# Training loss: {a} against {b}",
+        "",
+        f"Command: `{report['command']}`.",
+        f"Runs: `{report['roots'][0]}` ({a}) and `{report['roots'][1]}` ({b}), paired by path. Loss: "
+        f"moving mean over {s['window']} logged steps; gap: |{a} - {b}| of the smoothed losses after the "
+        f"first {100 * s['skip']:.0f}% of the steps; agree: largest gap <= {s['tolerance']}.",
+        "",
+        f"| run | steps | final loss {a} | final loss {b} | largest gap (at step) | mean gap | "
+        f"validation {a} | validation {b} | agree |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     pct = lambda v: "" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     for r in report["rows"]:
-        lines.append(f"| {r['run']} | {r['last_step']} | {r['final_loss'][0]:.4f} | {r['final_loss'][1]:.4f} | "
-                     f"{r['max_gap']:.4f} ({r['max_gap_step']}) | {r['mean_gap']:.4f} | "
-                     f"{pct(r['validation_accuracy'][0])} | {pct(r['validation_accuracy'][1])} | "
-                     f"{'yes' if r['agree'] else 'no'} |")
+        lines.append(
+            f"| {r['run']} | {r['last_step']} | {r['final_loss'][0]:.4f} | {r['final_loss'][1]:.4f} | "
+            f"{r['max_gap']:.4f} ({r['max_gap_step']}) | {r['mean_gap']:.4f} | "
+            f"{pct(r['validation_accuracy'][0])} | {pct(r['validation_accuracy'][1])} | "
+            f"{'yes' if r['agree'] else 'no'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -119,7 +138,7 @@ def plot(report: dict[str, Any], path: Path) -> Path:
         ax.set_xlabel("step", fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(rows):]:
+    for ax in list(axes.flat)[len(rows) :]:
         ax.set_visible(False)
     axes[0][0].set_ylabel(f"training loss (moving mean, {report['settings']['window']} steps)", fontsize=8)
     fig.suptitle(f"Training loss, {a} vs {b}", fontsize=11)
@@ -128,10 +147,22 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def write(rows: list[dict[str, Any]], labels: Sequence[str], roots: Sequence[Path], settings: dict[str, Any],
-          command: str, out: Path, name: str) -> dict[str, Any]:
-    report = {"labels": list(labels), "roots": [str(r) for r in roots], "settings": settings, "command": command,
-              "rows": rows}
+def write(
+    rows: list[dict[str, Any]],
+    labels: Sequence[str],
+    roots: Sequence[Path],
+    settings: dict[str, Any],
+    command: str,
+    out: Path,
+    name: str,
+) -> dict[str, Any]:
+    report = {
+        "labels": list(labels),
+        "roots": [str(r) for r in roots],
+        "settings": settings,
+        "command": command,
+        "rows": rows,
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / f"{name}.md").write_text(markdown(report))

@@ -71,8 +71,9 @@ def check_run(workdir: Path) -> ml_collections.ConfigDict:
     """The run's config, or a DiagnoseError: not a run, not a memory family, no best checkpoint."""
     path = workdir / "config.json"
     if not path.is_file():
-        raise DiagnoseError(f"run {workdir}: no config.json there; --workdir takes run directories written "
-                            f"by lra.train")
+        raise DiagnoseError(
+            f"run {workdir}: no config.json there; --workdir takes run directories written " f"by lra.train"
+        )
     from lra.training.run_files import load_run_config  # as lra.evaluate reads a run (older runs' configs upgraded)
 
     config = load_run_config(workdir)
@@ -81,11 +82,14 @@ def check_run(workdir: Path) -> ml_collections.ConfigDict:
     if attention not in families:
         raise DiagnoseError(
             f"run {workdir} ({config.variant}, attention {attention!r}) has no shared memory: "
-            f"lra.diagnose memory takes runs of a memory family ({', '.join(families)})")
+            f"lra.diagnose memory takes runs of a memory family ({', '.join(families)})"
+        )
     best = workdir / "checkpoints" / "best"
     if not best.is_dir() or not any(p.name.isdigit() for p in best.iterdir()):
-        raise DiagnoseError(f"run {workdir} ({config.variant}): no best checkpoint in {best}; has the run "
-                            f"evaluated yet (the first evaluation is at step {config.eval_every})?")
+        raise DiagnoseError(
+            f"run {workdir} ({config.variant}): no best checkpoint in {best}; has the run "
+            f"evaluated yet (the first evaluation is at step {config.eval_every})?"
+        )
     return config
 
 
@@ -121,8 +125,10 @@ def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> di
         try:
             best = checkpoints.restore_best({"params": params, "step": jnp.zeros((), jnp.int32)})
         except (ValueError, KeyError) as e:
-            raise DiagnoseError(f"run {workdir} ({config.variant}): its best checkpoint does not fit the model "
-                                f"of its config.json: {e}") from None
+            raise DiagnoseError(
+                f"run {workdir} ({config.variant}): its best checkpoint does not fit the model "
+                f"of its config.json: {e}"
+            ) from None
     finally:
         checkpoints.close()
     if best is None:
@@ -149,8 +155,12 @@ def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> di
         "first_example": first,
         "initial_memory": initial,
         "block_memories": [np.asarray(m[0], np.float32) for m in memories],
-        "batch": {"split": "validation", "examples": int(len(inputs)), "padded_length": int(inputs.shape[-1]),
-                  "first_example_tokens": int(np.sum(first_doc != PAD_ID))},
+        "batch": {
+            "split": "validation",
+            "examples": int(len(inputs)),
+            "padded_length": int(inputs.shape[-1]),
+            "first_example_tokens": int(np.sum(first_doc != PAD_ID)),
+        },
     }
 
 
@@ -163,8 +173,10 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def _panel_note(first: dict[str, Any], key: str, cells: int) -> str:
-    parts = [f"{_fmt(first[f'{key}/distinct_vectors'], 0)} distinct of {cells} cells",
-             f"eff. rank {_fmt(first[f'{key}/effective_rank'], 1)}"]
+    parts = [
+        f"{_fmt(first[f'{key}/distinct_vectors'], 0)} distinct of {cells} cells",
+        f"eff. rank {_fmt(first[f'{key}/effective_rank'], 1)}",
+    ]
     if first.get(f"{key}/mean_pairwise_cosine") is not None:
         parts.append(f"mean cos {_fmt(first[f'{key}/mean_pairwise_cosine'], 2)}")
     return ", ".join(parts)
@@ -175,14 +187,21 @@ def heatmap_figure(run: dict[str, Any], probed: dict[str, Any], path: Path) -> P
 
     cells = run["memory_size"]
     blocks = len(probed["block_memories"])
-    panels = [(f"{run['title']}: learned initial memory\n{_panel_note(probed['first_example'], 'initial', cells)}",
-               probed["initial_memory"])]
+    panels = [
+        (
+            f"{run['title']}: learned initial memory\n{_panel_note(probed['first_example'], 'initial', cells)}",
+            probed["initial_memory"],
+        )
+    ]
     for i, memory in enumerate(probed["block_memories"]):
-        panels.append((f"after block {i + 1} of {blocks}\n{_panel_note(probed['first_example'], f'block{i}', cells)}",
-                       memory))
+        panels.append(
+            (f"after block {i + 1} of {blocks}\n{_panel_note(probed['first_example'], f'block{i}', cells)}", memory)
+        )
     batch = probed["batch"]
-    title = (f"{run['title']}, seed {run['seed']}: memory at the best checkpoint (step {run['checkpoint_step']}), "
-             f"first validation example ({batch['first_example_tokens']} tokens)")
+    title = (
+        f"{run['title']}, seed {run['seed']}: memory at the best checkpoint (step {run['checkpoint_step']}), "
+        f"first validation example ({batch['first_example_tokens']} tokens)"
+    )
     note = f"distinct: cells grouped at cosine >= {DISTINCT_COSINE}; {run['workdir']}"
     return plots.memory_heatmaps(panels, path, title, note)
 
@@ -198,18 +217,22 @@ def curves_figure(runs: list[dict[str, Any]], records: dict[str, list[dict[str, 
         by_memory: dict[str, dict[str, dict[int, float]]] = {}
         blocks = sorted({int(k.split("/")[0][5:]) for r in recs for k in r if re.fullmatch(r"block\d+/.+", k)})
         for name, prefix in [("initial memory", "initial")] + [(f"block {b + 1}", f"block{b}") for b in blocks]:
-            by_memory[name] = {stat: {r["step"]: r[f"{prefix}/{stat}"] for r in recs if f"{prefix}/{stat}" in r}
-                               for stat in (*STATS, "packing_entropy")}
+            by_memory[name] = {
+                stat: {r["step"]: r[f"{prefix}/{stat}"] for r in recs if f"{prefix}/{stat}" in r}
+                for stat in (*STATS, "packing_entropy")
+            }
         label = run["title"] + (f", seed {run['seed']}" if len({r["seed"] for r in runs}) > 1 else "")
         if label in curves:
             label += f" [{run['run']}]"
         curves[label] = by_memory
     if not curves:
         return None
-    stat_titles = [(k, STAT_WORDS[k] + ("\n(1 = uniform)" if k == "packing_entropy" else "")) for k in
-                   (*STATS, "packing_entropy")]
-    return plots.memory_curves(curves, stat_titles, path,
-                               "Memory statistics during training (fixed validation batch; batch means)")
+    stat_titles = [
+        (k, STAT_WORDS[k] + ("\n(1 = uniform)" if k == "packing_entropy" else "")) for k in (*STATS, "packing_entropy")
+    ]
+    return plots.memory_curves(
+        curves, stat_titles, path, "Memory statistics during training (fixed validation batch; batch means)"
+    )
 
 
 def markdown_table(runs: list[dict[str, Any]], command: str) -> str:
@@ -231,22 +254,44 @@ def markdown_table(runs: list[dict[str, Any]], command: str) -> str:
         "from 1 (`block0` in the JSON and metrics.jsonl is block 1).",
         "",
     ]
-    header = ["run", "task", "preset", "seed", "memory cells", "step", "test acc. (%)",
-              "initial distinct", "initial rank", "initial cos"]
+    header = [
+        "run",
+        "task",
+        "preset",
+        "seed",
+        "memory cells",
+        "step",
+        "test acc. (%)",
+        "initial distinct",
+        "initial rank",
+        "initial cos",
+    ]
     for b in range(blocks):
         header += [f"block {b + 1} distinct", f"block {b + 1} rank", f"block {b + 1} cos", f"block {b + 1} entropy"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in runs:
         s = r["stats"]
         acc = r["test_accuracy"]
-        row = [r["variant"], TASK_NAMES.get(r["task"], r["task"]), r["preset"], str(r["seed"]), str(r["memory_size"]),
-               str(r["checkpoint_step"]), "–" if acc is None else f"{100 * acc:.1f}",
-               _fmt(s["initial/distinct_vectors"], 0), _fmt(s["initial/effective_rank"], 2),
-               _fmt(s["initial/mean_pairwise_cosine"])]
+        row = [
+            r["variant"],
+            TASK_NAMES.get(r["task"], r["task"]),
+            r["preset"],
+            str(r["seed"]),
+            str(r["memory_size"]),
+            str(r["checkpoint_step"]),
+            "–" if acc is None else f"{100 * acc:.1f}",
+            _fmt(s["initial/distinct_vectors"], 0),
+            _fmt(s["initial/effective_rank"], 2),
+            _fmt(s["initial/mean_pairwise_cosine"]),
+        ]
         for b in range(blocks):
             if f"block{b}/distinct_vectors" in s:
-                row += [_fmt(s[f"block{b}/distinct_vectors"], 2), _fmt(s[f"block{b}/effective_rank"], 2),
-                        _fmt(s[f"block{b}/mean_pairwise_cosine"]), _fmt(s[f"block{b}/packing_entropy"])]
+                row += [
+                    _fmt(s[f"block{b}/distinct_vectors"], 2),
+                    _fmt(s[f"block{b}/effective_rank"], 2),
+                    _fmt(s[f"block{b}/mean_pairwise_cosine"]),
+                    _fmt(s[f"block{b}/packing_entropy"]),
+                ]
             else:
                 row += ["–"] * 4
         lines.append("| " + " | ".join(row) + " |")
@@ -263,19 +308,24 @@ def degradation_figure(runs: list[dict[str, Any]], memories: dict[str, np.ndarra
     for i in order:
         r = runs[i]
         last = r["num_blocks"] - 1
-        entries.append({
-            "variant": r["variant"] + (f" [{TASK_NAMES.get(r['task'], r['task'])}, {r['preset']}]" if mixed else ""),
-            "reference": r["variant"].endswith("(reference)"),
-            "cells": r["memory_size"],
-            "distinct_vectors": r["stats"].get(f"block{last}/distinct_vectors"),
-            "mean_pairwise_cosine": r["stats"].get(f"block{last}/mean_pairwise_cosine"),
-            "packing_entropy": r["stats"].get(f"block{last}/packing_entropy"),
-            "memory": memories.get(r["run"]),
-        })
+        entries.append(
+            {
+                "variant": r["variant"]
+                + (f" [{TASK_NAMES.get(r['task'], r['task'])}, {r['preset']}]" if mixed else ""),
+                "reference": r["variant"].endswith("(reference)"),
+                "cells": r["memory_size"],
+                "distinct_vectors": r["stats"].get(f"block{last}/distinct_vectors"),
+                "mean_pairwise_cosine": r["stats"].get(f"block{last}/mean_pairwise_cosine"),
+                "packing_entropy": r["stats"].get(f"block{last}/packing_entropy"),
+                "memory": memories.get(r["run"]),
+            }
+        )
     tasks = sorted({TASK_NAMES.get(r["task"], r["task"]) for r in runs})
     presets = sorted({r["preset"] for r in runs})
-    title = (f"Memory degradation ({', '.join(tasks)}; {', '.join(presets)} preset): does the learned memory "
-             f"collapse to a few vectors, and does packing attend uniformly?")
+    title = (
+        f"Memory degradation ({', '.join(tasks)}; {', '.join(presets)} preset): does the learned memory "
+        f"collapse to a few vectors, and does packing attend uniformly?"
+    )
     return plots.memory_degradation(entries, path, title)
 
 
@@ -349,9 +399,9 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
         **{k: v for k, v in stamp().items() if k != "command"},
         "command": command,
         "description": "lra.training.memory_stats of each run's best checkpoint on the first `batch.examples` validation "
-                       "examples: initial/<stat> of the learned initial memory, block<k>/<stat> batch means of "
-                       "block k's output memory (k from 0), block<k>/packing_entropy; first_example: the same "
-                       "statistics of the first example (the heatmaps)",
+        "examples: initial/<stat> of the learned initial memory, block<k>/<stat> batch means of "
+        "block k's output memory (k from 0), block<k>/packing_entropy; first_example: the same "
+        "statistics of the first example (the heatmaps)",
         "distinct_cosine": DISTINCT_COSINE,
         "runs": runs,
     }
@@ -365,8 +415,10 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
     log(f"wrote {figure}")
     curves = curves_figure(runs, records, out_dir / "memory_curves.png")
     if curves is None:
-        log("no memory statistics in the runs' metrics.jsonl (train with --config.log_memory_stats=True): "
-            "memory_curves.png not written")
+        log(
+            "no memory statistics in the runs' metrics.jsonl (train with --config.log_memory_stats=True): "
+            "memory_curves.png not written"
+        )
     else:
         log(f"wrote {curves}")
     return document

@@ -186,13 +186,18 @@ def check_verdicts(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tupl
                 problems.append(f"{_where(readme, root, lineno)}: {source} has no paper {paper!r}")
                 continue
             for i, verdict in columns.items():
-                want = (sum(n for v, n in expected.items() if v not in REGISTRATIONS) if verdict == "claims"
-                        else expected[verdict])
+                want = (
+                    sum(n for v, n in expected.items() if v not in REGISTRATIONS)
+                    if verdict == "claims"
+                    else expected[verdict]
+                )
                 got = cells[i] if i < len(cells) else ""
                 count += 1
                 if got != str(want):
-                    problems.append(f"{_where(readme, root, lineno)}: {paper} {verdict}: the page says "
-                                    f"{got or 'nothing'}, {source} gives {want}")
+                    problems.append(
+                        f"{_where(readme, root, lineno)}: {paper} {verdict}: the page says "
+                        f"{got or 'nothing'}, {source} gives {want}"
+                    )
         for paper in sorted(set(truth) - seen):
             problems.append(f"{where}: no row for {paper} ({source} has {sum(truth[paper].values())} claims)")
     return count, problems
@@ -209,6 +214,7 @@ def main() -> int:
     for p in problems + vproblems:
         print(p)
     print(f"{count} numbers in README.md and docs/*.md tied to records, {len(problems)} mismatched")
-    print(f"{vcount} verdict counts checked against the generated table of reproductions, "
-          f"{len(vproblems)} mismatched")
+    print(
+        f"{vcount} verdict counts checked against the generated table of reproductions, " f"{len(vproblems)} mismatched"
+    )
     return 1 if problems or vproblems else 0

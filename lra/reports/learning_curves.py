@@ -33,8 +33,9 @@ def read_curves(workdir: Path) -> dict[str, dict[int, float]]:
     return {"validation": dict(sorted(val.items())), "train_loss": dict(sorted(loss.items()))}
 
 
-def flattening(val: dict[int, float], loss: dict[int, float], tolerance: float = 1.0,
-               window: int = 1000) -> dict[str, Any]:
+def flattening(
+    val: dict[int, float], loss: dict[int, float], tolerance: float = 1.0, window: int = 1000
+) -> dict[str, Any]:
     """Where the validation curve flattens (see the module docstring) and the late train-loss slope."""
     if not val:
         return {"flattens_at": None, "still_improving": None, "best": None, "loss_slope_per_1000": None}
@@ -49,8 +50,14 @@ def flattening(val: dict[int, float], loss: dict[int, float], tolerance: float =
     if len(late) >= 3:
         x, y = np.array(late, float).T
         slope = float(np.polyfit(x, y, 1)[0] * 1000.0)
-    return {"flattens_at": flat_at, "best": float(final_best), "best_step": best_step, "last_step": last,
-            "still_improving": bool(flat_at > 0.75 * last), "loss_slope_per_1000": slope}
+    return {
+        "flattens_at": flat_at,
+        "best": float(final_best),
+        "best_step": best_step,
+        "last_step": last,
+        "still_improving": bool(flat_at > 0.75 * last),
+        "loss_slope_per_1000": slope,
+    }
 
 
 def collect(root: Path) -> dict[str, dict[str, Any]]:
@@ -60,8 +67,12 @@ def collect(root: Path) -> dict[str, dict[str, Any]]:
         workdir = metrics.parent
         name = f"{workdir.parent.name} ({workdir.name})"
         curves = read_curves(workdir)
-        rows[name] = {**curves, **flattening(curves["validation"], curves["train_loss"]),
-                      "finished": (workdir / "result.json").exists(), "workdir": str(workdir)}
+        rows[name] = {
+            **curves,
+            **flattening(curves["validation"], curves["train_loss"]),
+            "finished": (workdir / "result.json").exists(),
+            "workdir": str(workdir),
+        }
     return rows
 
 
@@ -70,7 +81,7 @@ def _smooth(loss: dict[int, float], window: int = 10) -> tuple[np.ndarray, np.nd
     if len(values) < window:
         return steps, values
     kernel = np.ones(window) / window
-    return steps[window - 1:], np.convolve(values, kernel, mode="valid")
+    return steps[window - 1 :], np.convolve(values, kernel, mode="valid")
 
 
 def plot(rows: dict[str, dict[str, Any]], path: Path, title: str, baseline: float | None) -> Path:
@@ -81,14 +92,15 @@ def plot(rows: dict[str, dict[str, Any]], path: Path, title: str, baseline: floa
 
     fig, (ax_val, ax_loss) = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained")
     for name, row in rows.items():
-        line, = ax_val.plot(list(row["validation"]), list(row["validation"].values()), marker=".", label=name)
+        (line,) = ax_val.plot(list(row["validation"]), list(row["validation"].values()), marker=".", label=name)
         if row["flattens_at"] is not None:
             ax_val.axvline(row["flattens_at"], color=line.get_color(), linestyle=":", linewidth=1)
         if row["train_loss"]:
             ax_loss.plot(*_smooth(row["train_loss"]), color=line.get_color(), label=name)
     if baseline is not None:
-        ax_val.axhline(baseline, color="black", linestyle="--", linewidth=1,
-                       label=f"structure-free baseline ({baseline:.1f}%)")
+        ax_val.axhline(
+            baseline, color="black", linestyle="--", linewidth=1, label=f"structure-free baseline ({baseline:.1f}%)"
+        )
     ax_val.set(xlabel="step", ylabel="validation accuracy (%)", title="validation (dotted: where it flattens)")
     ax_loss.set(xlabel="step", ylabel="train loss (moving mean of 10 logs)", title="train loss")
     ax_val.legend(fontsize=8)
@@ -101,14 +113,22 @@ def plot(rows: dict[str, dict[str, Any]], path: Path, title: str, baseline: floa
 
 
 def markdown(rows: dict[str, dict[str, Any]], title: str, command: str, baseline_line: str | None) -> str:
-    lines = [f"# {title}", "", f"`{command}`", "", "| row | last step | best validation (step) | flattens at "
-             "(best within 1 point after) | still improving? | train-loss slope per 1,000 steps (last 1,000) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"# {title}",
+        "",
+        f"`{command}`",
+        "",
+        "| row | last step | best validation (step) | flattens at "
+        "(best within 1 point after) | still improving? | train-loss slope per 1,000 steps (last 1,000) |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, r in rows.items():
         slope = "" if r["loss_slope_per_1000"] is None else f"{r['loss_slope_per_1000']:+.3f}"
         best = "" if r["best"] is None else f"{r['best']:.1f}% ({r['best_step']})"
-        lines.append(f"| {name}{'' if r['finished'] else ' (running)'} | {r.get('last_step')} | {best} | "
-                     f"{r['flattens_at']} | {'yes' if r['still_improving'] else 'no'} | {slope} |")
+        lines.append(
+            f"| {name}{'' if r['finished'] else ' (running)'} | {r.get('last_step')} | {best} | "
+            f"{r['flattens_at']} | {'yes' if r['still_improving'] else 'no'} | {slope} |"
+        )
     if baseline_line:
         lines += ["", baseline_line]
     return "\n".join(lines) + "\n"
@@ -119,13 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     from lra.training.run_files import write_json_atomic, write_text_atomic
 
     mark_start()
-    parser = argparse.ArgumentParser(prog="python -m lra.reports.learning_curves", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lra.reports.learning_curves",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("root", type=Path, help="folder of <row>/seed<k>/ run directories")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--title", default="Learning curves")
-    parser.add_argument("--baseline-config", help="a ListOps config whose structure-free baseline is drawn, e.g. "
-                                                  "configs/listops_convluna.py:cpu")
+    parser.add_argument(
+        "--baseline-config",
+        help="a ListOps config whose structure-free baseline is drawn, e.g. " "configs/listops_convluna.py:cpu",
+    )
     parser.add_argument("--baseline-set", action="append", default=[], metavar="FIELD=VALUE")
     args = parser.parse_args(argv)
     rows = collect(args.root)

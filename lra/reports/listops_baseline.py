@@ -67,8 +67,17 @@ def baseline(data: Any) -> dict[str, Any]:
 def config_key(config: Any) -> tuple:
     """What of a ListOps config decides its data (the baseline is a function of the data only)."""
     d = config.data
-    return (config.task, d.source, d.max_len, d.min_len, d.num_train, d.num_val, d.num_test, d.generator_seed,
-            str(config.data_dir))
+    return (
+        config.task,
+        d.source,
+        d.max_len,
+        d.min_len,
+        d.num_train,
+        d.num_val,
+        d.num_test,
+        d.generator_seed,
+        str(config.data_dir),
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -89,20 +98,30 @@ def for_config(config: Any) -> dict[str, Any]:
 
 def line(result: dict[str, Any], split: str = "test") -> str:
     """One sentence for tables and reports."""
-    return (f"structure-free baseline (the outermost operator's most frequent training answer, "
-            f"{', '.join(f'{k}->{v}' for k, v in result['rule'].items() if k.startswith('['))}): "
-            f"{100 * result[f'{split}_accuracy']:.1f}% {split} accuracy; always answering the training split's "
-            f"most frequent label: {100 * result[f'{split}_majority_accuracy']:.1f}%")
+    return (
+        f"structure-free baseline (the outermost operator's most frequent training answer, "
+        f"{', '.join(f'{k}->{v}' for k, v in result['rule'].items() if k.startswith('['))}): "
+        f"{100 * result[f'{split}_accuracy']:.1f}% {split} accuracy; always answering the training split's "
+        f"most frequent label: {100 * result[f'{split}_majority_accuracy']:.1f}%"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     from lra.defaults import load_config_file
 
-    parser = argparse.ArgumentParser(prog="python -m lra.reports.listops_baseline", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m lra.reports.listops_baseline",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--config", required=True, help="a ListOps config, e.g. configs/listops_convluna.py:cpu")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="a config field, as --config.FIELD=VALUE of lra.train (e.g. data.num_train=96000)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field, as --config.FIELD=VALUE of lra.train (e.g. data.num_train=96000)",
+    )
     parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args(argv)
     path, _, options = args.config.partition(":")

@@ -41,11 +41,13 @@ def examples(out: Path, seed: int) -> Path:
     import matplotlib.pyplot as plt
 
     per_label = 2
-    fig, axes = plt.subplots(len(ROWS), 4 * per_label, figsize=(2.0 * 4 * per_label, 2.3 * len(ROWS)),
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        len(ROWS), 4 * per_label, figsize=(2.0 * 4 * per_label, 2.3 * len(ROWS)), layout="constrained"
+    )
     for r, (side, setting, title) in enumerate(ROWS):
-        batch = pathfinder_gen.generate(side, pathfinder_gen.SETTINGS[setting], 12,
-                                        pathfinder_gen.batch_seed(seed, side, setting, 0))
+        batch = pathfinder_gen.generate(
+            side, pathfinder_gen.SETTINGS[setting], 12, pathfinder_gen.batch_seed(seed, side, setting, 0)
+        )
         picks = [i for lab in (1, 0) for i in np.nonzero(batch.labels == lab)[0][:per_label]]
         for c, i in enumerate(picks):
             label = int(batch.labels[i])
@@ -56,14 +58,22 @@ def examples(out: Path, seed: int) -> Path:
                 ax.set_yticks([])
                 if circled:
                     for y, x in batch.markers[i]:
-                        ax.add_patch(plt.Circle((x - 0.5, y - 0.5), radius=max(1.5, side / 14), fill=False,
-                                                color="tab:red" if label else "tab:blue", linewidth=1.4))
+                        ax.add_patch(
+                            plt.Circle(
+                                (x - 0.5, y - 0.5),
+                                radius=max(1.5, side / 14),
+                                fill=False,
+                                color="tab:red" if label else "tab:blue",
+                                linewidth=1.4,
+                            )
+                        )
                     ax.set_title("markers", fontsize=7)
                 else:
                     ax.set_title(f"label {label}: {'connected' if label else 'not connected'}", fontsize=7)
         axes[r, 0].set_ylabel(title, fontsize=7.5)
-    fig.suptitle("Pathfinder examples (lra/data/pathfinder_gen.py): is there a path between the two markers?",
-                 fontsize=10)
+    fig.suptitle(
+        "Pathfinder examples (lra/data/pathfinder_gen.py): is there a path between the two markers?", fontsize=10
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -83,12 +93,18 @@ def curve(run: Path, out: Path, title: str | None) -> Path:
     if not steps:
         raise SystemExit(f"error: no validation rows in {run / 'metrics.jsonl'}")
     variant = result["variant"]
-    title = title or (f"{result['task']} ({result['config_preset']} preset), {variant}, seed {result['seed']}: "
-                      f"validation accuracy")
+    title = title or (
+        f"{result['task']} ({result['config_preset']} preset), {variant}, seed {result['seed']}: "
+        f"validation accuracy"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
-    return plots.learning_curves({variant: {int(result["seed"]): steps}}, out, title,
-                                 test={variant: [100.0 * result["test_accuracy"]]},
-                                 baselines=[("chance (2 classes)", 50.0)])
+    return plots.learning_curves(
+        {variant: {int(result["seed"]): steps}},
+        out,
+        title,
+        test={variant: [100.0 * result["test_accuracy"]]},
+        baselines=[("chance (2 classes)", 50.0)],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,7 @@ import numpy as np
 try:
     import matplotlib
 except ModuleNotFoundError as e:  # figures are an extra: the training path never imports this module
-    raise ModuleNotFoundError(f"{e}: the figures need the tables extra, pip install -e \".[tables]\"",
-                              name=e.name) from e
+    raise ModuleNotFoundError(f'{e}: the figures need the tables extra, pip install -e ".[tables]"', name=e.name) from e
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -41,8 +40,9 @@ def _family(variant: str) -> str:
     return m.group(1) if m else variant
 
 
-def curve_panels(variants: Sequence[str], max_lines: int = 4,
-                 reference: str = REFERENCE) -> list[tuple[str, list[str]]]:
+def curve_panels(
+    variants: Sequence[str], max_lines: int = 4, reference: str = REFERENCE
+) -> list[tuple[str, list[str]]]:
     """Split the variants into panels of at most ``max_lines`` lines (plus the reference line),
     so that 7-9 curves stay readable: a family with several sizes gets its own panel (Luna-1/16/256),
     one-variant families share panels in the given order. Up to ``max_lines + 1`` variants: one panel.
@@ -60,8 +60,8 @@ def curve_panels(variants: Sequence[str], max_lines: int = 4,
         if len(members) == 1:
             singles.extend(members)
         else:
-            groups += [members[i:i + max_lines] for i in range(0, len(members), max_lines)]
-    groups += [singles[i:i + max_lines] for i in range(0, len(singles), max_lines)]
+            groups += [members[i : i + max_lines] for i in range(0, len(members), max_lines)]
+    groups += [singles[i : i + max_lines] for i in range(0, len(singles), max_lines)]
     groups.sort(key=lambda g: rest.index(g[0]))
     return [(", ".join(dict.fromkeys(_family(v) for v in g)), g) for g in groups]
 
@@ -78,9 +78,15 @@ def _test_label(variant: str, values: Sequence[float] | None, common_n: int | No
     return text
 
 
-def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], path: Path, title: str, *,
-                    test: Mapping[str, Sequence[float]] | None = None,
-                    baselines: Sequence[tuple[str, float]] = (), max_lines: int = 4) -> Path:
+def learning_curves(
+    curves: Mapping[str, Mapping[int, Mapping[int, float]]],
+    path: Path,
+    title: str,
+    *,
+    test: Mapping[str, Sequence[float]] | None = None,
+    baselines: Sequence[tuple[str, float]] = (),
+    max_lines: int = 4,
+) -> Path:
     """Validation accuracy (%) against step, ``curves[variant][seed][step] = acc``: one line per
     variant, the mean over seeds with a marker at every evaluation and a min-max band over seeds.
 
@@ -97,8 +103,9 @@ def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], pat
     counts = [len(by_seed) for by_seed in curves.values()]
     common_n = max(set(counts), key=counts.count) if counts else None
     all_steps = sorted(set().union(*(s.keys() for by_seed in curves.values() for s in by_seed.values())))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.6), sharey=True,
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.6), sharey=True, squeeze=False, layout="constrained"
+    )
     for ax, (panel_title, members) in zip(axes[0], panels, strict=False):
         drawn = ([REFERENCE] if REFERENCE in curves and REFERENCE not in members else []) + members
         for slot, variant in enumerate(drawn):
@@ -110,17 +117,30 @@ def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], pat
                 style = dict(color="black", linestyle="-", marker="x", linewidth=1.3, markersize=6)
             else:
                 k = slot - (drawn[0] == REFERENCE)
-                style = dict(color=colours[variant], linestyle=_LINES[k % len(_LINES)],
-                             marker=_MARKERS[k % len(_MARKERS)], linewidth=1.6, markersize=5)
+                style = dict(
+                    color=colours[variant],
+                    linestyle=_LINES[k % len(_LINES)],
+                    marker=_MARKERS[k % len(_MARKERS)],
+                    linewidth=1.6,
+                    markersize=5,
+                )
             ax.plot(steps, mean, label=_test_label(variant, test.get(variant), common_n), **style)
             if len(by_seed) > 1:
                 low, high = np.array([min(v) for v in values]), np.array([max(v) for v in values])
                 ax.fill_between(steps, low, high, color=style["color"], alpha=0.08, linewidth=0)
         for label, value in baselines:
             ax.axhline(value, color="gray", linestyle=(0, (2, 2)), linewidth=1.0)
-            ax.annotate(f"{label}: {value:.1f}%", (1.0, value), xycoords=("axes fraction", "data"),
-                        xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=7.5,
-                        color="dimgray")
+            ax.annotate(
+                f"{label}: {value:.1f}%",
+                (1.0, value),
+                xycoords=("axes fraction", "data"),
+                xytext=(-3, 2),
+                textcoords="offset points",
+                ha="right",
+                va="bottom",
+                fontsize=7.5,
+                color="dimgray",
+            )
         if panel_title:
             ax.set_title(panel_title, fontsize=10)
         if len(all_steps) <= 12:
@@ -133,10 +153,12 @@ def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], pat
     axes[0][0].set_ylim(bottom=max(0.0, lowest - 2.0))
     fig.suptitle(title, fontsize=11)
     several = bool(counts) and max(counts) > 1
-    note = ("markers: evaluations on the validation split" + ("; line: mean over seeds, band: min-max over seeds"
-                                                               if several else "")
-            + "; legend: test accuracy (%) at the best-validation checkpoint"
-            + (", mean ± sample std over seeds" if several else ""))
+    note = (
+        "markers: evaluations on the validation split"
+        + ("; line: mean over seeds, band: min-max over seeds" if several else "")
+        + "; legend: test accuracy (%) at the best-validation checkpoint"
+        + (", mean ± sample std over seeds" if several else "")
+    )
     width_chars = int(17 * fig.get_figwidth())  # ~17 characters per inch at fontsize 8
     fig.supxlabel(textwrap.fill(note, width_chars), fontsize=8, color="dimgray")
     fig.savefig(path, dpi=120)
@@ -144,8 +166,9 @@ def learning_curves(curves: Mapping[str, Mapping[int, Mapping[int, float]]], pat
     return path
 
 
-def pvalue_heatmap(p: Sequence[Sequence[float]], models: Sequence[str], tasks: Sequence[str], path: Path,
-                   title: str) -> Path:
+def pvalue_heatmap(
+    p: Sequence[Sequence[float]], models: Sequence[str], tasks: Sequence[str], path: Path, title: str
+) -> Path:
     """Models x tasks heatmap of (Holm-corrected) p-values, each cell annotated; NaN: not tested."""
     data = np.array(p, dtype=float).reshape(len(models), len(tasks))
     fig, ax = plt.subplots(figsize=(1.6 * len(tasks) + 2.5, 0.6 * len(models) + 1.8))
@@ -156,8 +179,16 @@ def pvalue_heatmap(p: Sequence[Sequence[float]], models: Sequence[str], tasks: S
             value = data[i, j]
             text = "n/a" if math.isnan(value) else f"{value:.3f}"
             color = "black" if math.isnan(value) or value > 0.5 else "white"
-            ax.text(j, i, text, ha="center", va="center", color=color, fontsize=9,
-                    fontweight="bold" if value < 0.05 else "normal")
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                color=color,
+                fontsize=9,
+                fontweight="bold" if value < 0.05 else "normal",
+            )
     ax.set_xticks(range(len(tasks)), tasks)
     ax.set_yticks(range(len(models)), models)
     width_chars = int(12 * fig.get_figwidth())  # ~12 characters per inch at fontsize 9
@@ -206,8 +237,12 @@ def memory_heatmaps(panels: Sequence[tuple[str, np.ndarray]], path: Path, title:
     return path
 
 
-def memory_curves(curves: Mapping[str, Mapping[str, Mapping[str, Mapping[int, float]]]],
-                  stats_titles: Sequence[tuple[str, str]], path: Path, title: str) -> Path:
+def memory_curves(
+    curves: Mapping[str, Mapping[str, Mapping[str, Mapping[int, float]]]],
+    stats_titles: Sequence[tuple[str, str]],
+    path: Path,
+    title: str,
+) -> Path:
     """Memory statistics against training step: a panel per statistic (``stats_titles``: key,
     title in words), a colour per run and a line style per memory (names starting with
     "initial" dotted, the blocks solid, dashed, ...). ``curves[run][memory][stat][step] = value``."""
@@ -222,7 +257,8 @@ def memory_curves(curves: Mapping[str, Mapping[str, Mapping[str, Mapping[int, fl
         memories.extend(m for m in run_curves if m not in memories)
     blocks = [m for m in memories if not m.startswith("initial")]
     style: dict[str, LineStyleType] = {
-        m: ":" if m.startswith("initial") else _BLOCK_STYLES[blocks.index(m) % len(_BLOCK_STYLES)] for m in memories}
+        m: ":" if m.startswith("initial") else _BLOCK_STYLES[blocks.index(m) % len(_BLOCK_STYLES)] for m in memories
+    }
     flat = list(axes.flat)
     for ax, (stat, stat_title) in zip(flat, stats_titles, strict=False):
         drawn = False
@@ -230,14 +266,20 @@ def memory_curves(curves: Mapping[str, Mapping[str, Mapping[str, Mapping[int, fl
             for memory, by_stat in run_curves.items():
                 points = sorted((s, v) for s, v in by_stat.get(stat, {}).items() if v is not None)
                 if points:
-                    ax.plot(*zip(*points, strict=False), color=colors(r % 10), linestyle=style[memory], marker=".", markersize=3)
+                    ax.plot(
+                        *zip(*points, strict=False),
+                        color=colors(r % 10),
+                        linestyle=style[memory],
+                        marker=".",
+                        markersize=3,
+                    )
                     drawn = True
         ax.set_title(stat_title, fontsize=9)
         ax.set_xlabel("training step", fontsize=8)
         ax.grid(alpha=0.3)
         if not drawn:
             ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
-    for ax in flat[len(stats_titles):]:
+    for ax in flat[len(stats_titles) :]:
         ax.axis("off")
     handles = [Line2D([], [], color=colors(r % 10), label=run) for r, run in enumerate(curves)]
     handles += [Line2D([], [], color="black", linestyle=style[m], label=m) for m in memories]
@@ -274,8 +316,9 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
         top, bottom = fig, None
     axes = top.subplots(1, 3)
     x = np.arange(len(variants))
-    colors = ["tab:orange" if by_variant[v][0].get("reference", v.endswith("(reference)")) else "tab:blue"
-              for v in variants]
+    colors = [
+        "tab:orange" if by_variant[v][0].get("reference", v.endswith("(reference)")) else "tab:blue" for v in variants
+    ]
     panels = [
         ("distinct_vectors", "distinct memory vectors\n(cells grouped at cosine >= 0.99; tick: memory cells)"),
         ("mean_pairwise_cosine", "mean cosine between memory cells\n(1 = all cells point the same way)"),
@@ -286,10 +329,22 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
             values = [float(r[key]) for r in by_variant[v] if r.get(key) is not None]
             if values:
                 ax.bar(i, np.mean(values), color=colors[i], alpha=0.55, width=0.7)
-                ax.annotate(f"{np.mean(values):.3g}", (i, np.mean(values)), xytext=(0, 3), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=7)
-                ax.scatter(np.full(len(values), i) + np.linspace(-0.15, 0.15, len(values)) * (len(values) > 1),
-                           values, color="black", s=12, zorder=3)
+                ax.annotate(
+                    f"{np.mean(values):.3g}",
+                    (i, np.mean(values)),
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
+                ax.scatter(
+                    np.full(len(values), i) + np.linspace(-0.15, 0.15, len(values)) * (len(values) > 1),
+                    values,
+                    color="black",
+                    s=12,
+                    zorder=3,
+                )
             if key == "distinct_vectors":
                 cells = by_variant[v][0]["cells"]
                 ax.hlines(cells, i - 0.4, i + 0.4, color="black", linewidth=1.5)
@@ -304,9 +359,11 @@ def memory_degradation(runs: Sequence[Mapping[str, Any]], path: Path, title: str
         ax.set_xticks(x, variants, rotation=30, ha="right", fontsize=8)
         ax.set_title(panel_title, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    top.suptitle(title + "\nthe last encoder block at the best checkpoint; bar: mean over a variant's runs, "
-                 "dots: runs; blue: this suite's defaults, orange: the published code's settings (reference)",
-                 fontsize=9)
+    top.suptitle(
+        title + "\nthe last encoder block at the best checkpoint; bar: mean over a variant's runs, "
+        "dots: runs; blue: this suite's defaults, orange: the published code's settings (reference)",
+        fontsize=9,
+    )
     if bottom is not None:  # there is a heatmap row
         heat_axes = bottom.subplots(1, len(heat), squeeze=False)[0]
         for ax, (v, memory) in zip(heat_axes, heat, strict=False):

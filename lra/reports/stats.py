@@ -62,8 +62,9 @@ class FriedmanResult:
         return math.isfinite(self.p_value)
 
 
-def friedman(model: str, task: str, by_size: Mapping[int, Mapping[int, float]],
-             sizes: Sequence[int] = MEMORY_SIZES) -> FriedmanResult:
+def friedman(
+    model: str, task: str, by_size: Mapping[int, Mapping[int, float]], sizes: Sequence[int] = MEMORY_SIZES
+) -> FriedmanResult:
     """Friedman test over ``sizes`` for one (model, task); ``by_size[size][seed] = accuracy``."""
     missing = [s for s in sizes if s not in by_size]
     common = sorted(set.intersection(*(set(by_size[s]) for s in sizes))) if not missing else []

@@ -36,8 +36,9 @@ class Table:
         if self.scale.steps is not None:
             return f"{self.scale.steps:,} training steps"
         per_task = {r.task: r.num_train_steps for r in self.runs}
-        return "preset-default training steps (" + ", ".join(
-            f"{column_name(t)} {per_task[t]:,}" for t in self.tasks) + ")"
+        return (
+            "preset-default training steps (" + ", ".join(f"{column_name(t)} {per_task[t]:,}" for t in self.tasks) + ")"
+        )
 
     @property
     def device_kinds(self) -> list[str]:
@@ -46,8 +47,11 @@ class Table:
     @property
     def title(self) -> str:
         over = ", ".join(f"{k}={v}" for k, v in self.scale.overrides)
-        return (f"Preset `{self.scale.preset}`, {self.steps_text}"
-                + (f", overrides {over}" if over else "") + f"; device: {', '.join(self.device_kinds)}")
+        return (
+            f"Preset `{self.scale.preset}`, {self.steps_text}"
+            + (f", overrides {over}" if over else "")
+            + f"; device: {', '.join(self.device_kinds)}"
+        )
 
 
 def build_table(scale: Scale, runs: Sequence[RunResult], expected_n: int | None = None) -> Table:
@@ -58,8 +62,10 @@ def build_table(scale: Scale, runs: Sequence[RunResult], expected_n: int | None 
         key = (run.variant, run.task, run.seed)
         if key in seen:
             duplicates.append(run.workdir)
-            warnings.warn(f"{run.workdir} repeats {run.variant} / {run.task} / seed {run.seed} of "
-                          f"{seen[key].workdir}; ignoring it")
+            warnings.warn(
+                f"{run.workdir} repeats {run.variant} / {run.task} / seed {run.seed} of "
+                f"{seen[key].workdir}; ignoring it"
+            )
             continue
         seen[key] = run
     unique = list(seen.values())
@@ -73,8 +79,11 @@ def build_table(scale: Scale, runs: Sequence[RunResult], expected_n: int | None 
     n_max = max((c.n for c in cells.values()), default=0)
     table = Table(scale, unique, expected_n or n_max, tasks, variants, cells, {}, {}, [], duplicates)
     for v in variants:
-        table.averages[v] = (sum(cells[(v, t)].mean for t in tasks) / len(tasks)
-                             if len(tasks) > 1 and all(table.complete(v, t) for t in tasks) else None)
+        table.averages[v] = (
+            sum(cells[(v, t)].mean for t in tasks) / len(tasks)
+            if len(tasks) > 1 and all(table.complete(v, t) for t in tasks)
+            else None
+        )
     for t in tasks:
         shown = {v: cells[(v, t)].mean for v in variants if (v, t) in cells}
         table.best[t] = {v for v in _argmax(shown) if table.complete(v, t)}
@@ -91,8 +100,9 @@ def _argmax(values: dict[str, float]) -> set[str]:
     return {k for k, x in values.items() if round(x, 2) == top}
 
 
-def friedman_tests(runs: Sequence[RunResult], tasks: Sequence[str],
-                   sizes: Sequence[int] = stats.MEMORY_SIZES) -> list[stats.FriedmanResult]:
+def friedman_tests(
+    runs: Sequence[RunResult], tasks: Sequence[str], sizes: Sequence[int] = stats.MEMORY_SIZES
+) -> list[stats.FriedmanResult]:
     """Friedman over ``sizes`` for every (model, task), Holm-corrected together.
 
     Models: the families (``Luna`` of ``Luna-16``) with runs of at least two of ``sizes``.
@@ -102,8 +112,11 @@ def friedman_tests(runs: Sequence[RunResult], tasks: Sequence[str],
         name, size = family(run.variant)
         if size is not None and size in sizes:
             acc.setdefault(name, {}).setdefault(run.task, {}).setdefault(size, {})[run.seed] = run.test_accuracy
-    models = [m for m in sorted(acc, key=lambda m: variant_order(f"{m}-0"))
-              if len({s for by_size in acc[m].values() for s in by_size}) >= 2]
+    models = [
+        m
+        for m in sorted(acc, key=lambda m: variant_order(f"{m}-0"))
+        if len({s for by_size in acc[m].values() for s in by_size}) >= 2
+    ]
     results = [stats.friedman(m, t, acc[m].get(t, {}), sizes) for m in models for t in tasks]
     stats.correct_holm(results)
     return results

@@ -45,16 +45,24 @@ def curve_title(table: Table, task: str) -> str:
     5 seeds", with the variants whose seed count differs named, e.g. "1 seed (Transformer: 2)"."""
     steps = sorted({r.num_train_steps for r in table.runs if r.task == task})
     words = [OVERRIDE_WORDS[k].format(v) if k in OVERRIDE_WORDS else f"{k}={v}" for k, v in table.scale.overrides]
-    text = (f"{column_name(task)}, {table.scale.preset} preset, "
-            + "/".join(f"{n:,}" for n in steps) + " training steps" + (f" ({', '.join(words)})" if words else ""))
+    text = (
+        f"{column_name(task)}, {table.scale.preset} preset, "
+        + "/".join(f"{n:,}" for n in steps)
+        + " training steps"
+        + (f" ({', '.join(words)})" if words else "")
+    )
     n = table.expected_n
-    others = [f"{v}: {table.cells[(v, task)].n}" for v in table.variants
-              if (v, task) in table.cells and table.cells[(v, task)].n != n]
+    others = [
+        f"{v}: {table.cells[(v, task)].n}"
+        for v in table.variants
+        if (v, task) in table.cells and table.cells[(v, task)].n != n
+    ]
     return text + f", {n} seed{'s' if n != 1 else ''}" + (f" ({', '.join(others)})" if others else "")
 
 
-def curve_baselines(task: str, majority: float | None = None,
-                    structure_free: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+def curve_baselines(
+    task: str, majority: float | None = None, structure_free: dict[str, Any] | None = None
+) -> list[tuple[str, float]]:
     """Horizontal lines of a task's curves: chance, the majority class when it was measured, and
     ListOps's structure-free baseline (lra.reports.listops_baseline) on validation."""
     lines = [(f"chance ({TASK_CLASSES[task]} classes)", 100.0 / TASK_CLASSES[task])] if task in TASK_CLASSES else []

@@ -44,18 +44,26 @@ def _average_text(table: Table, variant: str, latex: bool) -> str:
 
 
 def caption(table: Table) -> str:
-    return (f"Test accuracy (%) at the best-validation checkpoint, mean ± {STD_NOTE} over "
-            f"{table.expected_n} seed{'s' if table.expected_n != 1 else ''} per cell; (n=k) marks a cell with "
-            f"another seed count (with fewer: incomplete, not bold, no Average). Bold: the highest mean of its "
-            f"column, if that cell is complete (a column whose highest mean is incomplete has no bold)."
-            + (" Average: mean over the task columns." if len(table.tasks) > 1 else ""))
+    return (
+        f"Test accuracy (%) at the best-validation checkpoint, mean ± {STD_NOTE} over "
+        f"{table.expected_n} seed{'s' if table.expected_n != 1 else ''} per cell; (n=k) marks a cell with "
+        f"another seed count (with fewer: incomplete, not bold, no Average). Bold: the highest mean of its "
+        f"column, if that cell is complete (a column whose highest mean is incomplete has no bold)."
+        + (" Average: mean over the task columns." if len(table.tasks) > 1 else "")
+    )
 
 
 def markdown_table(table: Table, note: str | None = None) -> str:
     """The paper-layout table; ``note`` (e.g. how the runs differ from the paper) goes under it."""
     cols = [column_name(t) for t in table.tasks] + (["Average"] if len(table.tasks) > 1 else [])
-    lines = [f"### {table.title}", "", caption(table), "",
-             "| Model | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    lines = [
+        f"### {table.title}",
+        "",
+        caption(table),
+        "",
+        "| Model | " + " | ".join(cols) + " |",
+        "|---" * (len(cols) + 1) + "|",
+    ]
     for v in table.variants:
         row = [_cell_text(table, v, t, False) for t in table.tasks]
         if len(table.tasks) > 1:
@@ -73,10 +81,16 @@ def _tex_escape(text: str) -> str:
 def latex_table(table: Table) -> str:
     cols = [column_name(t) for t in table.tasks] + (["Average"] if len(table.tasks) > 1 else [])
     title = _tex_escape(table.title.replace("`", ""))
-    lines = ["% requires \\usepackage{booktabs}", r"\begin{table}[t]", r"\centering",
-             rf"\caption{{{title}. {_tex_escape(caption(table)).replace('±', PM)}}}",
-             r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
-             "Model & " + " & ".join(f"{c} $\\uparrow$" for c in cols) + r" \\", r"\midrule"]
+    lines = [
+        "% requires \\usepackage{booktabs}",
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{title}. {_tex_escape(caption(table)).replace('±', PM)}}}",
+        r"\begin{tabular}{l" + "c" * len(cols) + "}",
+        r"\toprule",
+        "Model & " + " & ".join(f"{c} $\\uparrow$" for c in cols) + r" \\",
+        r"\midrule",
+    ]
     previous = None
     for v in table.variants:
         fam = family(v)[0]
@@ -99,16 +113,23 @@ def friedman_grid(table: Table) -> tuple[list[str], dict[tuple[str, str], stats.
 def friedman_caption(table: Table) -> str:
     tested = sum(r.tested for r in table.friedman)
     sizes = "/".join(map(str, stats.MEMORY_SIZES))
-    return (f"Friedman test over memory sizes {sizes} per (model, task), blocks paired by seed, "
-            f"H0: equal expected accuracies. Holm-corrected p-values over the {tested} tests of this table "
-            f"(bold: < 0.05); n/a: not tested. Raw p-values and statistics: friedman.csv.")
+    return (
+        f"Friedman test over memory sizes {sizes} per (model, task), blocks paired by seed, "
+        f"H0: equal expected accuracies. Holm-corrected p-values over the {tested} tests of this table "
+        f"(bold: < 0.05); n/a: not tested. Raw p-values and statistics: friedman.csv."
+    )
 
 
 def friedman_markdown(table: Table) -> str:
     models, grid = friedman_grid(table)
-    lines = [f"### Friedman test — {table.title}", "", friedman_caption(table), "",
-             "| Model | " + " | ".join(column_name(t) for t in table.tasks) + " |",
-             "|---" * (len(table.tasks) + 1) + "|"]
+    lines = [
+        f"### Friedman test — {table.title}",
+        "",
+        friedman_caption(table),
+        "",
+        "| Model | " + " | ".join(column_name(t) for t in table.tasks) + " |",
+        "|---" * (len(table.tasks) + 1) + "|",
+    ]
     for m in models:
         row = []
         for t in table.tasks:
@@ -124,10 +145,16 @@ def friedman_markdown(table: Table) -> str:
 
 def friedman_latex(table: Table) -> str:
     models, grid = friedman_grid(table)
-    lines = ["% requires \\usepackage{booktabs}", r"\begin{table}[t]", r"\centering",
-             rf"\caption{{{_tex_escape(table.title.replace('`', ''))}. {_tex_escape(friedman_caption(table))}}}",
-             r"\begin{tabular}{l" + "c" * len(table.tasks) + "}", r"\toprule",
-             "Model & " + " & ".join(column_name(t) for t in table.tasks) + r" \\", r"\midrule"]
+    lines = [
+        "% requires \\usepackage{booktabs}",
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{_tex_escape(table.title.replace('`', ''))}. {_tex_escape(friedman_caption(table))}}}",
+        r"\begin{tabular}{l" + "c" * len(table.tasks) + "}",
+        r"\toprule",
+        "Model & " + " & ".join(column_name(t) for t in table.tasks) + r" \\",
+        r"\midrule",
+    ]
     for m in models:
         row = []
         for t in table.tasks:

@@ -15,8 +15,14 @@ from typing import Any
 
 from lra.training.run_files import RESUMABLE_CHANGES, flatten_config, result_problem
 
-TASK_COLUMNS = {"text": "Classification", "matching": "Matching", "listops": "ListOps", "image": "CIFAR-10",
-                "pathfinder": "Pathfinder", "pathx": "Path-X"}
+TASK_COLUMNS = {
+    "text": "Classification",
+    "matching": "Matching",
+    "listops": "ListOps",
+    "image": "CIFAR-10",
+    "pathfinder": "Pathfinder",
+    "pathx": "Path-X",
+}
 FAMILY_ORDER = ("Transformer", "Luna", "ConvLuna", "OnlyScaling", "OnlyFiltering")
 IGNORED_OVERRIDES = frozenset(RESUMABLE_CHANGES - {"num_train_steps"})
 
@@ -106,8 +112,10 @@ def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
             except ValueError:
                 lra_like = True  # a cut-short result.json of a run
             if lra_like:
-                warnings.warn(f"{path} is not a valid lra.train result ({problem}); skipped. Rerun the run's "
-                              f"lra.train command to rebuild it from its best checkpoint, or delete it")
+                warnings.warn(
+                    f"{path} is not a valid lra.train result ({problem}); skipped. Rerun the run's "
+                    f"lra.train command to rebuild it from its best checkpoint, or delete it"
+                )
             else:
                 warnings.warn(f"{path} is not an lra.train result (no {', '.join(RESULT_KEYS)}); skipped")
             continue
@@ -118,20 +126,44 @@ def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
             if not isinstance(overrides, dict):
                 raise ValueError("'overrides' is not an object")
         except ValueError as e:
-            warnings.warn(f"{sweep_file} is damaged ({e}), so the scale of {path} is unknown; skipped. "
-                          f"Rewrite it by rerunning the sweep command (finished runs are skipped)")
+            warnings.warn(
+                f"{sweep_file} is damaged ({e}), so the scale of {path} is unknown; skipped. "
+                f"Rewrite it by rerunning the sweep command (finished runs are skipped)"
+            )
             continue
-        runs.append(RunResult(workdir, r["task"], r["variant"], int(r["seed"]), float(r["test_accuracy"]),
-                              int(r["num_train_steps"]), r.get("config_preset", "paper"),
-                              r.get("device_kind", "unknown"), {k: str(v) for k, v in overrides.items()}, r))
+        runs.append(
+            RunResult(
+                workdir,
+                r["task"],
+                r["variant"],
+                int(r["seed"]),
+                float(r["test_accuracy"]),
+                int(r["num_train_steps"]),
+                r.get("config_preset", "paper"),
+                r.get("device_kind", "unknown"),
+                {k: str(v) for k, v in overrides.items()},
+                r,
+            )
+        )
     unfinished = [c.parent for c in sorted(Path(root).rglob("config.json")) if not (c.parent / "result.json").exists()]
     return runs, unfinished
 
 
 # config.json fields that may differ within a cell: the seed, and what changes no result (paths,
 # logging, checkpoint cadence, the bucket order: a per-seed draw like the seed's own).
-POOL_IGNORED = frozenset({"seed", "seeds", "data_dir", "log_every", "checkpoint_every", "data.cache_dir",
-                          "data.tfds_dir", "data.bucket_order_seed", "log_memory_stats"})
+POOL_IGNORED = frozenset(
+    {
+        "seed",
+        "seeds",
+        "data_dir",
+        "log_every",
+        "checkpoint_every",
+        "data.cache_dir",
+        "data.tfds_dir",
+        "data.bucket_order_seed",
+        "log_memory_stats",
+    }
+)
 
 
 def run_config(workdir: Path) -> dict[str, Any] | None:
@@ -148,8 +180,13 @@ def run_config(workdir: Path) -> dict[str, Any] | None:
         raise ValueError(f"{path} is damaged ({e})") from None
     for key, value in LEGACY_FIELDS.items():
         if key not in flat:
-            flat[key] = (flat.get("model.emb_dim", 1) ** -0.5 if key == "model.memory_init_scale"
-                         else list(value) if isinstance(value, tuple) else value)
+            flat[key] = (
+                flat.get("model.emb_dim", 1) ** -0.5
+                if key == "model.memory_init_scale"
+                else list(value)
+                if isinstance(value, tuple)
+                else value
+            )
     _fill_option_defaults(flat)
     return {k: v for k, v in flat.items() if k not in POOL_IGNORED}
 
@@ -173,8 +210,7 @@ def _difference(config: dict[str, Any] | None, others: Sequence[dict[str, Any] |
     """The fields (``key=value``) in which ``config`` differs from any of ``others``."""
     if config is None:
         return ["no config.json"]
-    keys = sorted({k for o in others if o is not None for k in config.keys() | o.keys()
-                   if config.get(k) != o.get(k)})
+    keys = sorted({k for o in others if o is not None for k in config.keys() | o.keys() if config.get(k) != o.get(k)})
     return [f"{k}={config.get(k)}" for k in keys] or (["no config.json"] if None in others else [])
 
 
@@ -215,8 +251,10 @@ def split_by_config(runs: Sequence[RunResult]) -> list[RunResult]:
             label = f"{variant} [{', '.join(_difference(configs[group[0].workdir], others))}]"
             out += [dataclasses.replace(r, variant=label) for r in group]
             described.append(f"{label}: {', '.join(str(r.workdir) for r in group)}")
-        warnings.warn(f"{column_name(task)} / {variant}: runs of {len(groups)} different configs (not only "
-                      f"the seed); not pooled, one row each: " + "; ".join(described))
+        warnings.warn(
+            f"{column_name(task)} / {variant}: runs of {len(groups)} different configs (not only "
+            f"the seed); not pooled, one row each: " + "; ".join(described)
+        )
     return out
 
 
@@ -233,8 +271,9 @@ def default_steps(task: str, preset: str) -> int | None:
 
 def scale_of(run: RunResult) -> Scale:
     steps = None if run.num_train_steps == default_steps(run.task, run.preset) else run.num_train_steps
-    overrides = tuple(sorted((k, v) for k, v in run.overrides.items()
-                             if k not in IGNORED_OVERRIDES and k != "num_train_steps"))
+    overrides = tuple(
+        sorted((k, v) for k, v in run.overrides.items() if k not in IGNORED_OVERRIDES and k != "num_train_steps")
+    )
     return Scale(run.preset, steps, overrides)
 
 
@@ -243,6 +282,15 @@ def group_by_scale(runs: Iterable[RunResult]) -> dict[Scale, list[RunResult]]:
     for run in runs:
         groups.setdefault(scale_of(run), []).append(run)
     preset_rank = {"paper": 0, "cpu": 1, "smoke": 2}
-    return dict(sorted(groups.items(), key=lambda kv: (preset_rank.get(kv[0].preset, 3), kv[0].preset,
-                                                       kv[0].steps is not None, -(kv[0].steps or 0),
-                                                       kv[0].overrides)))
+    return dict(
+        sorted(
+            groups.items(),
+            key=lambda kv: (
+                preset_rank.get(kv[0].preset, 3),
+                kv[0].preset,
+                kv[0].steps is not None,
+                -(kv[0].steps or 0),
+                kv[0].overrides,
+            ),
+        )
+    )

@@ -91,12 +91,46 @@ from lra.reports.table_runs import (
 )
 from lra.training.run_files import write_text_atomic
 
-__all__ = ["BAND_NOTE", "FAMILY_ORDER", "IGNORED_OVERRIDES", "OVERRIDE_WORDS", "PM", "POOL_IGNORED", "RESULT_KEYS",
-           "STD_NOTE", "TASK_CLASSES", "TASK_COLUMNS", "RunResult", "Scale", "Table", "build_table", "caption",
-           "column_name", "curve_baselines", "curve_title", "default_steps", "family", "friedman_caption",
-           "friedman_grid", "friedman_latex", "friedman_markdown", "friedman_tests", "group_by_scale",
-           "latex_table", "listops_baseline", "load_results", "markdown_table", "read_json_object", "run_config",
-           "scale_of", "split_by_config", "task_order", "validation_curves", "variant_order", "write_all"]
+__all__ = [
+    "BAND_NOTE",
+    "FAMILY_ORDER",
+    "IGNORED_OVERRIDES",
+    "OVERRIDE_WORDS",
+    "PM",
+    "POOL_IGNORED",
+    "RESULT_KEYS",
+    "STD_NOTE",
+    "TASK_CLASSES",
+    "TASK_COLUMNS",
+    "RunResult",
+    "Scale",
+    "Table",
+    "build_table",
+    "caption",
+    "column_name",
+    "curve_baselines",
+    "curve_title",
+    "default_steps",
+    "family",
+    "friedman_caption",
+    "friedman_grid",
+    "friedman_latex",
+    "friedman_markdown",
+    "friedman_tests",
+    "group_by_scale",
+    "latex_table",
+    "listops_baseline",
+    "load_results",
+    "markdown_table",
+    "read_json_object",
+    "run_config",
+    "scale_of",
+    "split_by_config",
+    "task_order",
+    "validation_curves",
+    "variant_order",
+    "write_all",
+]
 
 
 BAND_NOTE = "min-max over seeds"
@@ -120,28 +154,69 @@ def _write_friedman_csv(table: Table, path: Path) -> None:
         w = csv.writer(f)
         w.writerow(["model", "task", "sizes", "seeds", "statistic", "p_value", "p_holm", "note"])
         for r in table.friedman:
-            w.writerow([r.model, r.task, " ".join(map(str, r.sizes)), " ".join(map(str, r.seeds)),
-                        r.statistic, r.p_value, r.p_holm, r.note])
+            w.writerow(
+                [
+                    r.model,
+                    r.task,
+                    " ".join(map(str, r.sizes)),
+                    " ".join(map(str, r.seeds)),
+                    r.statistic,
+                    r.p_value,
+                    r.p_holm,
+                    r.note,
+                ]
+            )
 
 
 def _write_runs_csv(table: Table, path: Path) -> None:
     with _AtomicText(path) as f:
         w = csv.writer(f)
-        w.writerow(["variant", "task", "seed", "test_accuracy", "best_val_accuracy", "best_step", "num_train_steps",
-                    "train_seconds", "device_kind", "git_commit", "workdir"])
+        w.writerow(
+            [
+                "variant",
+                "task",
+                "seed",
+                "test_accuracy",
+                "best_val_accuracy",
+                "best_step",
+                "num_train_steps",
+                "train_seconds",
+                "device_kind",
+                "git_commit",
+                "workdir",
+            ]
+        )
         for r in sorted(table.runs, key=lambda r: (variant_order(r.variant), task_order(r.task), r.seed)):
-            w.writerow([r.variant, r.task, r.seed, r.test_accuracy, r.result.get("best_val_accuracy"),
-                        r.result.get("best_step"), r.num_train_steps, r.result.get("train_seconds"),
-                        r.device_kind, r.result.get("git_commit"), str(r.workdir)])
+            w.writerow(
+                [
+                    r.variant,
+                    r.task,
+                    r.seed,
+                    r.test_accuracy,
+                    r.result.get("best_val_accuracy"),
+                    r.result.get("best_step"),
+                    r.num_train_steps,
+                    r.result.get("train_seconds"),
+                    r.device_kind,
+                    r.result.get("git_commit"),
+                    str(r.workdir),
+                ]
+            )
 
 
 def _json_number(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
-def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, plots_enabled: bool = True,
-              note: str | None = None, majority: dict[str, float] | None = None,
-              structure_free_baseline: bool = True) -> dict:
+def write_all(
+    results_dir: Path,
+    out: Path,
+    expected_seeds: int | None = None,
+    plots_enabled: bool = True,
+    note: str | None = None,
+    majority: dict[str, float] | None = None,
+    structure_free_baseline: bool = True,
+) -> dict:
     """Read every result under ``results_dir``; write tables, tests, plots and summary.json to ``out``.
 
     ``note`` is printed under every results table (and kept in summary.json). ``majority``: task ->
@@ -154,13 +229,25 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
     runs, unfinished = load_results(results_dir)
     runs = split_by_config(runs)
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"results_dir": str(results_dir), "num_runs": len(runs),
-                               "std": STD_NOTE, "curve_band": BAND_NOTE, "accuracy_unit": "percent",
-                               "unfinished_workdirs": [str(p) for p in unfinished], "tables": [], "note": note,
-                               "majority_class_percent": majority}
-    index = ["# Results", "", f"Generated by `scripts/make_tables.py` from {len(runs)} finished runs under "
-             f"`{results_dir}`" + (f" ({len(unfinished)} unfinished workdirs ignored)" if unfinished else "") + ".",
-             "One table per scale; numbers of different scales are never compared.", ""]
+    summary: dict[str, Any] = {
+        "results_dir": str(results_dir),
+        "num_runs": len(runs),
+        "std": STD_NOTE,
+        "curve_band": BAND_NOTE,
+        "accuracy_unit": "percent",
+        "unfinished_workdirs": [str(p) for p in unfinished],
+        "tables": [],
+        "note": note,
+        "majority_class_percent": majority,
+    }
+    index = [
+        "# Results",
+        "",
+        f"Generated by `scripts/make_tables.py` from {len(runs)} finished runs under "
+        f"`{results_dir}`" + (f" ({len(unfinished)} unfinished workdirs ignored)" if unfinished else "") + ".",
+        "One table per scale; numbers of different scales are never compared.",
+        "",
+    ]
     for scale, group in group_by_scale(runs).items():
         table = build_table(scale, group, expected_seeds)
         folder = out / scale.slug
@@ -174,8 +261,11 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
         _write_runs_csv(table, files["runs_csv"])
         index += [table_markdown]
         if table.friedman:
-            files.update(friedman_markdown=folder / "friedman.md", friedman_latex=folder / "friedman.tex",
-                         friedman_csv=folder / "friedman.csv")
+            files.update(
+                friedman_markdown=folder / "friedman.md",
+                friedman_latex=folder / "friedman.tex",
+                friedman_csv=folder / "friedman.csv",
+            )
             write_text_atomic(files["friedman_markdown"], friedman_markdown(table))
             write_text_atomic(files["friedman_latex"], friedman_latex(table))
             _write_friedman_csv(table, files["friedman_csv"])
@@ -186,18 +276,25 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
             if table.friedman:
                 models, grid = friedman_grid(table)
                 files["friedman_png"] = plots.pvalue_heatmap(
-                    [[grid[(m, t)].p_holm for t in table.tasks] for m in models], models,
-                    [column_name(t) for t in table.tasks], folder / "friedman.png",
-                    f"Friedman over memory sizes, Holm-corrected p\n{table.title.replace('`', '')}")
+                    [[grid[(m, t)].p_holm for t in table.tasks] for m in models],
+                    models,
+                    [column_name(t) for t in table.tasks],
+                    folder / "friedman.png",
+                    f"Friedman over memory sizes, Holm-corrected p\n{table.title.replace('`', '')}",
+                )
                 index += [f"![Friedman p-values]({files['friedman_png'].relative_to(out)})", ""]
             for task in table.tasks:
                 curves = validation_curves(table.runs, task)
                 if curves:
                     files[f"curves_{task}"] = plots.learning_curves(
-                        curves, folder / f"curves_{task}.png", curve_title(table, task),
+                        curves,
+                        folder / f"curves_{task}.png",
+                        curve_title(table, task),
                         test={v: table.cells[(v, task)].values for v in curves if (v, task) in table.cells},
-                        baselines=curve_baselines(task, majority.get(task),
-                                                  structure_free if task == "listops" else None))
+                        baselines=curve_baselines(
+                            task, majority.get(task), structure_free if task == "listops" else None
+                        ),
+                    )
                     index += [f"![{column_name(task)} curves]({files[f'curves_{task}'].relative_to(out)})", ""]
         summary["tables"].append(_table_summary(table, {k: str(v.relative_to(out)) for k, v in files.items()}))
         if structure_free is not None:
@@ -209,19 +306,43 @@ def write_all(results_dir: Path, out: Path, expected_seeds: int | None = None, p
 
 def _table_summary(table: Table, files: dict[str, str]) -> dict[str, Any]:
     return {
-        "slug": table.scale.slug, "title": table.title, "preset": table.scale.preset,
+        "slug": table.scale.slug,
+        "title": table.title,
+        "preset": table.scale.preset,
         "num_train_steps": {t: sorted({r.num_train_steps for r in table.runs if r.task == t}) for t in table.tasks},
-        "overrides": dict(table.scale.overrides), "device_kinds": table.device_kinds,
-        "expected_seeds": table.expected_n, "tasks": table.tasks, "variants": table.variants,
-        "cells": [{"variant": v, "task": t, "n": c.n, "seeds": c.seeds, "values": c.values, "mean": c.mean,
-                   "std": _json_number(c.std), "complete": table.complete(v, t)}
-                  for (v, t), c in sorted(table.cells.items(), key=lambda kv: (variant_order(kv[0][0]),
-                                                                               task_order(kv[0][1])))],
+        "overrides": dict(table.scale.overrides),
+        "device_kinds": table.device_kinds,
+        "expected_seeds": table.expected_n,
+        "tasks": table.tasks,
+        "variants": table.variants,
+        "cells": [
+            {
+                "variant": v,
+                "task": t,
+                "n": c.n,
+                "seeds": c.seeds,
+                "values": c.values,
+                "mean": c.mean,
+                "std": _json_number(c.std),
+                "complete": table.complete(v, t),
+            }
+            for (v, t), c in sorted(table.cells.items(), key=lambda kv: (variant_order(kv[0][0]), task_order(kv[0][1])))
+        ],
         "averages": {v: a for v, a in table.averages.items()},
         "best": {k: sorted(v) for k, v in table.best.items()},
-        "friedman": [{"model": r.model, "task": r.task, "sizes": list(r.sizes), "seeds": r.seeds,
-                      "statistic": _json_number(r.statistic), "p_value": _json_number(r.p_value),
-                      "p_holm": _json_number(r.p_holm), "note": r.note} for r in table.friedman],
+        "friedman": [
+            {
+                "model": r.model,
+                "task": r.task,
+                "sizes": list(r.sizes),
+                "seeds": r.seeds,
+                "statistic": _json_number(r.statistic),
+                "p_value": _json_number(r.p_value),
+                "p_holm": _json_number(r.p_holm),
+                "note": r.note,
+            }
+            for r in table.friedman
+        ],
         "duplicates_ignored": [str(p) for p in table.duplicates],
         "files": files,
     }

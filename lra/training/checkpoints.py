@@ -77,8 +77,7 @@ class SealedTemporaryPath(atomicity.AtomicRenameTemporaryPath):
     def from_final(cls, final_path: Any, **kwargs: Any) -> atomicity.AtomicRenameTemporaryPath:
         if not final_path.name.isdigit():  # an item's folder inside the step's: orbax's own protocol
             return atomicity.AtomicRenameTemporaryPath.from_final(final_path, **kwargs)
-        return cls(final_path.parent / f"{TMP_PREFIX}{final_path.name}{atomicity.TMP_DIR_SUFFIX}", final_path,
-                   **kwargs)
+        return cls(final_path.parent / f"{TMP_PREFIX}{final_path.name}{atomicity.TMP_DIR_SUFFIX}", final_path, **kwargs)
 
     @classmethod
     def from_temporary(cls, temporary_path: Any, **kwargs: Any) -> SealedTemporaryPath:
@@ -103,7 +102,7 @@ class SealedTemporaryPath(atomicity.AtomicRenameTemporaryPath):
 def _final_folder(temporary: Path) -> Path:
     """``<kind>/<step>`` of a save's temporary folder ``<kind>/.tmp-<step>.orbax-checkpoint-tmp``."""
     name = temporary.name.removeprefix(TMP_PREFIX)
-    return temporary.parent / name[:name.index(atomicity.TMP_DIR_SUFFIX)]
+    return temporary.parent / name[: name.index(atomicity.TMP_DIR_SUFFIX)]
 
 
 class Checkpoints:
@@ -137,11 +136,21 @@ class Checkpoints:
             sealed = type("Sealed", (SealedTemporaryPath,), {"seal": staticmethod(self._seal)})
             # a checkpoint without metrics (saved before the CheckpointManager, or by a caller that gave
             # none) is never pruned: nothing is lost, and restore_best reads the newest
-            best = dict(best_fn=lambda metrics: metrics["accuracy"], best_mode="max",
-                        keep_checkpoints_without_metrics=True) if kind == "best" else {}
+            best = (
+                dict(
+                    best_fn=lambda metrics: metrics["accuracy"], best_mode="max", keep_checkpoints_without_metrics=True
+                )
+                if kind == "best"
+                else {}
+            )
             options = ocp.CheckpointManagerOptions(
-                max_to_keep=KEEP[kind], enable_async_checkpointing=False, save_root_metadata=False,
-                todelete_subdir=DELETED, temporary_path_class=sealed, **best)
+                max_to_keep=KEEP[kind],
+                enable_async_checkpointing=False,
+                save_root_metadata=False,
+                todelete_subdir=DELETED,
+                temporary_path_class=sealed,
+                **best,
+            )
             self._managers[kind] = ocp.CheckpointManager(self.root / kind, options=options, item_names=(ITEM,))
         return self._managers[kind]
 
@@ -226,8 +235,7 @@ class Checkpoints:
                 f"refusing to save a state with NaN/Inf values at step {step} ({', '.join(bad[:3])}"
                 f"{', ...' if len(bad) > 3 else ''})"
             )
-        record: dict[str, Any] = {"format": FORMAT, "kind": kind, "step": step,
-                                  "arrays": integrity.array_digests(host)}
+        record: dict[str, Any] = {"format": FORMAT, "kind": kind, "step": step, "arrays": integrity.array_digests(host)}
         custom = None
         if self.config is not None:
             custom = {"config": self.config, "config_digest": config_digest(self.config)}
@@ -236,8 +244,13 @@ class Checkpoints:
             if self.primary:
                 self._remove_leftovers(kind)
             self._sealing[final] = record
-            self._manager(kind).save(step, args=ocp.args.Composite(**{ITEM: ocp.args.StandardSave(state)}),
-                                     metrics=metrics, custom_metadata=custom, force=True)
+            self._manager(kind).save(
+                step,
+                args=ocp.args.Composite(**{ITEM: ocp.args.StandardSave(state)}),
+                metrics=metrics,
+                custom_metadata=custom,
+                force=True,
+            )
             if self.primary:
                 self._remove_leftovers(kind)  # what this save pruned
         except (NonFiniteLossError, Interrupted, KeyboardInterrupt):
@@ -276,7 +289,8 @@ class Checkpoints:
         folder = self.path(kind, step)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         restored = self._manager(kind).restore(
-            step, args=ocp.args.Composite(**{ITEM: ocp.args.StandardRestore(abstract)}))
+            step, args=ocp.args.Composite(**{ITEM: ocp.args.StandardRestore(abstract)})
+        )
         state = restored[ITEM]
         try:
             integrity.compare(record["arrays"], integrity.array_digests(jax.device_get(state)), "array")

@@ -41,8 +41,12 @@ class ChildSignals:
             if self.signum is None:
                 self.signum = signum
                 self.interrupted = [label for _, label in running]
-                print(f"{signal.Signals(signum).name}: " + self.on_signal.format(
-                    count=len(running), labels=", ".join(self.interrupted) or "none"), file=sys.stderr, flush=True)
+                print(
+                    f"{signal.Signals(signum).name}: "
+                    + self.on_signal.format(count=len(running), labels=", ".join(self.interrupted) or "none"),
+                    file=sys.stderr,
+                    flush=True,
+                )
         for child, _ in running:
             child.send_signal(signum)
 

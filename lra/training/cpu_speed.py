@@ -146,9 +146,12 @@ def reexec_with_fast_allocator() -> None:
     if not fast_allocator_wanted() or os.environ.get(_REEXEC_MARK):
         return
     if chosen_allocator() == "glibc-tunables" and os.environ.get(ALLOC_SWITCH, "").strip().lower() != "glibc":
-        print(f"note: {MIMALLOC_WHEEL} is not installed (pip install {MIMALLOC_WHEEL}); using glibc's allocator "
-              f"tunables instead (slower, same numbers). {ALLOC_SWITCH}=glibc silences this.",
-              file=sys.stderr, flush=True)
+        print(
+            f"note: {MIMALLOC_WHEEL} is not installed (pip install {MIMALLOC_WHEEL}); using glibc's allocator "
+            f"tunables instead (slower, same numbers). {ALLOC_SWITCH}=glibc silences this.",
+            file=sys.stderr,
+            flush=True,
+        )
     if allocator_in_force() == chosen_allocator():
         return
     argv = list(getattr(sys, "orig_argv", [])) or [sys.executable, *sys.argv]
@@ -157,8 +160,12 @@ def reexec_with_fast_allocator() -> None:
         sys.stderr.flush()
         os.execve(sys.executable, [sys.executable, *argv[1:]], child_environment())
     except OSError as e:
-        print(f"note: could not restart with the faster allocator settings ({e}); continuing with glibc's "
-              f"defaults (slower, same numbers). {ALLOC_SWITCH}=0 silences this.", file=sys.stderr, flush=True)
+        print(
+            f"note: could not restart with the faster allocator settings ({e}); continuing with glibc's "
+            f"defaults (slower, same numbers). {ALLOC_SWITCH}=0 silences this.",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def threefry_mode(env: Mapping[str, str] | None = None) -> str:
@@ -205,8 +212,9 @@ def requested_core() -> int | None:
     if not text:
         return None
     if not text.isdigit() or int(text) not in os.sched_getaffinity(0):
-        raise InputError(f"{PIN_VARIABLE}={text!r}: not a core this process may use "
-                         f"(allowed: {sorted(os.sched_getaffinity(0))})")
+        raise InputError(
+            f"{PIN_VARIABLE}={text!r}: not a core this process may use " f"(allowed: {sorted(os.sched_getaffinity(0))})"
+        )
     return int(text)
 
 

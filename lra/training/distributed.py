@@ -159,9 +159,13 @@ def _watch(done: threading.Event, message: str, timeout: int) -> None:
         waited += step
         if waited < timeout:
             print(f"{message} ({waited} s of {timeout} s)", file=sys.stderr, flush=True)
-    print(f"error: {message}: not every process joined within {timeout} s. Start all {NUM_PROCESSES_VAR} "
-          f"processes with the same {COORDINATOR_VAR} (process 0's host:port, reachable from every host) "
-          f"and distinct {PROCESS_ID_VAR}s; {TIMEOUT_VAR}=SECONDS waits longer", file=sys.stderr, flush=True)
+    print(
+        f"error: {message}: not every process joined within {timeout} s. Start all {NUM_PROCESSES_VAR} "
+        f"processes with the same {COORDINATOR_VAR} (process 0's host:port, reachable from every host) "
+        f"and distinct {PROCESS_ID_VAR}s; {TIMEOUT_VAR}=SECONDS waits longer",
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(EXIT_NO_PEERS)
 
 
@@ -211,12 +215,15 @@ def check_same_config(payload: Mapping[str, Any]) -> None:
     for pid in range(1, len(flat)):
         diffs = sorted(k for k in flat[0].keys() | flat[pid].keys() if flat[0].get(k) != flat[pid].get(k))
         if diffs:
-            shown = "; ".join(f"{k}: {flat[0].get(k)!r} in process 0, {flat[pid].get(k)!r} in process {pid}"
-                              for k in diffs[:4])
+            shown = "; ".join(
+                f"{k}: {flat[0].get(k)!r} in process 0, {flat[pid].get(k)!r} in process {pid}" for k in diffs[:4]
+            )
             lines.append(shown + ("; ..." if len(diffs) > 4 else ""))
-    raise InputError(f"the {len(flat)} processes of this launch were given different commands ({' | '.join(lines)}); "
-                     f"nothing was changed. Start every process with the same --config, --config.* overrides, "
-                     f"--workdir and flags")
+    raise InputError(
+        f"the {len(flat)} processes of this launch were given different commands ({' | '.join(lines)}); "
+        f"nothing was changed. Start every process with the same --config, --config.* overrides, "
+        f"--workdir and flags"
+    )
 
 
 def data_mesh() -> Mesh:

@@ -97,8 +97,10 @@ def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[Ta
     check_before_data(config, num_seeds=len(workdirs))  # a billion examples or positions: refused before generating
     data = load_task(config)
     if data.max_len > config.model.max_len:
-        raise InputError(f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="
-                         f"{config.model.max_len}: raise config.model.max_len")
+        raise InputError(
+            f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="
+            f"{config.model.max_len}: raise config.model.max_len"
+        )
     model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
     sample = np.zeros((1,) + data.train.inputs.shape[1:], np.int32)
     shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), sample)["params"])  # traces, no compile
@@ -141,13 +143,20 @@ def inherit_bucket_order(run: SeedRun) -> None:
     if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 0:
         with config.unlocked():
             config.data.bucket_order_seed = recorded
-        print(f"{run.workdir}: data.bucket_order_seed={recorded} taken from its config.json (the bucket order of the "
-              f"bundle it trained in); this run resumes with it", file=sys.stderr, flush=True)
+        print(
+            f"{run.workdir}: data.bucket_order_seed={recorded} taken from its config.json (the bucket order of the "
+            f"bundle it trained in); this run resumes with it",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | None = None,
-                       start_over: bool = False, profile: str | None = None
-                       ) -> dict[str, Any] | list[dict[str, Any]]:
+def train_and_evaluate(
+    config: ml_collections.ConfigDict,
+    workdir: str | Path | None = None,
+    start_over: bool = False,
+    profile: str | None = None,
+) -> dict[str, Any] | list[dict[str, Any]]:
     """Train (or resume) the config's seeds and return result.json's contents: one dict for one
     seed, a list (in ``config.seeds`` order) for several.
 
@@ -164,10 +173,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
         distributed.initialize()
         if jax.process_count() > 1:
             stop.reclaim()  # from jax's preemption notifier: Trainer._agreed_stop passes the flag to every host
-        distributed.check_same_config({  # data_dir may differ (each host's own disk)
-            "config": {k: v for k, v in config_to_dict(config).items() if k != "data_dir"},
-            "workdir": None if workdir is None else str(Path(workdir).absolute()),
-            "start_over": start_over, "profile": profile})
+        distributed.check_same_config(
+            {  # data_dir may differ (each host's own disk)
+                "config": {k: v for k, v in config_to_dict(config).items() if k != "data_dir"},
+                "workdir": None if workdir is None else str(Path(workdir).absolute()),
+                "start_over": start_over,
+                "profile": profile,
+            }
+        )
         primary = jax.process_index() == 0
         seeds = run_seeds(config)
         workdirs = seed_workdirs(config, workdir)
@@ -176,18 +189,29 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path | 
             window = ProfileWindow.parse(profile, workdirs[0] / "profile")
             window.check(config)
         data, model, param_shapes = prepare(config, workdirs)
-        for index, (seed, path) in enumerate(zip(seeds, workdirs, strict=False)):  # every lock first: then change anything
+        for index, (seed, path) in enumerate(
+            zip(seeds, workdirs, strict=False)
+        ):  # every lock first: then change anything
             lock = open_workdir(path, primary)
-            runs.append(SeedRun(index, seed_config(config, seed), path, Checkpoints(path), lock,
-                                label=f"seed {seed}: " if len(seeds) > 1 else ""))
+            runs.append(
+                SeedRun(
+                    index,
+                    seed_config(config, seed),
+                    path,
+                    Checkpoints(path),
+                    lock,
+                    label=f"seed {seed}: " if len(seeds) > 1 else "",
+                )
+            )
         if start_over and primary:
             remove_previous_runs(runs)
         for run in runs:
             if len(runs) == 1 and not start_over:
                 inherit_bucket_order(run)
             run.checkpoints.config = config_to_dict(run.config)
-        results = Trainer(config, runs, data, model, param_shapes, stop, primary,
-                          window if primary else None, pin_core).run()
+        results = Trainer(
+            config, runs, data, model, param_shapes, stop, primary, window if primary else None, pin_core
+        ).run()
         return results[0] if len(results) == 1 else results
     finally:
         for run in runs:
@@ -209,9 +233,11 @@ def seed_fix(config: ml_collections.ConfigDict, run: SeedRun) -> str:
     """What a refusal of one seed of a bundle advises: that seed's own command with --start_over
     (issue 26 D2). --start_over on the bundle's command would delete every seed's run, the
     finished ones too."""
-    return (f"start this seed over alone with `{seed_command(config, run.seed, run.workdir, start_over=True)}` "
-            f"(the other seeds' runs are kept), then rerun the bundle's command; --start_over on the bundle's "
-            f"command would delete every seed's run, finished ones included")
+    return (
+        f"start this seed over alone with `{seed_command(config, run.seed, run.workdir, start_over=True)}` "
+        f"(the other seeds' runs are kept), then rerun the bundle's command; --start_over on the bundle's "
+        f"command would delete every seed's run, finished ones included"
+    )
 
 
 def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int | None:
@@ -245,9 +271,18 @@ def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int 
 class Trainer:
     """The loop over steps for the seeds of one program (see the module docstring)."""
 
-    def __init__(self, config: ml_collections.ConfigDict, runs: list[SeedRun], data: TaskData, model: Any,
-                 param_shapes: Any, stop: StopSignals, primary: bool, profile: ProfileWindow | None = None,
-                 pin_core: int | None = None):
+    def __init__(
+        self,
+        config: ml_collections.ConfigDict,
+        runs: list[SeedRun],
+        data: TaskData,
+        model: Any,
+        param_shapes: Any,
+        stop: StopSignals,
+        primary: bool,
+        profile: ProfileWindow | None = None,
+        pin_core: int | None = None,
+    ):
         self.config, self.all_runs, self.data, self.model = config, runs, data, model
         self.stop, self.primary, self.profile, self.pin_core = stop, primary, profile, pin_core
         self.num_params = int(sum(np.prod(s.shape) for s in jax.tree.leaves(param_shapes)))
@@ -273,9 +308,12 @@ class Trainer:
             start = common_start(self.config, self.runs)
             for run in self.runs:
                 if run.plan.step is not None and start is not None and run.plan.step != start:
-                    print(f"{run.workdir}: resuming from step {start} with the other seeds (its newer checkpoint "
-                          f"at step {run.plan.step} was a save ahead; the same steps are replayed)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"{run.workdir}: resuming from step {start} with the other seeds (its newer checkpoint "
+                        f"at step {run.plan.step} was a save ahead; the same steps are replayed)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             for i, run in enumerate(self.runs):
                 run.index = i
                 if self.primary:
@@ -301,8 +339,9 @@ class Trainer:
         state = make_init(model, tx, seeds, sample, self.repl)()
         if start is not None:
             one = take(state, 0)
-            state = jax.device_put(stack([run.checkpoints.restore("latest", start, one) for run in self.runs]),
-                                   self.repl)
+            state = jax.device_put(
+                stack([run.checkpoints.restore("latest", start, one) for run in self.runs]), self.repl
+            )
         else:  # a checkpoint before the first metric: a workdir with metrics always has one to resume
             for run in self.runs:
                 run.checkpoints.save_latest(0, take(state, run.index))
@@ -317,13 +356,19 @@ class Trainer:
         self.timed_steps = np.array(state["timed_steps"], np.int64)
         self.compile_seconds = 0.0
         try:
-            self.progress = Progress(config.num_train_steps, step, [run.workdir for run in self.runs],
-                                     enabled=self.primary, projection_warning=projection_warning(config))
+            self.progress = Progress(
+                config.num_train_steps,
+                step,
+                [run.workdir for run in self.runs],
+                enabled=self.primary,
+                projection_warning=projection_warning(config),
+            )
             self.progress.message(
                 f"{config.variant} on {config.task} ({config.preset}): {self.num_params:,} parameters, "
                 + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}) in one program, " if len(seeds) > 1 else "")
                 + f"{jax.device_count()} x {jax.devices()[0].device_kind}, "
-                + (f"resuming at step {step}" if step else "starting") + f"; workdir {self._where()}"
+                + (f"resuming at step {step}" if step else "starting")
+                + f"; workdir {self._where()}"
             )
             self._loop(step)
             return self._test()
@@ -347,15 +392,26 @@ class Trainer:
 
     def _loop(self, step: int) -> None:
         config = self.config
-        batches = [TrainBatches(self.data.train, config.batch_size, run.seed, config.data.buckets,
-                                config.data.max_len, run.config.data.bucket_order_seed) for run in self.runs]
+        batches = [
+            TrainBatches(
+                self.data.train,
+                config.batch_size,
+                run.seed,
+                config.data.buckets,
+                config.data.max_len,
+                run.config.data.bucket_order_seed,
+            )
+            for run in self.runs
+        ]
         sharding = distributed.seed_batch_sharded(distributed.data_mesh())
         compiled_shapes: set[tuple[int, ...]] = set()
         self.window_start, self.window_steps = time.perf_counter(), 0
         self.stop.training = True
         if self.profile is not None and step > self.profile.start:
-            self.progress.message(f"--profile={self.profile.start}:{self.profile.count}: this run resumes at step "
-                                  f"{step}, after the window's start; nothing is traced (use a later window)")
+            self.progress.message(
+                f"--profile={self.profile.start}:{self.profile.count}: this run resumes at step "
+                f"{step}, after the window's start; nothing is traced (use a later window)"
+            )
         while step < config.num_train_steps:
             if self.profile is not None:
                 self.profile.before_step(step)
@@ -393,8 +449,10 @@ class Trainer:
             if last:
                 jax.block_until_ready(metrics)
             # finished steps only: after a compile or at the end, this one; else the one before (in flight)
-            self.progress.tick(step if new_shape or last else step - 1,
-                               compile_seconds=(time.perf_counter() - t0) if new_shape else 0.0)
+            self.progress.tick(
+                step if new_shape or last else step - 1,
+                compile_seconds=(time.perf_counter() - t0) if new_shape else 0.0,
+            )
             if step % config.log_every == 0 or step == config.num_train_steps:
                 self._flush_train_metrics()
             if not new_shape:
@@ -431,8 +489,12 @@ class Trainer:
         signum = int(flags.max())
         if signum and not own:
             senders = ", ".join(str(i) for i in np.flatnonzero(flags))
-            print(f"process {jax.process_index()}: process {senders} got {signal.Signals(signum).name}: all stop "
-                  f"after step {step} and save a checkpoint", file=sys.stderr, flush=True)
+            print(
+                f"process {jax.process_index()}: process {senders} got {signal.Signals(signum).name}: all stop "
+                f"after step {step} and save a checkpoint",
+                file=sys.stderr,
+                flush=True,
+            )
         return signum or None
 
     def _flush_train_metrics(self) -> None:
@@ -454,8 +516,9 @@ class Trainer:
                     break
         records = {}
         for run in self._active():
-            record: dict[str, Any] = {k: float(np.mean([m[k][run.index] for m in fetched]))
-                                      for k in fetched[0] if k != "state_finite"}
+            record: dict[str, Any] = {
+                k: float(np.mean([m[k][run.index] for m in fetched])) for k in fetched[0] if k != "state_finite"
+            }
             record.update(step=steps[-1], split="train")
             if self.window_steps:
                 record["steps_per_second"] = self.window_steps / max(elapsed, 1e-9)
@@ -478,16 +541,22 @@ class Trainer:
 
     def _last_good(self, run: SeedRun) -> str:
         step = run.checkpoints.latest_step("latest")  # every saved state was checked finite
-        kept = ("no checkpoint was saved" if step is None else
-                f"the last good checkpoint, step {step}, is kept in {run.checkpoints.path('latest', step)}")
-        return (f"{kept}. Lower --config.learning_rate or set --config.grad_clip_norm, then use a new workdir "
-                f"(or --start_over).")
+        kept = (
+            "no checkpoint was saved"
+            if step is None
+            else f"the last good checkpoint, step {step}, is kept in {run.checkpoints.path('latest', step)}"
+        )
+        return (
+            f"{kept}. Lower --config.learning_rate or set --config.grad_clip_norm, then use a new workdir "
+            f"(or --start_over)."
+        )
 
     def _validate(self, step: int) -> None:
         """Validation accuracy of every seed; a seed's best checkpoint kept."""
         self._flush_train_metrics()
-        val = evaluate_split(self.eval_step, self.state["params"], self.data.validation, self.config,
-                             self.eval_sharding)
+        val = evaluate_split(
+            self.eval_step, self.state["params"], self.data.validation, self.config, self.eval_sharding
+        )
         best_val = np.array(self.state["best_val_accuracy"], np.float32)  # a writable copy
         best_step = np.array(self.state["best_step"], np.int32)
         for run in self._active():
@@ -497,16 +566,19 @@ class Trainer:
                 continue
             records = [{"step": step, "split": "validation", **metrics}]
             if self.memory_probe is not None:
-                records.append({"step": step, "split": "memory",
-                                **self.memory_probe(take(self.state["params"], run.index))})
+                records.append(
+                    {"step": step, "split": "memory", **self.memory_probe(take(self.state["params"], run.index))}
+                )
             if self.primary:
                 run.log.write(records)
             self.progress.update(step, "validation", metrics, index=run.index, label=run.label.rstrip(": "))
             if metrics["accuracy"] > float(best_val[run.index]):
                 best_val[run.index], best_step[run.index] = metrics["accuracy"], step
-                run.checkpoints.save_best(step, {"params": take(self.state["params"], run.index),
-                                                 "step": self.state["step"][run.index]},
-                                          metrics={"accuracy": float(metrics["accuracy"])})
+                run.checkpoints.save_best(
+                    step,
+                    {"params": take(self.state["params"], run.index), "step": self.state["step"][run.index]},
+                    metrics={"accuracy": float(metrics["accuracy"])},
+                )
         self.state["best_val_accuracy"] = self._put(best_val, np.float32)
         self.state["best_step"] = self._put(best_step, np.int32)
 
@@ -536,8 +608,9 @@ class Trainer:
             if run.stopped is None:
                 current = run.checkpoints.restore("best", int(best_step[run.index]), current)
             params.append(current["params"])  # a stopped seed's slot is computed and ignored
-        test = evaluate_split(self.eval_step, jax.device_put(stack(params), self.repl), self.data.test, config,
-                              self.eval_sharding)
+        test = evaluate_split(
+            self.eval_step, jax.device_put(stack(params), self.repl), self.data.test, config, self.eval_sharding
+        )
         commit = git_commit()
         results = {}
         for run in self._active():
@@ -576,11 +649,13 @@ class Trainer:
                 write_json_atomic(run.workdir / "result.json", result)
             self.progress.message(
                 f"{run.label}test accuracy {test[i]['accuracy']:.4f} at the best validation step "
-                f"{result['best_step']} (validation {result['best_val_accuracy']:.4f}); {run.workdir}/result.json")
+                f"{result['best_step']} (validation {result['best_val_accuracy']:.4f}); {run.workdir}/result.json"
+            )
             results[run.position] = result
         stopped = [run.stopped for run in self.runs if run.stopped]
         if stopped:
             raise NonFiniteLossError(
                 "\n".join(stopped)
-                + f"\nThe other seeds finished: {', '.join(str(run.workdir) for run in self._active())}")
+                + f"\nThe other seeds finished: {', '.join(str(run.workdir) for run in self._active())}"
+            )
         return results

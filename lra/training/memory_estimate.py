@@ -49,8 +49,14 @@ def device_memory_bytes() -> int | None:
     return int(total)
 
 
-def estimate_bytes(param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool,
-                   num_devices: int = 1, num_seeds: int = 1) -> dict[str, int]:
+def estimate_bytes(
+    param_shapes: Any,
+    config: ml_collections.ConfigDict,
+    max_len: int,
+    dual: bool,
+    num_devices: int = 1,
+    num_seeds: int = 1,
+) -> dict[str, int]:
     """A lower bound on one device's memory for training: parameters x4 (weights, gradients,
     Adam's two moments) and, per layer, each token's block input and MLP hidden activations;
     each seed of a vmapped program has its own of both."""
@@ -58,12 +64,12 @@ def estimate_bytes(param_shapes: Any, config: ml_collections.ConfigDict, max_len
     m = config.model
     tokens = num_seeds * max(config.batch_size // num_devices, 1) * max_len * (2 if dual else 1)
     activations = tokens * (m.emb_dim + m.mlp_dim) * m.num_layers * _BYTES_PER_FLOAT
-    return {"parameters": params, "state": 4 * params, "activations": activations,
-            "total": 4 * params + activations}
+    return {"parameters": params, "state": 4 * params, "activations": activations, "total": 4 * params + activations}
 
 
-def check_fits(param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool,
-               num_seeds: int = 1) -> None:
+def check_fits(
+    param_shapes: Any, config: ml_collections.ConfigDict, max_len: int, dual: bool, num_seeds: int = 1
+) -> None:
     """ConfigError, with the estimate, if training surely does not fit one device's memory."""
     available = device_memory_bytes()
     if available is None:
@@ -89,4 +95,3 @@ def check_before_data(config: ml_collections.ConfigDict, num_seeds: int = 1) -> 
     m = config.model
     table = [jax.ShapeDtypeStruct((int(m.max_len), int(m.emb_dim)), np.float32)]
     check_fits(table, config, 1, False, num_seeds)  # activations of one token: a lower bound
-

@@ -113,8 +113,13 @@ def make_probe(model: Any):
     memory (B x M x D, a list over blocks) and its packing entropy (a scalar per block)."""
 
     def probe(params: Any, inputs: jax.Array) -> tuple[list[jax.Array], list[jax.Array]]:
-        _, state = model.apply({"params": params}, inputs, deterministic=True,
-                               rngs={"attention": jax.random.key(0)}, mutable=["intermediates"])
+        _, state = model.apply(
+            {"params": params},
+            inputs,
+            deterministic=True,
+            rngs={"attention": jax.random.key(0)},
+            mutable=["intermediates"],
+        )
         encoder = state["intermediates"]["encoder"]
         memories, entropies = [], []
         for name in _blocks(encoder):

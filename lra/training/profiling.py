@@ -37,22 +37,28 @@ class ProfileWindow:
         except ValueError:
             window = None
         if window is None or not sep or window.start < 1 or window.count < 1:
-            raise InputError(f"--profile={spec!r}: expected START:COUNT with START >= 1 (the first step "
-                             f"compiles) and COUNT >= 1, e.g. --profile=20:10")
+            raise InputError(
+                f"--profile={spec!r}: expected START:COUNT with START >= 1 (the first step "
+                f"compiles) and COUNT >= 1, e.g. --profile=20:10"
+            )
         return window
 
     def check(self, config: ml_collections.ConfigDict) -> None:
         """Refuse a window that would time validation, checkpoints or steps past the end."""
         last = self.start + self.count
         if last > config.num_train_steps:
-            raise InputError(f"--profile={self.start}:{self.count} ends at step {last}, after "
-                             f"num_train_steps={config.num_train_steps}: choose an earlier window")
+            raise InputError(
+                f"--profile={self.start}:{self.count} ends at step {last}, after "
+                f"num_train_steps={config.num_train_steps}: choose an earlier window"
+            )
         for every, name in ((config.eval_every, "eval_every"), (config.checkpoint_every, "checkpoint_every")):
             hit = next((s for s in range(self.start + 1, last) if s % every == 0), None)
             if hit is not None:
-                raise InputError(f"--profile={self.start}:{self.count} covers step {hit}, a multiple of "
-                                 f"{name}={every}, whose extra work would be timed as training: choose a "
-                                 f"window between two multiples of {name} (the last traced step may be one)")
+                raise InputError(
+                    f"--profile={self.start}:{self.count} covers step {hit}, a multiple of "
+                    f"{name}={every}, whose extra work would be timed as training: choose a "
+                    f"window between two multiples of {name} (the last traced step may be one)"
+                )
 
     def before_step(self, done: int) -> None:
         if done == self.start and not self.active:
@@ -66,8 +72,10 @@ class ProfileWindow:
         if self.active and done == self.start + self.count:
             jax.block_until_ready(state)
             self.stop()
-            return (f"profile of steps {self.start + 1}-{done} written to {self.folder}; summary: "
-                    f"python -m lra.bench.profile_summary {self.folder}")
+            return (
+                f"profile of steps {self.start + 1}-{done} written to {self.folder}; summary: "
+                f"python -m lra.bench.profile_summary {self.folder}"
+            )
         return None
 
     def stop(self) -> None:

@@ -89,15 +89,26 @@ def _discard(writer: Any) -> None:
 class Progress:
     """Shows training progress; ``enabled=False`` on non-primary hosts."""
 
-    def __init__(self, total: int, start: int, workdirs: Path | Sequence[Path], enabled: bool = True,
-                 tensorboard: bool = True, refresh_seconds: float = 1.0, plain_seconds: float = 30.0,
-                 projection_warning: str | None = None, projection_after: int = 3):
+    def __init__(
+        self,
+        total: int,
+        start: int,
+        workdirs: Path | Sequence[Path],
+        enabled: bool = True,
+        tensorboard: bool = True,
+        refresh_seconds: float = 1.0,
+        plain_seconds: float = 30.0,
+        projection_warning: str | None = None,
+        projection_after: int = 3,
+    ):
         """``workdirs``: one per seed of the run; each gets its own ``tensorboard/`` folder.
         ``projection_warning`` (e.g. ``"on this CPU (paper scale)"``): once ``projection_after``
         timed steps give the rate, print one warning line with the time the rest of the run needs."""
         self.enabled = enabled
         self.bar = None
-        self._tb_dirs = [Path(w) / "tensorboard" for w in ([workdirs] if isinstance(workdirs, (str, Path)) else workdirs)]
+        self._tb_dirs = [
+            Path(w) / "tensorboard" for w in ([workdirs] if isinstance(workdirs, (str, Path)) else workdirs)
+        ]
         self.writers: list[Any] = [None] * len(self._tb_dirs)
         self._old_hook = None
         self.total, self.step = total, start
@@ -111,8 +122,14 @@ class Progress:
         if terminal_bar_possible():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, mininterval=0,
-                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt}{postfix}")
+            self.bar = tqdm(
+                total=total,
+                initial=start,
+                unit="step",
+                dynamic_ncols=True,
+                mininterval=0,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt}{postfix}",
+            )
             self.bar.set_postfix_str("compiling")
         if tensorboard:
             try:
@@ -163,8 +180,10 @@ class Progress:
             return
         if self._projection is not None and self._measured_steps >= self._projection_after and self.rate:
             remaining = max(self.total - step, 0)
-            self.message(f"warning: at {self.rate:.2g} steps/s this run needs {_duration(remaining / self.rate)} "
-                         f"more for its {remaining:,} remaining steps {self._projection}")
+            self.message(
+                f"warning: at {self.rate:.2g} steps/s this run needs {_duration(remaining / self.rate)} "
+                f"more for its {remaining:,} remaining steps {self._projection}"
+            )
             self._projection = None
         if self.bar is not None:
             if now - self._last_shown >= self.refresh_seconds or step == self.total:
@@ -176,8 +195,9 @@ class Progress:
             self._last_plain = now
 
     def _plain_line(self) -> None:
-        print(f"step {self.step}/{self.total} ({100 * self.step / max(self.total, 1):.0f}%): {self.status()}",
-              flush=True)
+        print(
+            f"step {self.step}/{self.total} ({100 * self.step / max(self.total, 1):.0f}%): {self.status()}", flush=True
+        )
 
     def _postfix(self) -> str:
         extra = getattr(self, "_train_postfix", "")
@@ -203,8 +223,11 @@ class Progress:
                 _discard(writer)
         cause = error.strerror if isinstance(error, OSError) and error.strerror else error
         where = self._tb_dirs[0] if len(self._tb_dirs) == 1 else "the seeds' tensorboard/ folders"
-        print(f"warning: TensorBoard logging to {where} stopped ({cause}); metrics.jsonl "
-              f"keeps every metric", file=sys.stderr, flush=True)
+        print(
+            f"warning: TensorBoard logging to {where} stopped ({cause}); metrics.jsonl " f"keeps every metric",
+            file=sys.stderr,
+            flush=True,
+        )
         self.writers = [None] * len(self._tb_dirs)
 
     def _thread_failed(self, args: Any) -> None:

@@ -45,5 +45,10 @@ def stamp() -> dict[str, Any]:
     # None: the command never marked its start
     start: Mapping[str, str | None] = {"git_commit_start": None, "started": None} if _start is None else _start
     end = git_commit()
-    return {"command": command_line(), **start, "git_commit": end, "date": _now(),
-            "dirty": end.endswith("-dirty") or str(start["git_commit_start"]).endswith("-dirty")}
+    return {
+        "command": command_line(),
+        **start,
+        "git_commit": end,
+        "date": _now(),
+        "dirty": end.endswith("-dirty") or str(start["git_commit_start"]).endswith("-dirty"),
+    }

@@ -27,8 +27,10 @@ from lra.training.run_files import (
     run_traces,
 )
 
-START_OVER = ("use a new --workdir, or pass --start_over to delete this run's config, metrics, "
-              "checkpoints and result and train from step 0")
+START_OVER = (
+    "use a new --workdir, or pass --start_over to delete this run's config, metrics, "
+    "checkpoints and result and train from step 0"
+)
 
 
 @dataclasses.dataclass
@@ -39,8 +41,9 @@ class ResumePlan:
     result_problem: str | None  # why result.json (if there) is not that
 
 
-def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints,
-                fix: str | None = None) -> ResumePlan:
+def plan_resume(
+    workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, fix: str | None = None
+) -> ResumePlan:
     """Every reason to refuse ``workdir`` for ``config``, checked before anything is written.
 
     ``fix``: what a refusal advises instead of START_OVER (a seed of a bundle gets its own
@@ -52,12 +55,14 @@ def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: C
         traces = run_traces(workdir)
         if damaged:
             raise damaged[0].__class__(
-                damaged[0].path, f"{damaged[0].reason}; no intact checkpoint in "
-                f"{checkpoints.root / 'latest'} to fall back to. Nothing was changed: {fix}"
+                damaged[0].path,
+                f"{damaged[0].reason}; no intact checkpoint in "
+                f"{checkpoints.root / 'latest'} to fall back to. Nothing was changed: {fix}",
             )
         if traces:
-            missing = ("checkpoints/ is missing" if not checkpoints.root.exists()
-                       else "checkpoints/latest holds no checkpoint")
+            missing = (
+                "checkpoints/ is missing" if not checkpoints.root.exists() else "checkpoints/latest holds no checkpoint"
+            )
             raise RunStateError(
                 f"workdir {workdir} holds a run ({', '.join(traces)}) but {missing}, so it cannot be "
                 f"resumed, and training from step 0 would overwrite it. Nothing was changed: {fix}."
@@ -73,9 +78,12 @@ def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: C
         try:
             checkpoints.verify("best", best)  # the test accuracy is measured on it: no fallback
         except CorruptCheckpointError as e:
-            raise CorruptCheckpointError(e.path, f"{e.reason}; the test accuracy is measured on the best "
-                                                 f"checkpoint, so there is nothing to fall back to. Nothing was "
-                                                 f"changed: {fix}") from None
+            raise CorruptCheckpointError(
+                e.path,
+                f"{e.reason}; the test accuracy is measured on the best "
+                f"checkpoint, so there is nothing to fall back to. Nothing was "
+                f"changed: {fix}",
+            ) from None
     for kind, at in (("latest", step), ("best", best)):
         if at is not None:
             check_saved_config(workdir, config, checkpoints, kind, at, fix)
@@ -86,8 +94,9 @@ def plan_resume(workdir: Path, config: ml_collections.ConfigDict, checkpoints: C
     return ResumePlan(step, damaged, result, problem)
 
 
-def check_saved_config(workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, kind: str,
-                       step: int, fix: str) -> None:
+def check_saved_config(
+    workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, kind: str, step: int, fix: str
+) -> None:
     """Refuse a checkpoint sealed by another config, or one whose config is unknown (saved before
     configs were sealed, and config.json is gone): resuming it would report its run under this
     config (issue 26 D3, a kill during --start_over)."""
@@ -102,8 +111,9 @@ def check_saved_config(workdir: Path, config: ml_collections.ConfigDict, checkpo
         return  # config.json, checked above, stands for it
     if saved["config_digest"] == config_digest(config):
         return
-    diffs = (config_differences(saved["config"], config)
-             or [("config digest", saved["config_digest"], config_digest(config))])
+    diffs = config_differences(saved["config"], config) or [
+        ("config digest", saved["config_digest"], config_digest(config))
+    ]
     raise WorkdirMismatchError(
         f"checkpoint {path} was saved by a run of a different config "
         f"({describe_differences(diffs, 'the checkpoint')}), so it cannot be resumed by this one. Nothing "
@@ -121,8 +131,11 @@ def report_damaged(plan: ResumePlan, checkpoints: Checkpoints, set_aside: bool) 
         assert plan.step is not None  # plan_resume refuses damaged checkpoints with no intact one to fall back to
         step = int(error.path.name)
         moved = f"; moved to {checkpoints.set_aside('latest', step)}" if set_aside else ""
-        then = (f"resuming from the previous intact checkpoint {checkpoints.path('latest', plan.step)}"
-                if step > plan.step else "a newer intact checkpoint is used")
+        then = (
+            f"resuming from the previous intact checkpoint {checkpoints.path('latest', plan.step)}"
+            if step > plan.step
+            else "a newer intact checkpoint is used"
+        )
         _say(f"warning: {error}{moved}. {then[0].upper() + then[1:]}")
 
 
@@ -134,15 +147,22 @@ def apply(plan: ResumePlan, workdir: Path, checkpoints: Checkpoints) -> None:
     if plan.result is None and plan.result_problem is not None and plan.result_problem != "missing":
         try:
             steps = json.loads(path.read_text())["num_train_steps"]
-            aside = path.with_name(f"result_{int(steps)}steps.json") if plan.result_problem.startswith(
-                "num_train_steps") else None
+            aside = (
+                path.with_name(f"result_{int(steps)}steps.json")
+                if plan.result_problem.startswith("num_train_steps")
+                else None
+            )
         except (ValueError, KeyError, TypeError):
             aside = None
         if aside is None:
             aside = path.with_name("result.json.corrupt")
-            _say(f"warning: {path} is not a valid result ({plan.result_problem}); moved to {aside}, "
-                 f"a new one is written from the best checkpoint when the run ends")
+            _say(
+                f"warning: {path} is not a valid result ({plan.result_problem}); moved to {aside}, "
+                f"a new one is written from the best checkpoint when the run ends"
+            )
         else:
-            _say(f"{path} is the result of a {steps}-step run; it is kept as {aside} while this run "
-                 f"trains to its new num_train_steps")
+            _say(
+                f"{path} is the result of a {steps}-step run; it is kept as {aside} while this run "
+                f"trains to its new num_train_steps"
+            )
         os.replace(path, aside)

@@ -68,8 +68,11 @@ def config_differences(old: dict[str, Any], config: ml_collections.ConfigDict) -
     """(field, recorded value, this config's value) for every field that changes the run."""
     old_flat = flatten_config(old)
     new = flatten_config(config_to_dict(config))
-    return [(k, old_flat.get(k), new.get(k)) for k in sorted(old_flat.keys() | new.keys())
-            if old_flat.get(k) != new.get(k) and k.split(".")[0] not in RESUMABLE_CHANGES]
+    return [
+        (k, old_flat.get(k), new.get(k))
+        for k in sorted(old_flat.keys() | new.keys())
+        if old_flat.get(k) != new.get(k) and k.split(".")[0] not in RESUMABLE_CHANGES
+    ]
 
 
 def describe_differences(diffs: list[tuple[str, Any, Any]], where: str) -> str:
@@ -109,13 +112,18 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | N
         names = {k for k, _, _ in diffs}
         if names == {"data.bucket_order_seed"}:
             recorded = diffs[0][1]
-            fix = (f"this run was trained with data.bucket_order_seed={recorded!r} (the bucket order its "
-                   f"bundle shared): pass --config.data.bucket_order_seed={recorded} to resume it"
-                   + (f", or {fix}" if fix else ", or use a new --workdir"))
+            fix = (
+                f"this run was trained with data.bucket_order_seed={recorded!r} (the bucket order its "
+                f"bundle shared): pass --config.data.bucket_order_seed={recorded} to resume it"
+                + (f", or {fix}" if fix else ", or use a new --workdir")
+            )
         raise WorkdirMismatchError(
             f"workdir {workdir} holds a run of a different config ({describe_differences(diffs, 'the workdir')}). "
             f"Nothing was changed in it: "
-            + (fix or f"pass a new --workdir, or pass --start_over to delete this run of {workdir} and train from step 0")
+            + (
+                fix
+                or f"pass a new --workdir, or pass --start_over to delete this run of {workdir} and train from step 0"
+            )
             + "."
         )
 
@@ -134,9 +142,11 @@ def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
         return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
     except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as e:
         where = f"line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else repr(e)
-        raise RunFileError(f"{path} is not a valid run config ({where}); it is the only record of the model this "
-                           f"run trained. To fix: restore it (an exported record under results/runs holds a copy) "
-                           f"or delete the run") from None
+        raise RunFileError(
+            f"{path} is not a valid run config ({where}); it is the only record of the model this "
+            f"run trained. To fix: restore it (an exported record under results/runs holds a copy) "
+            f"or delete the run"
+        ) from None
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -195,12 +205,23 @@ def write_figure_atomic(fig: Any, path: Path, **savefig: Any) -> None:
 # result.json: field -> (type, check). A file missing any of them is not a finished run.
 _UNIT = (float, lambda v: 0.0 <= v <= 1.0)
 RESULT_FIELDS: dict[str, tuple[type | tuple[type, ...], Any]] = {
-    "task": (str, bool), "attention": (str, bool), "variant": (str, bool), "seed": (int, lambda v: True),
-    "best_val_accuracy": _UNIT, "best_step": (int, lambda v: v >= 1), "test_accuracy": _UNIT,
-    "test_loss": (float, math.isfinite), "num_train_steps": (int, lambda v: v >= 1),
-    "train_seconds": (float, lambda v: v >= 0), "steps_per_second": (float, lambda v: v >= 0),
-    "num_params": (int, lambda v: v >= 1), "config_preset": (str, bool), "device_kind": (str, bool),
-    "num_devices": (int, lambda v: v >= 1), "jax_version": (str, bool), "git_commit": (str, bool),
+    "task": (str, bool),
+    "attention": (str, bool),
+    "variant": (str, bool),
+    "seed": (int, lambda v: True),
+    "best_val_accuracy": _UNIT,
+    "best_step": (int, lambda v: v >= 1),
+    "test_accuracy": _UNIT,
+    "test_loss": (float, math.isfinite),
+    "num_train_steps": (int, lambda v: v >= 1),
+    "train_seconds": (float, lambda v: v >= 0),
+    "steps_per_second": (float, lambda v: v >= 0),
+    "num_params": (int, lambda v: v >= 1),
+    "config_preset": (str, bool),
+    "device_kind": (str, bool),
+    "num_devices": (int, lambda v: v >= 1),
+    "jax_version": (str, bool),
+    "git_commit": (str, bool),
 }
 
 
@@ -223,8 +244,12 @@ def result_problem(path: Path, config: ml_collections.ConfigDict | None = None) 
     if result["best_step"] > result["num_train_steps"]:
         return f"best_step {result['best_step']} > num_train_steps {result['num_train_steps']}"
     if config is not None:
-        for name, want in (("task", config.task), ("variant", config.variant), ("seed", config.seed),
-                           ("num_train_steps", config.num_train_steps)):
+        for name, want in (
+            ("task", config.task),
+            ("variant", config.variant),
+            ("seed", config.seed),
+            ("num_train_steps", config.num_train_steps),
+        ):
             if result[name] != want:
                 return f"{name} is {result[name]!r}, this config's is {want!r}"
     return None
@@ -248,8 +273,15 @@ def run_traces(workdir: Path) -> list[str]:
 # What ``--start_over`` removes: every file a run writes (not the lock, not sweep records), in
 # this order: the checkpoints first and config.json last, so that a kill midway never leaves
 # checkpoints without the config that guards them (issue 26 D3).
-RUN_OUTPUTS = ("checkpoints", "result.json", "metrics.jsonl", "tensorboard", "evaluations.jsonl", "sessions.jsonl",
-               "config.json")
+RUN_OUTPUTS = (
+    "checkpoints",
+    "result.json",
+    "metrics.jsonl",
+    "tensorboard",
+    "evaluations.jsonl",
+    "sessions.jsonl",
+    "config.json",
+)
 REMOVING = ".removing-"  # an output being deleted is first renamed to .removing-<name>
 
 
@@ -325,8 +357,10 @@ class MetricsLog:
         if torn.strip():
             record = _parse_record(torn)
             if record is None:
-                _warn(f"{self.path} line {len(lines) + 1} is cut short (a write interrupted by a kill); "
-                      f"dropping it: {torn[:60]!r}")
+                _warn(
+                    f"{self.path} line {len(lines) + 1} is cut short (a write interrupted by a kill); "
+                    f"dropping it: {torn[:60]!r}"
+                )
             else:
                 records.append(record)
         return records
@@ -337,8 +371,7 @@ def _parse_record(line: str) -> dict[str, Any] | None:
         record = json.loads(line)
     except ValueError:
         return None
-    ok = (isinstance(record, dict) and isinstance(record.get("step"), int)
-          and record.get("split") in METRICS_SPLITS)
+    ok = isinstance(record, dict) and isinstance(record.get("step"), int) and record.get("split") in METRICS_SPLITS
     return record if ok else None
 
 
@@ -362,8 +395,13 @@ def git_commit() -> str:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if head.returncode != 0 or (declared and head.stdout.strip() != declared):
             return fallback
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return fallback
@@ -377,8 +415,13 @@ def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str,
     ``step``: its date, commit (``-dirty`` when the tree has changes), command line and ``extra``
     (the speed settings). The first line is the run's start: provenance that a later resume on
     another commit cannot overwrite. A line torn by a full disk is cut off before appending."""
-    record = {"step": step, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "git_commit": git_commit(), "argv": list(sys.argv), **extra}
+    record = {
+        "step": step,
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "argv": list(sys.argv),
+        **extra,
+    }
     append_jsonl(workdir / SESSIONS, record)
     return record
 

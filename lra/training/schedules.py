@@ -21,7 +21,9 @@ def lra_schedule(base_lr: float, warmup_steps: int) -> optax.Schedule:
     return schedule
 
 
-def make_optimizer(learning_rate: float, warmup_steps: int, weight_decay: float, grad_clip_norm: float = 0.0) -> optax.GradientTransformation:
+def make_optimizer(
+    learning_rate: float, warmup_steps: int, weight_decay: float, grad_clip_norm: float = 0.0
+) -> optax.GradientTransformation:
     """AdamW (b1 0.9, b2 0.999) with the LRA schedule; optional global-norm clipping."""
     adamw = optax.adamw(lra_schedule(learning_rate, warmup_steps), b1=0.9, b2=0.999, weight_decay=weight_decay)
     if grad_clip_norm > 0:

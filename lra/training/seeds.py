@@ -26,8 +26,15 @@ MAX_SEED = 2**31 - 1
 _command_line: list[str] | None = None
 
 # Flags a seed's own command replaces (the bundle's seeds, where it writes, what it deletes).
-_REPLACED = ("--config.seeds", "--config.seed", "--config.data.bucket_order_seed", "--workdir", "--start_over",
-             "--nostart_over", "--profile")
+_REPLACED = (
+    "--config.seeds",
+    "--config.seed",
+    "--config.data.bucket_order_seed",
+    "--workdir",
+    "--start_over",
+    "--nostart_over",
+    "--profile",
+)
 
 
 def set_command_line(argv: list[str] | None) -> None:

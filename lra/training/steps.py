@@ -50,8 +50,9 @@ def seed_keys(seeds: Sequence[int]) -> jax.Array:
     return jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.int32))
 
 
-def make_init(model: Any, tx: optax.GradientTransformation, seeds: Sequence[int], sample: jax.Array,
-              sharding: Any) -> jax.stages.Wrapped:
+def make_init(
+    model: Any, tx: optax.GradientTransformation, seeds: Sequence[int], sample: jax.Array, sharding: Any
+) -> jax.stages.Wrapped:
     """``() -> state_S``: every seed's fresh state, stacked on the seed axis."""
     keys_S = seed_keys(seeds)
 
@@ -73,8 +74,13 @@ def all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(checks)).astype(jnp.float32) if checks else jnp.ones((), jnp.float32)
 
 
-def make_steps(model: Any, tx: optax.GradientTransformation | None, config: ml_collections.ConfigDict, mesh: Any,
-               seeds: Sequence[int] | None = None) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:
+def make_steps(
+    model: Any,
+    tx: optax.GradientTransformation | None,
+    config: ml_collections.ConfigDict,
+    mesh: Any,
+    seeds: Sequence[int] | None = None,
+) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:
     """``train(state_S, batch_SxB) -> (state_S, metrics_S)`` and ``evaluate(params_S, batch_B) -> metrics_S``.
 
     The train batch holds one batch per seed (seed axis first, rows sharded over the mesh);
@@ -89,39 +95,57 @@ def make_steps(model: Any, tx: optax.GradientTransformation | None, config: ml_c
         dropout_key, attention_key = jax.random.split(jax.random.fold_in(key, state["step"]))
 
         def loss_fn(params: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
-            logits = model.apply({"params": params}, batch["inputs"], deterministic=False,
-                                 rngs={"dropout": dropout_key, "attention": attention_key})
+            logits = model.apply(
+                {"params": params},
+                batch["inputs"],
+                deterministic=False,
+                rngs={"dropout": dropout_key, "attention": attention_key},
+            )
             m = weighted_metrics(logits, batch["labels"], batch["weights"])
             return m["loss_sum"] / jnp.maximum(m["count"], 1.0), m
 
         (loss, m), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-        new_state = dict(state, params=optax.apply_updates(state["params"], updates),
-                         opt_state=opt_state, step=state["step"] + 1)
-        metrics = {"loss": loss, "accuracy": m["correct"] / jnp.maximum(m["count"], 1.0),
-                   "learning_rate": schedule(state["step"]),
-                   # the loss is of the weights before the update: check the weights after it too
-                   "state_finite": all_finite((new_state["params"], new_state["opt_state"]))}
+        new_state = dict(
+            state, params=optax.apply_updates(state["params"], updates), opt_state=opt_state, step=state["step"] + 1
+        )
+        metrics = {
+            "loss": loss,
+            "accuracy": m["correct"] / jnp.maximum(m["count"], 1.0),
+            "learning_rate": schedule(state["step"]),
+            # the loss is of the weights before the update: check the weights after it too
+            "state_finite": all_finite((new_state["params"], new_state["opt_state"])),
+        }
         return new_state, metrics
 
     def eval_one(params: Any, batch: Batch, key: jax.Array) -> dict[str, jax.Array]:
         logits = model.apply({"params": params}, batch["inputs"], deterministic=True, rngs={"attention": key})
         return weighted_metrics(logits, batch["labels"], batch["weights"])
 
-    train = jax.jit(lambda state, batch: jax.vmap(train_one)(state, batch, keys_S),
-                    in_shardings=(repl, distributed.seed_batch_sharded(mesh)), out_shardings=(repl, repl),
-                    donate_argnums=0)
-    evaluate = jax.jit(lambda params, batch: jax.vmap(eval_one, in_axes=(0, None, 0))(params, batch, keys_S),
-                       in_shardings=(repl, distributed.batch_sharded(mesh)), out_shardings=repl)
+    train = jax.jit(
+        lambda state, batch: jax.vmap(train_one)(state, batch, keys_S),
+        in_shardings=(repl, distributed.seed_batch_sharded(mesh)),
+        out_shardings=(repl, repl),
+        donate_argnums=0,
+    )
+    evaluate = jax.jit(
+        lambda params, batch: jax.vmap(eval_one, in_axes=(0, None, 0))(params, batch, keys_S),
+        in_shardings=(repl, distributed.batch_sharded(mesh)),
+        out_shardings=repl,
+    )
     return train, evaluate
 
 
-def evaluate_split(eval_step: Callable, params_S: Any, split: Any, config: ml_collections.ConfigDict,
-                   sharding: Any) -> list[dict[str, float]]:
+def evaluate_split(
+    eval_step: Callable, params_S: Any, split: Any, config: ml_collections.ConfigDict, sharding: Any
+) -> list[dict[str, float]]:
     """Each seed's accuracy and loss over a whole split (or its first ``max_eval_batches`` batches)."""
-    pending = [eval_step(params_S, distributed.shard_batch(batch, sharding))
-               for batch in eval_batches(split, config.eval_batch_size, config.data.buckets, config.data.max_len,
-                                         config.max_eval_batches)]
+    pending = [
+        eval_step(params_S, distributed.shard_batch(batch, sharding))
+        for batch in eval_batches(
+            split, config.eval_batch_size, config.data.buckets, config.data.max_len, config.max_eval_batches
+        )
+    ]
     return summed_metrics(jax.device_get(pending))
 
 
@@ -134,5 +158,7 @@ def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]]) -> list[dict[str,
     if not totals:
         return []
     count = np.maximum(totals["count"], 1.0)
-    return [{"accuracy": float(c / n), "loss": float(l / n)}
-            for c, l, n in zip(totals["correct"], totals["loss_sum"], count, strict=False)]
+    return [
+        {"accuracy": float(c / n), "loss": float(l / n)}
+        for c, l, n in zip(totals["correct"], totals["loss_sum"], count, strict=False)
+    ]

@@ -46,11 +46,14 @@ class StopSignals:
     def __call__(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
         if self.signum is not None:
-            print(f"{name} again: stopping at once; the last saved checkpoint is kept",
-                  file=sys.stderr, flush=True)
+            print(f"{name} again: stopping at once; the last saved checkpoint is kept", file=sys.stderr, flush=True)
             os._exit(128 + signum)  # no cleanup that a third signal could interrupt
         self.signum = signum
         if not self.training:
             raise Interrupted(signum, None, saved=False)
-        print(f"{name}: finishing the step in flight (at most one: the loop runs one step ahead) and saving a "
-              "checkpoint; send it again to stop at once without saving", file=sys.stderr, flush=True)
+        print(
+            f"{name}: finishing the step in flight (at most one: the loop runs one step ahead) and saving a "
+            "checkpoint; send it again to stop at once without saving",
+            file=sys.stderr,
+            flush=True,
+        )

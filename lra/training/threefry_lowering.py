@@ -68,8 +68,12 @@ def register(mode: str) -> bool:
     except (ImportError, AttributeError) as e:  # a jax that reorganised these modules: keep its default
         import jax
 
-        print(f"note: jax {jax.__version__} has no threefry lowering where lra looks for it ({e}); "
-              "dropout uses jax's default CPU lowering (slower, same numbers)", file=sys.stderr, flush=True)
+        print(
+            f"note: jax {jax.__version__} has no threefry lowering where lra looks for it ({e}); "
+            "dropout uses jax's default CPU lowering (slower, same numbers)",
+            file=sys.stderr,
+            flush=True,
+        )
         return False
     _registered = mode
     return True

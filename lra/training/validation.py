@@ -59,8 +59,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
             raise ConfigError(f"config.model.attention_kwargs.{problem}")
     # Let the family check its own option values (e.g. ranges) by constructing it.
     try:
-        attn_cls(num_heads=m.num_heads, qkv_dim=m.qkv_dim, dropout_rate=m.attention_dropout_rate,
-                 **dict(m.attention_kwargs))
+        attn_cls(
+            num_heads=m.num_heads, qkv_dim=m.qkv_dim, dropout_rate=m.attention_dropout_rate, **dict(m.attention_kwargs)
+        )
     except (TypeError, ValueError) as e:
         raise ConfigError(f"config.model.attention_kwargs for {m.attention!r}: {e}") from None
     for field, value, allowed in (
@@ -81,11 +82,15 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
             f"{m.attention!r} has none: use pooling 'cls' or 'mean'"
         )
     if m.attention_kwargs.get("implementation") == "cudnn" and m.dtype == "float32":
-        raise ConfigError("attention_kwargs.implementation='cudnn' has no float32 kernel: set "
-                          "config.model.dtype=bfloat16 (or implementation=xla)")
+        raise ConfigError(
+            "attention_kwargs.implementation='cudnn' has no float32 kernel: set "
+            "config.model.dtype=bfloat16 (or implementation=xla)"
+        )
     if m.embedding == "linear" and config.task not in ("image", "pathfinder", "pathx"):
-        raise ConfigError(f"config.model.embedding='linear' embeds pixel values (tasks image, pathfinder, pathx); task "
-                          f"{config.task!r} has symbols: use 'table'")
+        raise ConfigError(
+            f"config.model.embedding='linear' embeds pixel values (tasks image, pathfinder, pathx); task "
+            f"{config.task!r} has symbols: use 'table'"
+        )
     for name in ("memory_init_scale", "pixel_std"):
         if not m[name] > 0:  # also refuses NaN
             raise ConfigError(f"config.model.{name} must be > 0, got {m[name]}")
@@ -95,12 +100,29 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     if not isinstance(m.head_hidden_layers, int) or m.head_hidden_layers < 0:
         raise ConfigError(f"config.model.head_hidden_layers must be an integer >= 0, got {m.head_hidden_layers!r}")
     if config.log_memory_stats and not attn_cls.uses_memory:
-        raise ConfigError(f"config.log_memory_stats=True needs a memory family (luna, convluna); "
-                          f"{m.attention!r} has no memory: set it to False")
-    _positive(config, "model.num_layers", "model.num_heads", "model.emb_dim", "model.qkv_dim",
-              "model.mlp_dim", "model.max_len", "data.max_len", "batch_size", "eval_batch_size",
-              "num_train_steps", "eval_every", "checkpoint_every", "log_every",
-              "data.num_train", "data.num_val", "data.num_test")  # an empty split selects or reports nothing
+        raise ConfigError(
+            f"config.log_memory_stats=True needs a memory family (luna, convluna); "
+            f"{m.attention!r} has no memory: set it to False"
+        )
+    _positive(
+        config,
+        "model.num_layers",
+        "model.num_heads",
+        "model.emb_dim",
+        "model.qkv_dim",
+        "model.mlp_dim",
+        "model.max_len",
+        "data.max_len",
+        "batch_size",
+        "eval_batch_size",
+        "num_train_steps",
+        "eval_every",
+        "checkpoint_every",
+        "log_every",
+        "data.num_train",
+        "data.num_val",
+        "data.num_test",
+    )  # an empty split selects or reports nothing
     for name in ("model.dropout_rate", "model.attention_dropout_rate"):
         rate = m[name.split(".")[1]]
         if not 0.0 <= rate < 1.0:
@@ -132,13 +154,14 @@ def _finite(config: ml_collections.ConfigDict, *names: str) -> None:
             raise ConfigError(f"config.{name} must be a finite number, got {value!r}")
 
 
-
 def _check_seeds(config: ml_collections.ConfigDict) -> None:
     """``seed`` and ``seeds``: integers in [0, 2^31), no seed listed twice (two runs in one workdir)."""
     seeds = tuple(config.get("seeds", ()) or ())
     for value in (config.seed, *seeds):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:
-            raise ConfigError(f"seeds must be integers in [0, 2^31), got {value!r} "
-                              f"(config.seed={config.seed!r}, config.seeds={seeds!r}); e.g. --config.seeds=0,1,2,3,4")
+            raise ConfigError(
+                f"seeds must be integers in [0, 2^31), got {value!r} "
+                f"(config.seed={config.seed!r}, config.seeds={seeds!r}); e.g. --config.seeds=0,1,2,3,4"
+            )
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"config.seeds={seeds!r} lists a seed twice: each seed is one run with its own workdir")
