@@ -1,7 +1,8 @@
 """Pathfinder with dispersed hierarchical attention (Mukund S & Easwarakumar): a sliding window of w
 tokens plus keys at cumulative gaps 2, 3, ..., 180 beyond it on each side (paper: w = 4).
 
-Options: window=W, max_gap=G, scale_scores=false, block_size=K (offsets per step), chunk_size=C (positions per chunk; both speed only). Same parameter tree as the
+Options: window=W, max_gap=G, scale_scores=false, block_size=K (offsets per step), chunk_size=C (positions
+per chunk; both speed only). Same parameter tree as the
 Transformer baseline (pre-norm, the task's mean pooling), so softmax-trained weights evaluate with it.
 
 Task defaults (lra/defaults.py, _TABLE2 and _pathfinder_task): LRA's Transformer settings from

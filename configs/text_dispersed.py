@@ -1,7 +1,8 @@
 """Text with dispersed hierarchical attention (Mukund S & Easwarakumar): a sliding window of w
 tokens plus keys at cumulative gaps 2, 3, ..., 180 beyond it on each side (paper: w = 4).
 
-Options: paper | cpu | smoke, window=W, max_gap=G, scale_scores=false, block_size=K (offsets per step), chunk_size=C (positions per chunk; both speed only). Same parameter
+Options: paper | cpu | smoke, window=W, max_gap=G, scale_scores=false, block_size=K (offsets per step),
+chunk_size=C (positions per chunk; both speed only). Same parameter
 tree as the Transformer baseline (pre-norm, CLS pooling), so softmax-trained weights evaluate with it.
 
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).

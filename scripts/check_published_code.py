@@ -7,7 +7,8 @@ ENV: an environment with torch and einops besides lra (torch is not a dependency
 ``python -m venv --system-site-packages ENV && ENV/bin/pip install torch einops``.
 Prints, per config, max |logit difference|, max |gradient difference| (absolute and relative to
 the largest gradient of that parameter) and parameter counts; exits 1 if the logits differ by
-more than --tolerance, a relative gradient difference exceeds --grad-tolerance, or the counts differ. See lra/reference/published_code.py.
+more than --tolerance, a relative gradient difference exceeds --grad-tolerance, or the counts differ. See
+lra/reference/published_code.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Masked-copy task (Fast Transformers with Clustered Attention, arXiv:2007.04825, App. C.2): full vs clustered vs improved clustered.
+"""Masked-copy task (Fast Transformers with Clustered Attention, arXiv:2007.04825, App. C.2): full vs
+clustered vs improved clustered.
 
 Trains a small model per variant and writes ``results.json`` and ``results.md`` (with this exact
 command and the settings) to ``--out``. The defaults (L=31, 800 steps; full, clustered-4,

@@ -128,7 +128,7 @@ def test_empty_class_and_empty_sequence_stay_finite(causal):
     empty = jnp.zeros((B, N), bool).at[0, 0].set(True)  # row 1: no real token at all
     for m in (mask, empty):
         y, _ = module.apply({"params": params}, x, m)
-        grads = jax.grad(lambda p: jnp.sum(module.apply({"params": p}, x, m)[0]))(params)
+        grads = jax.grad(lambda p, m=m: jnp.sum(module.apply({"params": p}, x, m)[0]))(params)
         assert bool(jnp.all(jnp.isfinite(y)))
         assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
 

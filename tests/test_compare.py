@@ -18,7 +18,7 @@ B = [37.0, 38.0, 40.5, 36.0, 41.0]
 C = [35.0, 36.5, 37.0, 36.0, 34.5]
 
 
-def _write(root: Path, variant: str, values: list[float], seeds=range(5)) -> None:
+def _write(root: Path, variant: str, values: list[float], seeds=(0, 1, 2, 3, 4)) -> None:
     for seed, v in zip(seeds, values, strict=False):
         d = root / variant.replace(" ", "_") / f"seed{seed}"
         d.mkdir(parents=True)

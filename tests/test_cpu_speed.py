@@ -139,7 +139,8 @@ _BITS = (
     "import json, jax; from lra.training import cpu_speed; on = cpu_speed.unroll_threefry_on_cpu(); "
     "k = jax.random.key(3); d, a = jax.random.split(jax.random.fold_in(k, 7)); "
     "keys = jax.vmap(jax.random.key)(jax.numpy.arange(2)); "
-    "print(json.dumps([on, cpu_speed.settings()['threefry'], jax.jit(lambda: jax.random.bits(d, (4, 257))).__call__().tolist(), "
+    "print(json.dumps([on, cpu_speed.settings()['threefry'], jax.jit(lambda: jax.random.bits(d, (4, "
+    "257))).__call__().tolist(), "
     "jax.jit(lambda: jax.random.bernoulli(a, 0.9, (3, 100))).__call__().tolist(), "
     "jax.jit(jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 5), (2, 3, 7)))).__call__(keys).tolist()]))"
 )

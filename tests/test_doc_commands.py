@@ -110,7 +110,7 @@ def read_blocks(text: str, name: str) -> tuple[list[Block], list[str]]:
         closing = re.compile(rf"^\s*{re.escape(ticks[0])}{{{len(ticks)},}}\s*$")
         while end < len(lines) and not closing.match(lines[end]):
             end += 1
-        body = tuple(l[len(indent) :] if l.startswith(indent) else l.lstrip() for l in lines[i + 1 : end])
+        body = tuple(ln[len(indent) :] if ln.startswith(indent) else ln.lstrip() for ln in lines[i + 1 : end])
         if language in SHELL_LANGUAGES:
             if pending is None:
                 problems.append(

@@ -325,7 +325,7 @@ def test_bucketed_seed_resumed_alone_inherits_the_bundles_bucket_order(finished_
             smoke(data_dir, seed=1, **{"data.buckets": (24, 40), "data.bucket_order_seed": 1, **_steps(6)}), workdir
         )
     assert "delete" not in str(e.value)
-    result = train_and_evaluate(alone, workdir)
+    train_and_evaluate(alone, workdir)
     assert "data.bucket_order_seed=0 taken from its config.json" in capsys.readouterr().err
     assert_same_run(finished_bundle[0] / "seed1", workdir)  # its test evaluated alone: to float rounding
 

@@ -153,11 +153,11 @@ def test_normalize_makes_output_scale_length_independent():
     short, long_ = x[:, :4], x
     variables = module.init(jax.random.key(1), *inputs())
     s = module.apply(variables, short, jnp.ones((1, 4), bool), method="encode")
-    l = module.apply(variables, long_, jnp.ones((1, 32), bool), method="encode")
-    np.testing.assert_allclose(s, l, rtol=1e-5, atol=1e-6)  # same mean
+    lo = module.apply(variables, long_, jnp.ones((1, 32), bool), method="encode")
+    np.testing.assert_allclose(s, lo, rtol=1e-5, atol=1e-6)  # same mean
     s = summed.apply(variables, short, jnp.ones((1, 4), bool), method="encode")
-    l = summed.apply(variables, long_, jnp.ones((1, 32), bool), method="encode")
-    np.testing.assert_allclose(l, 8 * s, rtol=1e-5, atol=1e-5)  # the plain sum grows
+    lo = summed.apply(variables, long_, jnp.ones((1, 32), bool), method="encode")
+    np.testing.assert_allclose(lo, 8 * s, rtol=1e-5, atol=1e-5)  # the plain sum grows
 
 
 @pytest.mark.parametrize("cls", [LinearAttention, GatedLinearAttention])

@@ -62,7 +62,7 @@ def _np_filter(x, mask, kind, k, s, w, padding="same"):
     for bi in range(b):
         for j in range(nw):
             start = j * s - left
-            real = lambda p: 0 <= p < n and mask[bi, p]  # noqa: E731
+            real = lambda p, bi=bi: 0 <= p < n and mask[bi, p]  # noqa: E731
             m[bi, j] = real(j * s) if padding == "same" else all(real(start + t) for t in range(k))
             taps = [(t, start + t) for t in range(k) if real(start + t)]
             if not m[bi, j]:
@@ -272,7 +272,7 @@ def test_config_modules_build(preset):
             m = _config(task, family, preset).model
             module = attention.get(m.attention)(num_heads=m.num_heads, qkv_dim=m.qkv_dim, **m.attention_kwargs)
             x = jnp.ones((1, 40, m.emb_dim))
-            jax.eval_shape(lambda: module.init(jax.random.key(0), x, jnp.ones((1, 40), bool)))
+            jax.eval_shape(lambda module=module, x=x: module.init(jax.random.key(0), x, jnp.ones((1, 40), bool)))
 
 
 def test_encoder_memory_pooling_ignores_padding():

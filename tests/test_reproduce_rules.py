@@ -110,11 +110,11 @@ def _memory_size(luna_effect: bool) -> Writer:
 CONVLUNA: dict[str, dict[str, tuple[Writer, str]]] = {
     **{
         claim: {
-            "reproduced": (_pair(w, l, BIG), REPRODUCED),
-            "partly": (_pair(w, l, SMALL), PARTLY),
-            "not reproduced": (_pair(w, l, NONE), NOT_REPRODUCED),
+            "reproduced": (_pair(w, lo, BIG), REPRODUCED),
+            "partly": (_pair(w, lo, SMALL), PARTLY),
+            "not reproduced": (_pair(w, lo, NONE), NOT_REPRODUCED),
         }
-        for claim, (w, l) in _BEATS.items()
+        for claim, (w, lo) in _BEATS.items()
     },
     "reference-attribution": {
         "reproduced": (_attribution(None), REPRODUCED),

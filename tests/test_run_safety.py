@@ -186,7 +186,10 @@ def test_second_process_on_a_workdir_is_refused_naming_the_holder(data_dir, tmp_
 
 
 def test_lock_of_a_killed_process_is_free(tmp_path):
-    code = f"from lra.training.workdir_lock import WorkdirLock; import time; WorkdirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"
+    code = (
+        "from lra.training.workdir_lock import WorkdirLock; import time; "
+        f"WorkdirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=run_env())
     assert proc.stdout.readline().strip() == "held"
     with pytest.raises(WorkdirLockedError, match=f"pid {proc.pid}"):

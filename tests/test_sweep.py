@@ -218,12 +218,12 @@ def test_slurm_script_is_valid_and_matches_the_list(tmp_path, cli, capsys):
     assert "#SBATCH --gres=gpu:1" in text and "#SBATCH --partition=gpu" in text
     assert (root / "slurm").is_dir() and len(json.loads((root / "sweep.json").read_text())["runs"]) == 28
     # the script's own arguments select the same 28 runs in the same order
-    line = next(l for l in text.splitlines() if l.startswith("exec python scripts/sweep.py"))
+    line = next(ln for ln in text.splitlines() if ln.startswith("exec python scripts/sweep.py"))
     argv = shlex.split(line)[3:-2]
     assert shlex.split(line)[-2:] == ["--index", "$SLURM_ARRAY_TASK_ID"]
     capsys.readouterr()
     assert cli(argv + ["--list"]) == 0
-    listed = [l.split() for l in capsys.readouterr().out.splitlines()[:-1]]
+    listed = [ln.split() for ln in capsys.readouterr().out.splitlines()[:-1]]
     expected = sweep.expand(
         "convluna_table1",
         "cpu",
@@ -232,7 +232,7 @@ def test_slurm_script_is_valid_and_matches_the_list(tmp_path, cli, capsys):
         root=root,
         overrides=[("num_train_steps", "300")],
     )
-    assert [(int(l[0]), l[-1]) for l in listed] == [(r.index, str(r.workdir)) for r in expected]
+    assert [(int(row[0]), row[-1]) for row in listed] == [(r.index, str(r.workdir)) for r in expected]
 
 
 def test_grouped_seeds_are_one_run_per_setup(tmp_path, cli, capsys):
@@ -367,7 +367,7 @@ def test_the_runbooks_table1_commands_and_slurm_example_are_the_sweeps_own():
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
     assert re.search(r"^#SBATCH --array=0-27%8$", text, re.M) and "#SBATCH --gres=gpu:1" in text
-    line = next(l for l in text.splitlines() if l.startswith("exec python scripts/sweep.py"))
+    line = next(ln for ln in text.splitlines() if ln.startswith("exec python scripts/sweep.py"))
     args = sweep.make_parser().parse_args(shlex.split(line)[3:-2] + ["--list"])
     selected, _ = sweep.select(args)
     assert [(r.task, r.variant.label, r.seeds) for r in selected] == [(r.task, r.variant.label, r.seeds) for r in runs]

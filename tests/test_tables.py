@@ -81,7 +81,7 @@ def make(results: Path, out: Path, *extra: str) -> dict:
 
 
 def md_row(markdown: str, variant: str) -> list[str]:
-    line = next(l for l in markdown.splitlines() if l.startswith(f"| {variant} |"))
+    line = next(ln for ln in markdown.splitlines() if ln.startswith(f"| {variant} |"))
     return [c.strip() for c in line.strip("|").split("|")][1:]
 
 
@@ -200,7 +200,8 @@ def test_incomplete_cells_show_n_and_are_not_averaged(grid, tmp_path):
 
 
 def test_bold_never_sits_under_a_higher_plain_cell(tmp_path):
-    """The retired first every-family table's case: the Transformer has 2 seeds, every other row 1, ConvLuna-16 highest."""
+    """The retired first every-family table's case: the Transformer has 2 seeds, every other row 1,
+    ConvLuna-16 highest."""
     root = tmp_path / "runs"
     write_run(root, "listops", "Transformer", 0, 0.358)
     write_run(root, "listops", "Transformer", 1, 0.352)

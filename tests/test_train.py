@@ -119,7 +119,8 @@ rng = np.random.default_rng(0)
 inputs = rng.integers(1, 16, size=(8, 64)).astype(np.int32); inputs[:, 50:] = 0
 batch = {"inputs": inputs, "labels": rng.integers(0, 10, 8).astype(np.int32), "weights": np.ones(8, np.float32)}
 batch = {k: v[None] for k, v in batch.items()}  # one seed
-state = jax.device_put(stack([init_state(model.init(jax.random.key(0), inputs[:1])["params"], tx)]), distributed.replicated(mesh))
+params0 = model.init(jax.random.key(0), inputs[:1])["params"]
+state = jax.device_put(stack([init_state(params0, tx)]), distributed.replicated(mesh))
 for _ in range(2):
     state, metrics = train_step(state, distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh)))
 flat = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(state["params"])])

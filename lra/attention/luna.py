@@ -25,7 +25,8 @@ ConvLuna (Appendix C) changes only the packing attention:
   initialised at 0) instead of Dh^-1/2. ``freeze_temperature`` keeps tau at its initial 0 (a
   constant, no parameter: the packing logits are unscaled), Appendix E's question of whether the
   initial value matters more than the learnable scalar; the published code learns it
-  (``temperature_pack="learn"``), so ConvLuna and ``:reference`` leave it False. The unpacking attention keeps Dh^-1/2 (Figure 3's note:
+  (``temperature_pack="learn"``), so ConvLuna and ``:reference`` leave it False. The unpacking attention
+  keeps Dh^-1/2 (Figure 3's note:
   "we keep the normalization fixed and identical to the vanilla Transformer").
   ``scale_unpacking=False`` leaves the unpacking logits unscaled: that is what the published
   code runs, because its ``ConvLunaBlock`` passes ``temperature_unpack`` into ``UnpackAttention``'s
@@ -35,7 +36,8 @@ ConvLuna (Appendix C) changes only the packing attention:
 The Appendix E ablations are config flags of the ConvLuna configs (``CONVLUNA_FLAGS``):
 ``only_scaling`` (no filter, learned temperature) and ``only_filtering`` (filter, Dh^-1/2), each
 keeping ConvLuna's sharing; and, for the Appendix D/E claims of ``lra.reproduce.convluna_appendix``,
-``fixed_temperature`` (tau fixed at 0), ``maxpool`` (MaxPool K=4) and ``stride2`` / ``stride4``. They are not offered for the Luna configs, so a table row such as
+``fixed_temperature`` (tau fixed at 0), ``maxpool`` (MaxPool K=4) and ``stride2`` / ``stride4``. They are not
+offered for the Luna configs, so a table row such as
 "OnlyScaling-16" always names one model.
 
 Windows and padding. Windows are 'same'-style: output j is the window centred on token j*S,

@@ -260,7 +260,8 @@ def markdown(record: dict[str, Any]) -> str:
         "# ConvLuna's convolution windows: ways of assembling them, bit for bit and timed",
         "",
         f"`{record['command']}` at commit `{record['git_commit']}`, {record['date']}, {record['machine']}, "
-        f"jax {record['jax']}, CPU settings {record['speed_settings']}; {record['rounds']} rounds of {record['calls']} calls, order alternated.",
+        f"jax {record['jax']}, CPU settings {record['speed_settings']}; {record['rounds']} rounds of "
+        f"{record['calls']} calls, order alternated.",
         "",
         *([record["note"], ""] if record.get("note") else []),
         "Layer: the cpu preset's ConvLuna-16 `:reference` layer (B = 32, N = 256, D = 64, 4 heads, "

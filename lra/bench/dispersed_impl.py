@@ -106,12 +106,12 @@ def main(argv: list[str] | None = None) -> None:
         q, k, v = (jax.random.normal(key, shape) for key in jax.random.split(jax.random.key(0), 3))
         mask = jnp.broadcast_to(jnp.arange(n)[None, :] < n - 7, (args.batch, n))
         cands = candidates(n, args.chunk_sizes)
-        reference = np.asarray(jax.jit(lambda q, k, v: _slices_scan(q, k, v, mask, offs))(q, k, v))
+        reference = np.asarray(jax.jit(lambda q, k, v, mask=mask: _slices_scan(q, k, v, mask, offs))(q, k, v))
         compiled: dict[str, Any] = {}
         stats: dict[str, dict[str, Any]] = {}
         for name, core in cands.items():
-            loss = lambda q, k, v, core=core: jnp.sum(core(q, k, v, mask, offs))  # noqa: E731
-            out = np.asarray(jax.jit(lambda q, k, v, core=core: core(q, k, v, mask, offs))(q, k, v))
+            loss = lambda q, k, v, core=core, mask=mask: jnp.sum(core(q, k, v, mask, offs))  # noqa: E731
+            out = np.asarray(jax.jit(lambda q, k, v, core=core, mask=mask: core(q, k, v, mask, offs))(q, k, v))
             if name != "softmax":  # all dispersed candidates compute the same thing
                 np.testing.assert_allclose(out[:, : n - 7], reference[:, : n - 7], atol=1e-4, err_msg=name)
             t0 = time.perf_counter()

@@ -14,7 +14,8 @@ sum(y) with respect to q, k and v, float32, batch 1, 4 heads of 32, ``--threads`
 Every framework runs in its own subprocess (lra and jax in one, torch and fast-transformers in
 another, started with ``--peer_python``), one length at a time, the two alternating, so that
 load changes on a shared machine hit both alike; inside a subprocess each case runs its warm-up
-and timed calls together (see ``_time_cases``). Softmax runs up to ``--softmax-max-len`` (16K would need ~16 GB). The peers are never a
+and timed calls together (see ``_time_cases``). Softmax runs up to ``--softmax-max-len`` (16K would need ~16
+GB). The peers are never a
 dependency of lra: install them in a separate environment, e.g.
 
     python -m venv /work/peers-venv --system-site-packages
@@ -329,7 +330,8 @@ def report(result: dict[str, Any]) -> str:
         f"float32, batch {s['batch']}, {s['heads']} heads of {s['head_dim']}; clustered: {s['clusters']} clusters, "
         f"{s['bits']} bits, {s['iterations']} Lloyd iterations, top-k {s['topk']} (hashing and clustering "
         f"included, attention dropout 0). Each framework in its own process, lengths alternated; "
-        f"median of {s['calls']} consecutive calls after a warm-up call; {len(runs)} full run(s), values listed run by run.",
+        f"median of {s['calls']} consecutive calls after a warm-up call; {len(runs)} full run(s), values "
+        f"listed run by run.",
         "",
     ]
     if missing:

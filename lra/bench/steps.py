@@ -390,7 +390,8 @@ def markdown(report: dict[str, Any]) -> str:
         ),
         *_earlier_rates_note(report),
         "",
-        "| family | N | dtype | seeds | steps/s | seed-steps/s | GFLOP/step | MFU | memory MiB (XLA) | device peak MiB | compile s |",
+        "| family | N | dtype | seeds | steps/s | seed-steps/s | GFLOP/step | MFU | memory MiB (XLA) | "
+        "device peak MiB | compile s |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["cases"]:
@@ -642,7 +643,8 @@ def seeds_markdown(report: dict[str, Any]) -> str:
         "(result.json's `train_seconds`); wall seconds are the whole processes (start-up, data, compilation, "
         "evaluation). Seed-steps/s = seeds x steps / training seconds.",
         "",
-        "| variant | steps | sequential seed-steps/s | vmapped seed-steps/s | speed-up (training) | sequential wall s | vmapped wall s | speed-up (wall) |",
+        "| variant | steps | sequential seed-steps/s | vmapped seed-steps/s | speed-up (training) | "
+        "sequential wall s | vmapped wall s | speed-up (wall) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["rows"]:

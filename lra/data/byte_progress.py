@@ -64,7 +64,8 @@ class Progress:
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
             eta_s = time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 1e6 else "?"
             log(
-                f"{self.what}: {format_bytes(self.done)} of {format_bytes(self.total)} ({100 * self.done / self.total:.0f}%), "
+                f"{self.what}: {format_bytes(self.done)} of {format_bytes(self.total)} "
+                f"({100 * self.done / self.total:.0f}%), "
                 f"{format_bytes(rate)}/s, ETA {eta_s}"
             )
         else:

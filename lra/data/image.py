@@ -61,7 +61,8 @@ def fix_message(root: Path) -> str:
     return (
         f"run `python -m lra.data download image --data_dir {root}` (downloads, verifies, extracts and "
         f"prepares it), or by hand: download CIFAR-10, python version ({URL}), and extract it into {root} "
-        f"(mkdir -p {root} && tar xzf cifar-10-python.tar.gz -C {root}, giving {root}/cifar-10-batches-py/data_batch_1), "
+        f"(mkdir -p {root} && tar xzf cifar-10-python.tar.gz -C {root}, giving "
+        f"{root}/cifar-10-batches-py/data_batch_1), "
         f"then run `python -m lra.data prepare image --data_dir {root}` (with tensorflow-datasets "
         f"installed, that command downloads it itself)"
     )

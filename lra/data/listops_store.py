@@ -117,7 +117,7 @@ def _write_set(folder: Path, min_len: int, max_len: int, counts: Sequence[int], 
                 if total >= 20_000 and done % (total // 10) == 0:
                     say(f"{done}/{total} ({time.time() - start:.0f}s)")
     manifest = {}
-    for split_file, count in zip(SPLIT_FILES.values(), counts, strict=False):
+    for split_file in SPLIT_FILES.values():
         rows, digest = _scan(folder / split_file, True)
         manifest[split_file] = {"rows": rows, "sha256": digest}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -137,7 +137,7 @@ def write_records(path: str | Path, records: Iterable[bytes]) -> None:
 
 # ----------------------------------------------------------------------------- protobuf wire format
 
-FeatureValue = Union[list[bytes], list[int], list[float]]
+FeatureValue = list[bytes] | list[int] | list[float]
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:

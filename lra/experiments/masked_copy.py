@@ -1,4 +1,5 @@
-"""The masked-copy task of Vyas et al., *Fast Transformers with Clustered Attention* (arXiv:2007.04825), Appendix C.2, and a tiny trainer for it.
+"""The masked-copy task of Vyas et al., *Fast Transformers with Clustered Attention* (arXiv:2007.04825),
+Appendix C.2, and a tiny trainer for it.
 
 A sequence ``0 w 0 w`` (w uniform over the symbols 1..10, length L) is shown with some symbols
 masked, never both copies of one position; the model outputs the whole unmasked sequence. Solving
@@ -105,7 +106,8 @@ def settings_problem(settings: Settings) -> str | None:
     if not 0.0 < settings.mask_fraction <= 0.5:
         return f"--mask-fraction must be in (0, 0.5] (one copy of each position), got {settings.mask_fraction}"
     if 2 * (settings.seq_len + 1) > MAX_TOKENS:
-        return f"--seq-len {settings.seq_len} gives {2 * (settings.seq_len + 1):,} tokens per example; at most {MAX_TOKENS:,}"
+        tokens = 2 * (settings.seq_len + 1)
+        return f"--seq-len {settings.seq_len} gives {tokens:,} tokens per example; at most {MAX_TOKENS:,}"
     if not settings.learning_rate > 0 or settings.warmup_steps < 0:
         return "--learning-rate must be > 0 and --warmup-steps >= 0"
     if not settings.variants:

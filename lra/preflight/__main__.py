@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     except (Interrupted, KeyboardInterrupt) as e:
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
         print(
-            f"interrupted by {signal.Signals(signum).name}: stopped {', '.join(COMPILES.interrupted) or 'the compilation'}"
+            f"interrupted by {signal.Signals(signum).name}: stopped "
+            f"{', '.join(COMPILES.interrupted) or 'the compilation'}"
             "; nothing of it was cached or written (rerun the same command)",
             file=sys.stderr,
         )

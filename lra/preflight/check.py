@@ -3,13 +3,13 @@ the estimate, the verdict and the report lines. ``python -m lra.preflight`` is t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ class PreflightError(Exception):
 COMPILES = ChildSignals("stopping {count} running compilation(s) ({labels}) and waiting for them; nothing new starts")
 
 
-@lru_cache(maxsize=None)
+@functools.cache
 def check_python(python: str) -> None:
     """``--python`` must run and import this suite (PF4): otherwise one line naming it, before any compile."""
     if os.path.abspath(python) == os.path.abspath(sys.executable):

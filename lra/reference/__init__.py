@@ -1,7 +1,8 @@
 """``:reference``: the published ConvLuna code's behaviour, one config option away.
 
 The ConvLuna paper (Yorsh, Holeňa, Bojar, Herel: *On Difficulties of Attention Factorization
-through Shared Memory*, ICLR 2024 Tiny Papers, arXiv:2404.00798) reports Tables 1 and 3 from runs of its authors' public PyTorch code
+through Shared Memory*, ICLR 2024 Tiny Papers, arXiv:2404.00798) reports Tables 1 and 3 from runs of its
+authors' public PyTorch code
 (github vladyorsh/lra_efficient_transformers: ``lra/layers.py``, ``lra/models.py``,
 ``lra/setups.py``, ``lra_run.py``). Where that code differs from the paper's text or from this
 suite's defaults, ``configs/<task>_<luna|convluna>.py:reference`` switches to the

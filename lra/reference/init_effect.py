@@ -8,9 +8,11 @@ itself) exceeds the mean gap between two seeds of one init, or if the mean test 
 by more than the larger of the two inits' seed standard deviations.
 
     for init in xavier pytorch; do python -m lra.train --config configs/listops_convluna.py:cpu,reference \
-        --config.model.param_init=$init --config.seeds=0,1,2 --workdir runs/init_listops_cpu/convluna-16-reference-$init; done
+        --config.model.param_init=$init --config.seeds=0,1,2 --workdir
+        runs/init_listops_cpu/convluna-16-reference-$init; done
     python scripts/export_runs.py runs/init_listops_cpu results/runs/init_listops_cpu
-    python -m lra.reference.init_effect results/runs/init_listops_cpu --families convluna --out results/reference/init_listops_cpu
+    python -m lra.reference.init_effect results/runs/init_listops_cpu --families convluna --out
+    results/reference/init_listops_cpu
 
 RUNS_ROOT holds ``<family>-16-reference-<init>/seed<k>/``.
 """
@@ -88,7 +90,8 @@ def markdown(rows: list[dict[str, Any]], command: str, note: str = "") -> str:
     for r in rows:
         lines.append(
             f"| {r['family']}-16 (reference) | {','.join(map(str, r['seeds']))} | "
-            f"{' / '.join(map(pct, r['test_accuracy']['xavier']))} | {' / '.join(map(pct, r['test_accuracy']['pytorch']))} | "
+            f"{' / '.join(map(pct, r['test_accuracy']['xavier']))} | "
+            f"{' / '.join(map(pct, r['test_accuracy']['pytorch']))} | "
             f"{100 * r['mean_difference']:+.2f} | {100 * r['seed_std_max']:.2f} | "
             f"{r['loss_gap_inits_mean']:.4f} | {r['loss_gap_seeds_mean']:.4f} | "
             f"{'yes' if r['matters'] else 'no'} |"

@@ -433,8 +433,10 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for r in report["cases"]:
         lines.append(
-            f"| `{r['case']}` | `{r['their_class']}` | {'x'.join(map(str, r['batch']))} | {r['max_abs_logit_diff']:.2e} | "
-            f"{r['max_abs_grad_diff']:.2e} (`{r['worst_grad']}`) | {r['max_rel_grad_diff']:.2e} (`{r['worst_rel_grad']}`) | "
+            f"| `{r['case']}` | `{r['their_class']}` | {'x'.join(map(str, r['batch']))} | "
+            f"{r['max_abs_logit_diff']:.2e} | "
+            f"{r['max_abs_grad_diff']:.2e} (`{r['worst_grad']}`) | {r['max_rel_grad_diff']:.2e} "
+            f"(`{r['worst_rel_grad']}`) | "
             f"{r['params_ours']:,} | "
             f"{r['params_theirs_trainable']:,} + {r['params_theirs_fixed']} | {'ok' if r['ok'] else 'FAIL'} |"
         )
@@ -482,7 +484,8 @@ def run(
         )
         print(
             f"  max |logit diff| {r['max_abs_logit_diff']:.2e}, max |grad diff| {r['max_abs_grad_diff']:.2e} "
-            f"({r['worst_grad']}), relative {r['max_rel_grad_diff']:.2e} ({r['worst_rel_grad']}), params ours {r['params_ours']:,} theirs {r['params_theirs_trainable']:,}"
+            f"({r['worst_grad']}), relative {r['max_rel_grad_diff']:.2e} ({r['worst_rel_grad']}), params "
+            f"ours {r['params_ours']:,} theirs {r['params_theirs_trainable']:,}"
             f" -> {'ok' if r['ok'] else 'FAIL'}",
             flush=True,
         )

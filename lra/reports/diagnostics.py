@@ -398,7 +398,8 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
     document = {
         **{k: v for k, v in stamp().items() if k != "command"},
         "command": command,
-        "description": "lra.training.memory_stats of each run's best checkpoint on the first `batch.examples` validation "
+        "description": "lra.training.memory_stats of each run's best checkpoint on the first `batch.examples` "
+        "validation "
         "examples: initial/<stat> of the learned initial memory, block<k>/<stat> batch means of "
         "block k's output memory (k from 0), block<k>/packing_entropy; first_example: the same "
         "statistics of the first example (the heatmaps)",

@@ -64,7 +64,8 @@ def build_table(scale: Scale, runs: Sequence[RunResult], expected_n: int | None 
             duplicates.append(run.workdir)
             warnings.warn(
                 f"{run.workdir} repeats {run.variant} / {run.task} / seed {run.seed} of "
-                f"{seen[key].workdir}; ignoring it"
+                f"{seen[key].workdir}; ignoring it",
+                stacklevel=2,
             )
             continue
         seen[key] = run

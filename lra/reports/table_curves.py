@@ -28,7 +28,7 @@ def validation_curves(runs: Sequence[RunResult], task: str) -> dict[str, dict[in
         try:  # a torn last line (a kill) is dropped with a warning; a malformed one drops the curve
             records = MetricsLog(path).read()
         except RunFileError as e:
-            warnings.warn(f"{e}; {run.variant} seed {run.seed} has no curve")
+            warnings.warn(f"{e}; {run.variant} seed {run.seed} has no curve", stacklevel=2)
             continue
         points = {}
         for rec in records:

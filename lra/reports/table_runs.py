@@ -114,10 +114,11 @@ def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
             if lra_like:
                 warnings.warn(
                     f"{path} is not a valid lra.train result ({problem}); skipped. Rerun the run's "
-                    f"lra.train command to rebuild it from its best checkpoint, or delete it"
+                    f"lra.train command to rebuild it from its best checkpoint, or delete it",
+                    stacklevel=2,
                 )
             else:
-                warnings.warn(f"{path} is not an lra.train result (no {', '.join(RESULT_KEYS)}); skipped")
+                warnings.warn(f"{path} is not an lra.train result (no {', '.join(RESULT_KEYS)}); skipped", stacklevel=2)
             continue
         r = json.loads(path.read_text())
         sweep_file = workdir / "sweep_run.json"
@@ -128,7 +129,8 @@ def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
         except ValueError as e:
             warnings.warn(
                 f"{sweep_file} is damaged ({e}), so the scale of {path} is unknown; skipped. "
-                f"Rewrite it by rerunning the sweep command (finished runs are skipped)"
+                f"Rewrite it by rerunning the sweep command (finished runs are skipped)",
+                stacklevel=2,
             )
             continue
         runs.append(
@@ -227,7 +229,7 @@ def split_by_config(runs: Sequence[RunResult]) -> list[RunResult]:
             configs[run.workdir] = run_config(run.workdir)
             kept.append(run)
         except ValueError as e:
-            warnings.warn(f"{e}: cannot tell which runs {run.workdir} may be pooled with; skipped")
+            warnings.warn(f"{e}: cannot tell which runs {run.workdir} may be pooled with; skipped", stacklevel=2)
     cells: dict[tuple, list[RunResult]] = {}
     for run in kept:
         cells.setdefault((scale_of(run), run.task, run.variant), []).append(run)
@@ -253,7 +255,8 @@ def split_by_config(runs: Sequence[RunResult]) -> list[RunResult]:
             described.append(f"{label}: {', '.join(str(r.workdir) for r in group)}")
         warnings.warn(
             f"{column_name(task)} / {variant}: runs of {len(groups)} different configs (not only "
-            f"the seed); not pooled, one row each: " + "; ".join(described)
+            f"the seed); not pooled, one row each: " + "; ".join(described),
+            stacklevel=2,
         )
     return out
 

@@ -17,7 +17,8 @@ Three knobs, each on by default for processes that train, each measured and reco
   ConvLuna-16 :reference 32.5k / 4.0k / 0.76k, Luna-16 :reference 50.8k / 5.9k / 0.73k, the same test
   loss to the bit (``results/bench/allocators_60steps.md``; whole-run speed: ``results/bench/laptop_*.md``).
   Both are read at process start, so a command re-executes itself once with them
-  (:func:`reexec_with_fast_allocator`) and parents pass them to children (:func:`child_environment`). ``LRA_FAST_ALLOC=glibc`` picks the tunables, ``LRA_FAST_ALLOC=0``
+  (:func:`reexec_with_fast_allocator`) and parents pass them to children (:func:`child_environment`).
+  ``LRA_FAST_ALLOC=glibc`` picks the tunables, ``LRA_FAST_ALLOC=0``
   neither.
 * **one-pass threefry** (``LRA_UNROLLED_THREEFRY``; default ``one-pass``): jax lowers the
   threefry2x32 hash on CPU as a rolled 5-iteration loop that XLA cannot fuse; dropout's random bits

@@ -159,6 +159,6 @@ def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]]) -> list[dict[str,
         return []
     count = np.maximum(totals["count"], 1.0)
     return [
-        {"accuracy": float(c / n), "loss": float(l / n)}
-        for c, l, n in zip(totals["correct"], totals["loss_sum"], count, strict=False)
+        {"accuracy": float(c / n), "loss": float(s / n)}
+        for c, s, n in zip(totals["correct"], totals["loss_sum"], count, strict=False)
     ]
