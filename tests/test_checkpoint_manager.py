@@ -112,6 +112,7 @@ def test_format1_checkpoints_verify_restore_and_are_pruned_with_new_ones(tmp_pat
     ckpt.close()
 
 
+@pytest.mark.slow  # a whole smoke run resumed (~20 CPU-s); the unit test above covers format 1's verify/restore/prune
 def test_a_run_with_format1_checkpoints_resumes_to_the_uninterrupted_result(
     finished_smoke_run, smoke_data_dir, tmp_path
 ):
