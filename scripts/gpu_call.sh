@@ -3,6 +3,7 @@
 # what each costs). Run from the repository root on the device machine:
 #
 #   bash scripts/gpu_call.sh STEP        STEP: bench | cudnn | profile | dtypes | train CONFIG [SEEDS]
+#                                              | sweep GRID [sweep.py arguments]
 #
 # Work that must outlive a call (the data, the partial benchmark file, training workdirs) stays in
 # .gpu/ (git-ignored, kept on the machine while it is warm). What a call produced goes to
@@ -10,13 +11,15 @@
 # 8 files), with its summaries printed last, also when the time limit stopped the call's work.
 # Environment: LRA_GIT_COMMIT (the commit sent: the device gets the files, at most a .git of its own, and records must
 # name their code), KIND (a name for the files, default h100), BUDGET (seconds of work in this
-# call, default 540), JOBS (processes at once, default 4), SMOKE=1 (tiny sizes, any machine).
+# call, default 540), JOBS (processes at once, default 4), SMOKE=1 (tiny sizes, any machine);
+# for sweep: PREPARE (arguments of `lra.data prepare`, run once before the runs, which would each
+# build the data), NAME (the sweep's folder, default the grid's name).
 set -uo pipefail
 
 STEP=${1:-help}
 case "$STEP" in
-  bench | cudnn | profile | dtypes | train) ;;
-  *) sed -n '2,13p' "$0"; exit 2 ;;
+  bench | cudnn | profile | dtypes | train | sweep) ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
 esac
 KIND=${KIND:-h100}
 BUDGET=${BUDGET:-540}
@@ -124,6 +127,31 @@ case "$STEP" in
       $PY -m lra.diagnose memory --workdir "$run"/seed* --out "$R/${config}_${steps}steps_memory" | tail -2
     fi
     du -sh "$run"/seed*/checkpoints | head -2 ;;
+  sweep)  # issue 37: a registered study's runs (sweep.py GRID ARGS), each setup's seeds vmapped in one program,
+    # JOBS setups at once; a call stopped by its budget resumes in the next when the state archive comes back
+    # (unpack it into .gpu/ where you call from and carry .gpu/sweeps)
+    grid=${2:?sweep needs a grid, e.g. convluna_appendix}; shift 2
+    name=${NAME:-$grid}; root=$STATE/sweeps/$name
+    versions
+    if [ -n "${PREPARE:-}" ]; then  # shellcheck disable=SC2086 (PREPARE is a list of arguments)
+      $PY -m lra.data prepare $PREPARE | tail -2 || exit 3
+      grep -h '"train.inputs.npy"' "$LRA_DATA_DIR"/cache/*/meta.json | sed 's/^ */data sha256 /'
+    fi
+    $PY scripts/sweep.py "$grid" "$@" --group-seeds on --root "$root" --commands > "$STATE/sweep_$name.sh" || exit 2
+    say "$(wc -l < "$STATE/sweep_$name.sh") setups, $JOBS at once, $(left) s left"
+    mkdir -p "$STATE/logs/$name"
+    # one process per setup, several at once: each allocates the GPU on demand; a TERM saves and stops it
+    XLA_PYTHON_CLIENT_PREALLOCATE=false timeout -s TERM "$(left)" xargs -P "$JOBS" -I{} sh -c \
+      'w=$(echo "{}" | sed "s/.*--workdir=\([^ ]*\).*/\1/"); {} > "'"$STATE/logs/$name"'/$(basename "$w").log" 2>&1 || echo "exit $? from $w"' \
+      < "$STATE/sweep_$name.sh"
+    say "runs stopped or done (exit $?; 124: the budget ran out, call again with the state carried)"
+    for log in "$STATE/logs/$name"/*.log; do echo "$(basename "$log" .log): $(grep -a -E '^step [0-9]+ (train|validation)' "$log" | tail -1)"; done
+    $PY scripts/export_runs.py "$root" "$R/$name" > /dev/null  # finished runs' records
+    # the state to resume from: every workdir, less the checkpoints of finished seeds
+    (cd "$STATE" && find "sweeps/$name" -name result.json -printf '%h/checkpoints\n' > "$STATE/finished_checkpoints.txt" \
+      && tar czf "$OUT/sweep_state_$KIND.tgz" --exclude-from="$STATE/finished_checkpoints.txt" "sweeps/$name")
+    du -sh "$OUT/sweep_state_$KIND.tgz"
+    $PY scripts/sweep.py "$grid" "$@" --group-seeds on --root "$root" --list | tail -4 ;;
 esac
 tar czf "$OUT/${STEP}_$KIND.tgz" -C "$STATE/results" "$STEP"
 for f in "$R"/*.md "$R"/*/*.md; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done

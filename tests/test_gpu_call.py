@@ -31,7 +31,11 @@ def _call(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess
 def test_script_parses_and_names_its_steps(tmp_path):
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
     usage = _call(tmp_path, "nonsense")
-    assert usage.returncode == 2 and "STEP: bench | cudnn | profile | dtypes | train" in usage.stdout
+    assert (
+        usage.returncode == 2
+        and "STEP: bench | cudnn | profile | dtypes | train" in usage.stdout
+        and "sweep GRID" in usage.stdout
+    )
 
 
 @pytest.mark.slow
@@ -48,3 +52,40 @@ def test_train_step_resumes_across_calls_and_returns_one_archive(tmp_path):
         (tmp_path / "state" / "runs" / "listops_convluna_400steps" / "seed0" / "result.json").read_text()
     )
     assert result["num_train_steps"] == 400
+
+
+@pytest.mark.slow
+def test_sweep_step_resumes_on_a_fresh_machine_from_its_state_archive(tmp_path):
+    """A call stopped by its budget returns the unfinished workdirs; unpacked into a new state folder
+    (the next call's bare machine, with .gpu/sweeps carried), the same call resumes and finishes."""
+    args = (
+        "sweep",
+        "convluna_appendix",
+        "--preset",
+        "smoke",
+        "--seeds",
+        "20",
+        "21",
+        "--variants",
+        "MaxPool-16 (reference)",
+        "--set",
+        "num_train_steps=400",
+        "--set",
+        "checkpoint_every=5",
+    )
+    first = _call(tmp_path, *args, BUDGET="60", JOBS="1")  # past compile and the first checkpoints
+    assert "runs stopped or done (exit 124" in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    with tarfile.open(tmp_path / "out" / "sweep_state_cpu.tgz") as archive:
+        archive.extractall(fresh, filter="data")
+    assert list(fresh.glob("sweeps/convluna_appendix/*/seed20/checkpoints/latest"))
+    second = _call(tmp_path, *args, BUDGET="400", JOBS="1", STATE=str(fresh))
+    assert "1 done" in second.stdout, second.stdout[-2000:] + second.stderr[-2000:]
+    log = next((fresh / "logs" / "convluna_appendix").glob("*.log")).read_text()
+    assert "resuming at step" in log
+    with tarfile.open(tmp_path / "out" / "sweep_cpu.tgz") as archive:
+        names = archive.getnames()
+    assert "sweep/convluna_appendix/listops_maxpool-16-reference/seed21/result.json" in names
+    with tarfile.open(tmp_path / "out" / "sweep_state_cpu.tgz") as archive:  # finished: no checkpoints to carry
+        assert not [n for n in archive.getnames() if "/checkpoints" in n]
