@@ -148,8 +148,9 @@ case "$STEP" in
     for log in "$STATE/logs/$name"/*.log; do echo "$(basename "$log" .log): $(grep -a -E '^step [0-9]+ (train|validation)' "$log" | tail -1)"; done
     $PY scripts/export_runs.py "$root" "$R/$name" > /dev/null  # finished runs' records
     # the state to resume from: every workdir, less the checkpoints of finished seeds
-    (cd "$STATE" && find "sweeps/$name" -name result.json -printf '%h/checkpoints\n' > "$STATE/finished_checkpoints.txt" \
-      && tar czf "$OUT/sweep_state_$KIND.tgz" --exclude-from="$STATE/finished_checkpoints.txt" "sweeps/$name")
+    finished=$(realpath -m "$STATE/finished_checkpoints.txt")  # STATE may be relative (.gpu): used after the cd
+    (cd "$STATE" && find "sweeps/$name" -name result.json -printf '%h/checkpoints\n' > "$finished" \
+      && tar czf "$OUT/sweep_state_$KIND.tgz" --exclude-from="$finished" "sweeps/$name")
     du -sh "$OUT/sweep_state_$KIND.tgz"
     $PY scripts/sweep.py "$grid" "$@" --group-seeds on --root "$root" --list | tail -4 ;;
 esac

@@ -73,7 +73,9 @@ def test_sweep_step_resumes_on_a_fresh_machine_from_its_state_archive(tmp_path):
         "--set",
         "checkpoint_every=5",
     )
-    first = _call(tmp_path, *args, BUDGET="60", JOBS="1")  # past compile and the first checkpoints
+    first = _call(
+        tmp_path, *args, BUDGET="90", JOBS="1", STATE=os.path.relpath(tmp_path / "state", REPO)
+    )  # relative, as .gpu on the device  # past compile and the first checkpoints, also on a loaded machine
     assert "runs stopped or done (exit 124" in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
     fresh = tmp_path / "fresh"
     fresh.mkdir()

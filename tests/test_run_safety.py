@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -514,3 +515,39 @@ def test_signal_before_training_and_second_signal_exit_cleanly(data_dir, tmp_pat
     code, text = _signal_at(workdir, data_dir, "step 2 train", signal.SIGINT, signal.SIGINT)
     assert code == 128 + signal.SIGINT and "Traceback" not in text, text[-3000:]
     assert Checkpoints(workdir).newest_intact("latest")[0] is not None
+
+
+@pytest.mark.parametrize("signalled", [True, False])
+def test_a_compile_cut_by_the_stop_signal_saves_and_stops_like_a_signal_during_a_step(
+    data_dir, tmp_path, monkeypatch, signalled
+):
+    """On a GPU, SIGTERM reaches ptxas too (the compiler runs as a child in the signalled process
+    group) and the first step's compile fails: that is the signal's stop, not a crash. Without a
+    signal the same failure is a real error and propagates."""
+    from lra.training import loop
+    from lra.training.run_errors import Interrupted
+
+    real = loop.make_steps
+
+    def make_steps(*args, **kwargs):
+        train_step, eval_step = real(*args, **kwargs)
+
+        def failing(state, batch):
+            if signalled:
+                os.kill(os.getpid(), signal.SIGTERM)  # the run's handler sets its flag (training)
+            raise jax.errors.JaxRuntimeError("INTERNAL: ptxas exited with non-zero error code 15")
+
+        return failing, eval_step
+
+    monkeypatch.setattr(loop, "make_steps", make_steps)
+    config = smoke(data_dir, num_train_steps=4, eval_every=2, checkpoint_every=2)
+    if not signalled:
+        with pytest.raises(jax.errors.JaxRuntimeError, match="ptxas"):
+            train_and_evaluate(config, tmp_path / "run")
+        return
+    with pytest.raises(Interrupted) as stopped:
+        train_and_evaluate(config, tmp_path / "run")
+    assert stopped.value.signum == signal.SIGTERM and stopped.value.step == 0 and stopped.value.saved
+    assert Checkpoints(tmp_path / "run").newest_intact("latest")[0] is not None
+    monkeypatch.setattr(loop, "make_steps", real)  # the rerun resumes from it and finishes
+    assert train_and_evaluate(config, tmp_path / "run")["num_train_steps"] == 4

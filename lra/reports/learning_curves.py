@@ -72,8 +72,45 @@ def collect(root: Path) -> dict[str, dict[str, Any]]:
             **flattening(curves["validation"], curves["train_loss"]),
             "finished": (workdir / "result.json").exists(),
             "workdir": str(workdir),
+            "setup": workdir.parent.name,
         }
     return rows
+
+
+def setups(rows: dict[str, dict[str, Any]], window: int = 1000) -> dict[str, dict[str, Any]]:
+    """Per setup (a row's seeds together): the mean validation curve over the steps every seed logged,
+    its band (min, max), and how much the mean rose over the last ``window`` steps: a budget that
+    stops a row while its mean still rises tests the budget, not the row."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in rows.values():
+        grouped.setdefault(row["setup"], []).append(row)
+    out = {}
+    for name, seeds in grouped.items():
+        common = sorted(set.intersection(*(set(r["validation"]) for r in seeds)))
+        curve = np.array([[r["validation"][k] for k in common] for r in seeds], float).reshape(len(seeds), -1)
+        mean = curve.mean(axis=0) if common else np.array([])
+        rise = None
+        if common and common[-1] - common[0] >= window:
+            before = max(i for i, k in enumerate(common) if k <= common[-1] - window)
+            rise = float(mean[-1] - mean[before])
+        bests = [r["best"] for r in seeds if r["best"] is not None]
+        out[name] = {
+            "seeds": len(seeds),
+            "steps": common,
+            "mean": mean.tolist(),
+            "low": curve.min(axis=0).tolist() if common else [],
+            "high": curve.max(axis=0).tolist() if common else [],
+            "best_mean": float(np.mean(bests)) if bests else None,
+            "best_sd": float(np.std(bests, ddof=1)) if len(bests) > 1 else None,
+            "still_improving": sum(bool(r["still_improving"]) for r in seeds),
+            "mean_rise_last_window": rise,
+            "window": window,
+            "train_loss": {
+                k: float(np.mean([r["train_loss"][k] for r in seeds]))
+                for k in sorted(set.intersection(*(set(r["train_loss"]) for r in seeds)))
+            },
+        }
+    return out
 
 
 def _smooth(loss: dict[int, float], window: int = 10) -> tuple[np.ndarray, np.ndarray]:
@@ -91,20 +128,32 @@ def plot(rows: dict[str, dict[str, Any]], path: Path, title: str, baseline: floa
     import matplotlib.pyplot as plt
 
     fig, (ax_val, ax_loss) = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained")
-    for name, row in rows.items():
-        (line,) = ax_val.plot(list(row["validation"]), list(row["validation"].values()), marker=".", label=name)
-        if row["flattens_at"] is not None:
-            ax_val.axvline(row["flattens_at"], color=line.get_color(), linestyle=":", linewidth=1)
-        if row["train_loss"]:
-            ax_loss.plot(*_smooth(row["train_loss"]), color=line.get_color(), label=name)
+    grouped = setups(rows)
+    if any(g["seeds"] > 1 for g in grouped.values()):  # one line per setup: its seeds' mean and range
+        for name, g in grouped.items():
+            label = f"{name} ({g['seeds']} seeds)"
+            (line,) = ax_val.plot(g["steps"], g["mean"], marker=".", label=label)
+            ax_val.fill_between(g["steps"], g["low"], g["high"], color=line.get_color(), alpha=0.15, linewidth=0)
+            if g["train_loss"]:
+                ax_loss.plot(*_smooth(g["train_loss"]), color=line.get_color(), label=label)
+        val_title = "validation: mean over seeds (band: min to max)"
+    else:
+        for name, row in rows.items():
+            (line,) = ax_val.plot(list(row["validation"]), list(row["validation"].values()), marker=".", label=name)
+            if row["flattens_at"] is not None:
+                ax_val.axvline(row["flattens_at"], color=line.get_color(), linestyle=":", linewidth=1)
+            if row["train_loss"]:
+                ax_loss.plot(*_smooth(row["train_loss"]), color=line.get_color(), label=name)
+        val_title = "validation (dotted: where it flattens)"
     if baseline is not None:
         ax_val.axhline(
             baseline, color="black", linestyle="--", linewidth=1, label=f"structure-free baseline ({baseline:.1f}%)"
         )
-    ax_val.set(xlabel="step", ylabel="validation accuracy (%)", title="validation (dotted: where it flattens)")
+    ax_val.set(xlabel="step", ylabel="validation accuracy (%)", title=val_title)
     ax_loss.set(xlabel="step", ylabel="train loss (moving mean of 10 logs)", title="train loss")
-    ax_val.legend(fontsize=8)
-    ax_loss.legend(fontsize=8)
+    for ax in (ax_val, ax_loss):
+        if ax.get_legend_handles_labels()[0]:  # a run with no train logs yet has no loss line
+            ax.legend(fontsize=8)
     fig.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -118,6 +167,21 @@ def markdown(rows: dict[str, dict[str, Any]], title: str, command: str, baseline
         "",
         f"`{command}`",
         "",
+    ]
+    grouped = setups(rows)
+    if any(g["seeds"] > 1 for g in grouped.values()):
+        lines += [
+            "| setup | seeds | best validation, mean +- sd | mean validation rise over the last 1,000 steps "
+            "| seeds still improving |",
+            "|---|---:|---|---:|---:|",
+        ]
+        for name, g in grouped.items():
+            best = "" if g["best_mean"] is None else f"{g['best_mean']:.1f}%"
+            best += "" if g["best_sd"] is None else f" +- {g['best_sd']:.1f}"
+            rise = "" if g["mean_rise_last_window"] is None else f"{g['mean_rise_last_window']:+.1f} points"
+            lines.append(f"| {name} | {g['seeds']} | {best} | {rise} | {g['still_improving']} of {g['seeds']} |")
+        lines.append("")
+    lines += [
         "| row | last step | best validation (step) | flattens at "
         "(best within 1 point after) | still improving? | train-loss slope per 1,000 steps (last 1,000) |",
         "|---|---|---|---|---|---|",
@@ -175,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         baseline_line = "Reference: " + listops_baseline.line(result, "validation") + "."
     plot(rows, args.out / "curves.png", args.title, baseline)
     write_text_atomic(args.out / "curves.md", markdown(rows, args.title, command_line(), baseline_line))
-    write_json_atomic(args.out / "curves.json", {**stamp(), "rows": rows, "baseline_validation_percent": baseline})
+    write_json_atomic(
+        args.out / "curves.json",
+        {**stamp(), "rows": rows, "setups": setups(rows), "baseline_validation_percent": baseline},
+    )
     print(markdown(rows, args.title, command_line(), baseline_line))
     return 0
 

@@ -425,7 +425,12 @@ class Trainer:
                 if new_shape:  # the first step of each batch shape compiles: say so, and time it apart
                     what = f"the training step for batch shape {tuple(shape)}"
                     compiling = self.progress.compiling(what)
-                self.state, metrics = self.train_step(self.state, device_batch)
+                try:
+                    self.state, metrics = self.train_step(self.state, device_batch)
+                except jax.errors.JaxRuntimeError:
+                    if not (new_shape and self.stop.signum is not None):
+                        raise
+                    self._stopped_while_compiling(step)
             step += 1
             self.pending.append((step, metrics))
             if not new_shape and len(self.pending) >= 2:
@@ -473,6 +478,17 @@ class Trainer:
                 self._save_latest(step)
                 raise Interrupted(signum, step)
         self.stop.training = False  # a signal during the test evaluation stops at once: nothing to save
+
+    def _stopped_while_compiling(self, step: int) -> None:
+        """A stop signal during a compilation reaches XLA's compiler too where it is a child process
+        (``ptxas`` on a GPU, in the signalled process group), which fails the compile. The state is
+        still the one before this step: save it, as a signal during a step does, and stop."""
+        assert self.stop.signum is not None
+        self.progress.message("the compilation in progress was stopped by the same signal")
+        if jax.process_count() > 1:  # the others may be compiling on: no collective save
+            raise Interrupted(self.stop.signum, None, saved=False) from None
+        self._save_latest(step)
+        raise Interrupted(self.stop.signum, step) from None
 
     def _agreed_stop(self, step: int) -> int | None:
         """The signal this run stops on after ``step`` (None: go on). One process: its own, no
