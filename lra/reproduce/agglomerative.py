@@ -294,7 +294,7 @@ PAPER = Paper(
         not_testable("table1-text8", "Table 1, Figure 2",
                      "Character-level text8 models with agglomerative attention (plus convolutions) come close to "
                      "full attention's bits per character.",
-                     "test BPC over 5 replicas, e.g. full ~1.5 vs agglomerative with convolutions ~1.5",
+                     "test BPC over 5 replicas: full 2.271 (embedding) and 2.177 (convolution), agglomerative 2.52 and 2.183",
                      "the text8 corpus (no downloads here) and a language-modelling task this suite does not have",
                      ""),
         not_testable("table2-wikitext2", "Table 2, Figure 3",
