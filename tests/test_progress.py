@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import io
 import os
+import re
 
 import pytest
 
+from lra import console
+from lra.console import terminal_bar_possible
 from lra.training import progress as progress_module
-from lra.training.progress import Progress, terminal_bar_possible
+from lra.training.progress import Progress
 
 
 def _plain(tmp_path, **kw) -> Progress:
@@ -50,9 +53,9 @@ def test_zero_size_terminal_falls_back_to_plain_lines(monkeypatch):
         def isatty(self) -> bool:
             return True
 
-    monkeypatch.setattr(progress_module.shutil, "get_terminal_size", lambda fallback: os.terminal_size((0, 0)))
+    monkeypatch.setattr(console.shutil, "get_terminal_size", lambda fallback: os.terminal_size((0, 0)))
     assert not terminal_bar_possible(Tty())
-    monkeypatch.setattr(progress_module.shutil, "get_terminal_size", lambda fallback: os.terminal_size((80, 24)))
+    monkeypatch.setattr(console.shutil, "get_terminal_size", lambda fallback: os.terminal_size((80, 24)))
     assert terminal_bar_possible(Tty())
     assert not terminal_bar_possible(io.StringIO())
 
@@ -83,10 +86,36 @@ def test_paper_scale_projection_is_one_warning_once_the_rate_is_known(tmp_path, 
 
 
 def test_projection_sizes():
-    assert progress_module._duration(214 * 3600) == "~214 h (8.9 days)"
-    assert progress_module._duration(3.24 * 3600) == "~3.2 h"
-    assert progress_module._duration(700) == "~12 min"
-    assert progress_module._duration(3.2) == "~3 s"
+    assert console.duration(214 * 3600) == "~214 h (8.9 days)"
+    assert console.duration(12.4 * 3600) == "~12 h" and console.duration(3.24 * 3600) == "~3.2 h"
+    assert console.duration(700) == "~12 min"
+    assert console.duration(3.2) == "~3 s"
+
+
+def test_clock_and_sizes():
+    """lra.console's formatters, shared by training, the data pipeline, sweeps, preflight and benchmarks."""
+    assert console.clock(44.4) == "0:44" and console.clock(3723) == "1:02:03" and console.clock(30 * 3600) == "30:00:00"
+    assert console.format_bytes(7.73e9) == "7.73 GB" and console.format_bytes(12_345) == "12.3 kB"
+    assert console.format_bytes(80) == "80 B"
+    assert console.binary_bytes(1.5 * 2**30) == "1.50 GiB" and console.binary_bytes(12.3 * 2**20) == "12.3 MiB"
+    assert console.binary_bytes(1.5 * 2**30, digits=1) == "1.5 GiB"
+    assert console.mib_cell(None) == "" and console.mib_cell(1234.5 * 2**20) == "1,234.5"
+    assert console.mib_cell(3 * 2**20, digits=0) == "3"
+
+
+def test_byte_progress_draws_through_the_same_bar_or_lines(capsys):
+    """Without a terminal the download's progress is plain ``lra.data:`` lines (per 10%) with an ETA clock."""
+    import io
+
+    from lra.data.byte_progress import Progress as BytesProgress
+
+    with BytesProgress("downloading x", 1000, stream=io.StringIO()) as bar:
+        assert bar.bar is None
+        for _ in range(10):
+            bar.update(100)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 10 and lines[-1].startswith("lra.data: downloading x: 1.0 kB of 1.0 kB (100%), ")
+    assert all(re.search(r"\(\d+%\), [\d.]+ [kMG]?B/s, ETA \d+:\d\d$", line) for line in lines), lines
 
 
 def test_paper_scale_on_cpu_warns_and_other_presets_do_not():

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lra.bench.projections import REFERENCES
+from lra.console import mib_cell
 
 FLAT_TIME_FACTOR = 1.5  # time per token may grow this much from the shortest to the longest length
 LINEAR_MEMORY_SLACK = 1.25  # memory may grow this much more than the length does
@@ -47,10 +48,6 @@ def checks(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _mib(b: int | None) -> str:
-    return "" if b is None else f"{b / 2**20:,.1f}"
-
-
 def _mark(check: dict[str, Any] | None, fmt: str) -> str:
     if not check:
         return "n/a"
@@ -81,8 +78,8 @@ def markdown(report: dict[str, Any]) -> str:
         per_score = f"{c['ns_per_score']:.2f}" if "ns_per_score" in c else ""
         lines.append(
             f"| {c['family']} | {c['n']} | ok{' (1 call)' if c.get('note') else ''} | {c['seconds'] * 1e3:,.1f} | "
-            f"{c['us_per_token']:.2f} | {per_score} | {rel} | {_mib((c.get('memory') or {}).get('total_bytes'))} | "
-            f"{_mib(c.get('device_peak_bytes'))} |"
+            f"{c['us_per_token']:.2f} | {per_score} | {rel} | {mib_cell((c.get('memory') or {}).get('total_bytes'))} | "
+            f"{mib_cell(c.get('device_peak_bytes'))} |"
         )
     lines += [
         "",

@@ -42,6 +42,7 @@ import numpy as np
 from lra import attention
 from lra.bench import device_turns
 from lra.bench.device_info import compiled_bytes, environment, memory_stats
+from lra.console import mib_cell
 
 
 def families() -> tuple[str, ...]:
@@ -363,10 +364,6 @@ def run_grid(
     return ordered()
 
 
-def _fmt_bytes(b: int | None) -> str:
-    return "" if b is None else f"{b / 2**20:,.0f}"
-
-
 def markdown(report: dict[str, Any]) -> str:
     env, s = report["environment"], report["settings"]
     lines = [
@@ -402,8 +399,8 @@ def markdown(report: dict[str, Any]) -> str:
         mem = (r.get("memory") or {}).get("total_bytes")
         lines.append(
             head + f"| {r['steps_per_second']:.3g} | {r['seed_steps_per_second']:.3g} | "
-            f"{r['flops_per_step'] / 1e9:,.1f} | {100 * r['mfu']:.1f}% | {_fmt_bytes(mem)} | "
-            f"{_fmt_bytes(r.get('device_peak_bytes'))} | {r['compile_seconds']:.1f} |"
+            f"{r['flops_per_step'] / 1e9:,.1f} | {100 * r['mfu']:.1f}% | {mib_cell(mem, digits=0)} | "
+            f"{mib_cell(r.get('device_peak_bytes'), digits=0)} | {r['compile_seconds']:.1f} |"
         )
     lines += ["", *table2_view(report)]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from lra.data.byte_progress import format_bytes
+from lra.console import format_bytes
 from lra.data.types import DataError
 
 BASE_ENV = "LRA_DOWNLOAD_BASE"

@@ -1,9 +1,8 @@
-"""Bytes moved, shown to people: ``format_bytes`` and ``Progress`` (a tqdm bar on a terminal,
-plain log lines otherwise), used while an archive is downloaded and while it is extracted.
+"""Bytes moved, shown to people while an archive is downloaded and while it is extracted: ``Progress``.
 
-Training's progress (lra/training/progress.py) counts steps, excludes compilation and writes
-TensorBoard; it sits two layers above the data package, which cannot import it (tests/test_layering.py).
-This one counts bytes and leaves the terminal bar to tqdm.
+The bar or plain lines are lra.console's ``BarOrLines`` (training's step progress draws through it
+too); this module adds what is particular to bytes: tqdm's byte units on the bar, and without a
+terminal a ``lra.data:`` line per 10% (or 30 s) with the byte rate and its ETA.
 """
 
 from __future__ import annotations
@@ -11,15 +10,8 @@ from __future__ import annotations
 import sys
 import time
 
+from lra.console import BarOrLines, clock, format_bytes
 from lra.data.cache import log
-
-
-def format_bytes(n: float) -> str:
-    """Bytes for people: 7.73 GB, 170.5 MB, 12.3 kB, 80 B."""
-    for unit, scale, digits in (("GB", 1e9, 2), ("MB", 1e6, 1), ("kB", 1e3, 1)):
-        if n >= scale:
-            return f"{n / scale:.{digits}f} {unit}"
-    return f"{n:.0f} B"
 
 
 class Progress:
@@ -30,21 +22,18 @@ class Progress:
         self.stream = stream or sys.stderr
         self.start, self.start_done, self.last_line, self.printed = time.time(), initial, time.time(), initial
         self.next_pct = (initial * 10 // total + 1) * 10 if total else 0
-        self.bar = None
-        if self.stream.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=total,
-                initial=initial,
-                unit="B",
-                unit_scale=True,
-                unit_divisor=1024,
-                desc=what,
-                file=self.stream,
-                dynamic_ncols=True,
-                miniters=1,
-            )
+        self.out = BarOrLines(
+            total,
+            initial,
+            line=log,
+            stream=self.stream,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=what,
+            miniters=1,
+        )
+        self.bar = self.out.bar
 
     def update(self, n: int) -> None:
         self.done += n
@@ -62,20 +51,19 @@ class Progress:
         rate = (self.done - self.start_done) / max(now - self.start, 1e-6)
         if self.total:
             eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-            eta_s = time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 1e6 else "?"
-            log(
+            eta_s = clock(eta) if eta < 1e6 else "?"
+            self.out.write(
                 f"{self.what}: {format_bytes(self.done)} of {format_bytes(self.total)} "
                 f"({100 * self.done / self.total:.0f}%), "
                 f"{format_bytes(rate)}/s, ETA {eta_s}"
             )
         else:
-            log(f"{self.what}: {format_bytes(self.done)}, {format_bytes(rate)}/s")
+            self.out.write(f"{self.what}: {format_bytes(self.done)}, {format_bytes(rate)}/s")
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        elif self.done != self.printed:
+        if self.bar is None and self.done != self.printed:
             self._line(time.time())
+        self.out.close()
 
     def __enter__(self) -> Progress:
         return self

@@ -42,6 +42,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lra.console import format_bytes
 from lra.data.archive_verify import verify
 from lra.data.archives import (
     ARCHIVES,
@@ -54,7 +55,7 @@ from lra.data.archives import (
     archive_url,
     missing_entries,
 )
-from lra.data.byte_progress import Progress, format_bytes
+from lra.data.byte_progress import Progress
 from lra.data.cache import log
 from lra.data.http_fetch import fetch
 from lra.data.paths import data_dir

@@ -12,8 +12,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from lra.console import format_bytes
 from lra.data.archives import BASE_ENV, CHUNK, DownloadError, disk_full
-from lra.data.byte_progress import Progress, format_bytes
+from lra.data.byte_progress import Progress
 from lra.data.cache import log
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lra.console import binary_bytes
 from lra.data.listops_format import GENERATED_SUBDIR, GENERATOR_VERSION, HEADER, SPLIT_FILES
 from lra.data.listops_gen import generate
 from lra.data.types import DataError
@@ -133,8 +134,8 @@ def _check_disk(root: Path, max_len: int, counts: Sequence[int]) -> None:
         raise DataError(
             f"this ListOps set cannot be stored: {sum(counts):,} examples (config.data.num_train/num_val/num_test = "
             f"{'/'.join(map(str, counts))}) padded to config.data.max_len={max_len} need at least "
-            f"{need / 2**30:.1f} GiB of token cache, {existing} has {free / 2**30:.1f} GiB free. Nothing was "
-            f"generated: ask for fewer or shorter examples"
+            f"{binary_bytes(need, digits=1)} of token cache, {existing} has {binary_bytes(free, digits=1)} free. "
+            f"Nothing was generated: ask for fewer or shorter examples"
         )
 
 

@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from lra.console import duration as console_duration
 from lra.experiments.sweep import REPO, Run, expected_steps, run_config, run_fields, status
 
 DONE, STARTED, MISSING, DATA_ABSENT = "done", "started", "missing", "data absent"
@@ -117,13 +118,8 @@ def plan_runs(runs: Sequence[Run], record_roots: Sequence[Path] | None = None) -
 
 
 def duration(seconds: float) -> str:
-    """``~3.2 h``, ``~41 min``, ``~214 h``: an estimate's size."""
-    hours = seconds / 3600
-    if hours >= 10:
-        return f"~{hours:.0f} h"
-    if hours >= 1:
-        return f"~{hours:.1f} h"
-    return f"~{max(seconds / 60, 1):.0f} min"
+    """An estimate's size (lra.console's ``duration``), never finer than ``~1 min``."""
+    return console_duration(max(seconds, 60.0))
 
 
 def estimate_text(plan: RunPlan) -> str:

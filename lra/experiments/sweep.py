@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lra.console import clock
 from lra.training.child_signals import ChildSignals
 from lra.training.cpu_speed import PIN_VARIABLE, child_environment
 from lra.training.run_files import slug, write_json_atomic  # slug: also lra.reproduce's run folders
@@ -565,10 +566,6 @@ class SweepReport:
         return 1 if self.failed else 0
 
 
-def _clock(seconds: float) -> str:
-    return str(datetime.timedelta(seconds=int(seconds)))
-
-
 def run_sweep(
     runs: Sequence[Run],
     runner: Runner = subprocess_runner,
@@ -599,13 +596,13 @@ def run_sweep(
             return
         state = "resuming" if status(run) == "started" else "starting"
         pinned = f", pinned to core {core} after its first compile" if core is not None else ""
-        out(f"{head}: {state} in {run.workdir} (sweep elapsed {_clock(time.perf_counter() - start)}{pinned})")
+        out(f"{head}: {state} in {run.workdir} (sweep elapsed {clock(time.perf_counter() - start)}{pinned})")
         _write_run_record(run)
         t0 = time.perf_counter()
         code = (
             runner(run, run.workdir / "sweep.log") if jobs == 1 else runner(run, run.workdir / "sweep.log", core=core)
         )
-        took = _clock(time.perf_counter() - t0)
+        took = clock(time.perf_counter() - t0)
         if code in INTERRUPTED:
             out(f"{head}: interrupted after {took}; rerun the same sweep command to resume it")
             report.interrupted = report.interrupted or run
@@ -662,7 +659,7 @@ def run_sweep(
         + (f"{len(report.in_use)} in use (skipped), " if report.in_use else "")
         + f"{len(report.failed)} failed"
         + (f", interrupted at {report.interrupted.name}" if report.interrupted else "")
-        + f"; elapsed {_clock(time.perf_counter() - start)}"
+        + f"; elapsed {clock(time.perf_counter() - start)}"
     )
     for run, code in report.failed:
         out(f"  failed: {run.name} (exit {code}): {run.workdir / 'sweep.log'}")

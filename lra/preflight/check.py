@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lra.console import binary_bytes
 from lra.preflight import cache, estimate, targets
 from lra.preflight.compile_step import ERROR, RESULT
 from lra.training.child_signals import ChildSignals
-
-GIB = 1024**3
 
 
 class PreflightError(Exception):
@@ -248,10 +247,6 @@ def _cpu_specs(python: str) -> dict[str, Any]:
         return {}
 
 
-def _bytes(n: float) -> str:
-    return f"{n / GIB:.2f} GiB" if n >= GIB / 10 else f"{n / 1024**2:.1f} MiB"
-
-
 def _rate(flops_per_s: float) -> str:
     """A peak in TFLOP/s for accelerators, GFLOP/s for a CPU (whose rate would print as 0.0 TFLOP/s)."""
     return f"{flops_per_s / 1e12:,.1f} TFLOP/s" if flops_per_s >= 1e12 else f"{flops_per_s / 1e9:,.4g} GFLOP/s"
@@ -268,8 +263,9 @@ def report_lines(r: dict[str, Any], price_per_hour: float | None = None, currenc
     lines += [
         f"  {r['variant']} ({r['task']}), {r['num_params']:,} parameters, length {r['length']}, {r['dtype']}, "
         f"global batch {r['global_batch']} ({per_device} per device x {r['devices']} devices), {r['seeds']} seed(s)",
-        f"  memory per device (XLA): arguments {_bytes(m.get('argument', 0))}, temporaries "
-        f"{_bytes(m.get('temp', 0))}, outputs {_bytes(m.get('output', 0))}, total {_bytes(m.get('total', 0))}",
+        f"  memory per device (XLA): arguments {binary_bytes(m.get('argument', 0))}, temporaries "
+        f"{binary_bytes(m.get('temp', 0))}, outputs {binary_bytes(m.get('output', 0))}, "
+        f"total {binary_bytes(m.get('total', 0))}",
         f"  per step and device: {c['flops'] / 1e9:,.3g} GFLOP, "
         + (
             f"{c['bytes_accessed'] / 1e9:,.2f} GB accessed"

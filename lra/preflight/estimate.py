@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from lra.console import GIB
 from lra.preflight.targets import Target
 
 ASSUMED_MFU = 0.3
@@ -56,7 +57,6 @@ def step_times(
 
 
 EXHAUSTED = re.compile(r"HLO temporaries \(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)")
-GIB = 1024**3
 
 
 def _fixes(result: dict[str, Any], total: float, fixed: float, usable: float, scales: str) -> str:

@@ -10,9 +10,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from lra.console import GIB
 from lra.preflight import estimate, targets
-
-GIB = 1024**3
 
 
 def sweep_summary(

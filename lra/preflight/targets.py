@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-GIB = 1024**3
+from lra.console import GIB
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,13 +15,10 @@ import jax
 import ml_collections
 import numpy as np
 
+from lra.console import binary_bytes
 from lra.training.validation import ConfigError
 
 _BYTES_PER_FLOAT = 4
-
-
-def _gb(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
 
 
 def device_memory_bytes() -> int | None:
@@ -78,9 +75,10 @@ def check_fits(
     if est["total"] > available:
         m = config.model
         raise ConfigError(
-            f"this model cannot fit: training needs at least {_gb(est['total'])} per device "
-            f"({_gb(est['parameters'])} of parameters x4 for weights, gradients and Adam's moments, "
-            f"+ {_gb(est['activations'])} of activations), the device has {_gb(available)}. "
+            f"this model cannot fit: training needs at least {binary_bytes(est['total'], digits=1)} per device "
+            f"({binary_bytes(est['parameters'], digits=1)} of parameters x4 for weights, gradients and Adam's moments, "
+            f"+ {binary_bytes(est['activations'], digits=1)} of activations), "
+            f"the device has {binary_bytes(available, digits=1)}. "
             + (f"It trains {num_seeds} seeds in one program: list fewer in config.seeds. " if num_seeds > 1 else "")
             + f"Lower config.model.max_len={m.max_len} (the position table), config.batch_size="
             f"{config.batch_size}, config.model.emb_dim={m.emb_dim}, mlp_dim={m.mlp_dim} or num_layers={m.num_layers}."

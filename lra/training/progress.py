@@ -16,43 +16,21 @@ CPU) is told so once, in one line, as soon as a few timed steps give the rate.
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from lra.console import BarOrLines, clock, duration, terminal_bar_possible
 
 log = logging.getLogger("lra")
 
 
 def _fmt(metrics: dict[str, Any]) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
-
-
-def _duration(seconds: float) -> str:
-    """``"~214 h (8.9 days)"``, ``"~3.2 h"``, ``"~12 min"``, ``"~3 s"``: a projection's size, not a clock."""
-    hours = seconds / 3600
-    if hours >= 48:
-        return f"~{hours:.0f} h ({hours / 24:.1f} days)"
-    if hours >= 1:
-        return f"~{hours:.2g} h"
-    return f"~{seconds / 60:.0f} min" if seconds >= 60 else f"~{seconds:.0f} s"
-
-
-def terminal_bar_possible(stream: Any = None) -> bool:
-    """A bar needs a terminal that reports its width; a zero-size pty gets plain lines."""
-    stream = stream or sys.stderr
-    if not stream.isatty():
-        return False
-    return shutil.get_terminal_size(fallback=(0, 0)).columns > 0
 
 
 def _discard(writer: Any) -> None:
@@ -105,7 +83,8 @@ class Progress:
         ``projection_warning`` (e.g. ``"on this CPU (paper scale)"``): once ``projection_after``
         timed steps give the rate, print one warning line with the time the rest of the run needs."""
         self.enabled = enabled
-        self.bar = None
+        self.out: BarOrLines | None = None
+        self.bar: Any = None
         self._tb_dirs = [
             Path(w) / "tensorboard" for w in ([workdirs] if isinstance(workdirs, (str, Path)) else workdirs)
         ]
@@ -119,17 +98,17 @@ class Progress:
         self._last_shown = self._last_plain = time.monotonic()
         if not enabled:
             return
-        if terminal_bar_possible():
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=total,
-                initial=start,
-                unit="step",
-                dynamic_ncols=True,
-                mininterval=0,
-                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt}{postfix}",
-            )
+        self.out = BarOrLines(
+            total,
+            start,
+            line=partial(print, flush=True),
+            use_bar=terminal_bar_possible(),  # looked up here: tests replace it in this module
+            unit="step",
+            mininterval=0,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt}{postfix}",
+        )
+        self.bar = self.out.bar
+        if self.bar is not None:
             self.bar.set_postfix_str("compiling")
         if tensorboard:
             try:
@@ -166,7 +145,7 @@ class Progress:
         rate, eta = self.rate, self.eta_seconds()
         if rate is None or eta is None:  # no rate yet (then no ETA either)
             return "measuring the rate"
-        return f"{rate:.3g} step/s, ETA {_clock(eta)}"
+        return f"{rate:.3g} step/s, ETA {clock(eta)}"
 
     def tick(self, step: int, compile_seconds: float = 0.0, now: float | None = None) -> None:
         """The loop finished ``step``; ``compile_seconds`` of the time since the last tick were
@@ -181,7 +160,7 @@ class Progress:
         if self._projection is not None and self._measured_steps >= self._projection_after and self.rate:
             remaining = max(self.total - step, 0)
             self.message(
-                f"warning: at {self.rate:.2g} steps/s this run needs {_duration(remaining / self.rate)} "
+                f"warning: at {self.rate:.2g} steps/s this run needs {duration(remaining / self.rate)} "
                 f"more for its {remaining:,} remaining steps {self._projection}"
             )
             self._projection = None
@@ -195,9 +174,7 @@ class Progress:
             self._last_plain = now
 
     def _plain_line(self) -> None:
-        print(
-            f"step {self.step}/{self.total} ({100 * self.step / max(self.total, 1):.0f}%): {self.status()}", flush=True
-        )
+        self.message(f"step {self.step}/{self.total} ({100 * self.step / max(self.total, 1):.0f}%): {self.status()}")
 
     def _postfix(self) -> str:
         extra = getattr(self, "_train_postfix", "")
@@ -266,20 +243,16 @@ class Progress:
         else:
             shown = {k: v for k, v in metrics.items() if k != "steps_per_second"}  # one rate: ours
             rate = f" [{self.status()}]" if split == "train" else ""
-            print(f"step {step} {split}{where}: {_fmt(shown)}{rate}", flush=True)
+            self.message(f"step {step} {split}{where}: {_fmt(shown)}{rate}")
             self._last_plain = time.monotonic()
 
     def message(self, text: str) -> None:
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.write(text)
-        else:
-            print(text, flush=True)
+        if self.out is not None:
+            self.out.write(text)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        if self.out is not None:
+            self.out.close()
         for writer in self.writers:
             if writer is not None:
                 try:
