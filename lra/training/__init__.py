@@ -1,6 +1,8 @@
 """Training: the loop and everything a run needs. Read in this order:
 
 - ``loop``: ``train_and_evaluate`` and the ``Trainer`` loop (one seed or many, one code path).
+- ``run_setup``: before anything compiles: bad input refused, workdirs and locks, each seed's resume
+  decision; ``run_result``: result.json's contents.
 - ``steps``: the compiled, vmapped train/eval steps and the state they carry.
 - ``seeds``: which seeds a config trains, their configs and workdirs, the seed axis.
 - ``schedules``: AdamW and Table 2's learning-rate schedule.

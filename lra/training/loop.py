@@ -4,8 +4,9 @@ Read it top to bottom:
 
 1. ``train_and_evaluate`` checks everything that can fail on bad input (config, workdirs, data,
    memory) before anything is written, then takes each seed's workdir lock.
-2. ``Trainer.run`` asks lra.training.resume what each seed's workdir allows (fresh, resume,
-   finished, or a refusal), and resumes every seed that still trains from one common step.
+2. ``plan_seeds`` (lra.training.run_setup) asks lra.training.resume what each seed's workdir allows
+   (fresh, resume, finished, or a refusal); the ``Trainer`` is built whole for the seeds that still
+   train, every one resumed from one common step.
 3. The loop: a vmapped train step over the seed axis per batch; metrics fetched every
    ``log_every`` steps and checked (a seed whose loss or weights turn NaN/Inf stops, its last good
    checkpoint kept; the other seeds go on); validation every ``eval_every`` steps, with each seed's
@@ -18,9 +19,6 @@ uninterrupted one, and seed k of a bundle ends as the single-seed run of seed k 
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -30,125 +28,22 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 
-from lra.data import TaskData, load_task
+from lra.data import TaskData
 from lra.data.batching import TrainBatches, seed_batch
-from lra.errors import InputError
-from lra.model import build_model
-from lra.training import cpu_speed, distributed, resume
-from lra.training.checkpoints import Checkpoints
-from lra.training.memory_estimate import check_before_data, check_fits
+from lra.training import cpu_speed, distributed
 from lra.training.memory_stats import log_memory_stats
 from lra.training.profiling import ProfileWindow
 from lra.training.progress import Progress
-from lra.training.run_errors import Interrupted, NonFiniteLossError, RunStateError, StorageError
-from lra.training.run_files import (
-    MetricsLog,
-    append_session,
-    config_to_dict,
-    git_commit,
-    read_sessions,
-    remove_run,
-    write_json_atomic,
-)
+from lra.training.run_errors import Interrupted, NonFiniteLossError
+from lra.training.run_files import config_to_dict, git_commit, write_json_atomic
+from lra.training.run_result import seed_result
+from lra.training.run_setup import SeedRun, open_runs, plan_seeds, prepare, projection_warning
 from lra.training.schedules import make_optimizer
-from lra.training.seeds import run_seeds, seed_command, seed_config, seed_workdirs, stack, take
-from lra.training.steps import evaluate_split, make_init, make_steps
-from lra.training.stop_signals import StopSignals
-from lra.training.validation import validate_config
-from lra.training.workdir_lock import WorkdirLock
-
-
-@dataclasses.dataclass
-class SeedRun:
-    """One seed of the program: its own config, workdir, lock and files."""
-
-    position: int  # place among the config's seeds (result order)
-    config: ml_collections.ConfigDict  # seed=k, seeds=(): the single-seed run's config
-    workdir: Path
-    checkpoints: Checkpoints
-    lock: WorkdirLock | None
-    label: str  # "seed k: " in a bundle, "" alone
-    index: int = -1  # place on the seed axis of the compiled step (finished seeds are not on it)
-    plan: resume.ResumePlan = dataclasses.field(init=False)  # set by the program before anything reads it
-    log: MetricsLog = dataclasses.field(init=False)  # opened before the seed trains
-    stopped: str | None = None  # why the seed stopped early (a NaN); None while it trains
-
-    @property
-    def seed(self) -> int:
-        return int(self.config.seed)
-
-
-def check_workdir_path(workdir: Path) -> None:
-    """A workdir that cannot be a directory fails here, before data loading."""
-    for parent in (workdir, *workdir.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                raise StorageError(workdir, NotADirectoryError(f"{parent} is a file, not a directory"))
-            break
-
-
-def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[TaskData, Any, Any]:
-    """Everything that can fail on bad input, before a workdir is touched or anything compiled:
-    config, workdir paths, data, shapes and whether they fit the device."""
-    validate_config(config, num_devices=jax.device_count())
-    for workdir in workdirs:
-        check_workdir_path(workdir)
-    check_before_data(config, num_seeds=len(workdirs))  # a billion examples or positions: refused before generating
-    data = load_task(config)
-    if data.max_len > config.model.max_len:
-        raise InputError(
-            f"task {config.task} has sequences of length {data.max_len} > config.model.max_len="
-            f"{config.model.max_len}: raise config.model.max_len"
-        )
-    model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
-    sample = np.zeros((1,) + data.train.inputs.shape[1:], np.int32)
-    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), sample)["params"])  # traces, no compile
-    check_fits(shapes, config, data.max_len, data.dual, num_seeds=len(workdirs))
-    return data, model, shapes
-
-
-def open_workdir(workdir: Path, primary: bool) -> WorkdirLock | None:
-    """Create ``workdir`` and take its lock (the primary process; the others write nothing)."""
-    if not primary:
-        return None
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StorageError(workdir, e) from None
-    return WorkdirLock(workdir).acquire()
-
-
-def remove_previous_runs(runs: list[SeedRun]) -> None:
-    """--start_over: delete every seed's previous run. Called once every seed's lock is held, so a
-    seed held by another process refuses the command before any seed's run is deleted (D1)."""
-    for run in runs:
-        removed = remove_run(run.workdir)
-        if removed:
-            print(f"--start_over: removed {', '.join(removed)} from {run.workdir}", file=sys.stderr, flush=True)
-
-
-def inherit_bucket_order(run: SeedRun) -> None:
-    """A seed of a length-bucketed bundle, resumed alone (``scripts/sweep.py --group-seeds off``, a
-    rerun of one seed): its config.json records the bundle's shared bucket order
-    (``data.bucket_order_seed``), which this command leaves at -1 (the run's own seed). Take the
-    recorded one, saying so: the run is the same and resumes exactly (issue 26 U2)."""
-    config = run.config
-    if len(config.data.buckets) == 0 or config.data.bucket_order_seed >= 0:
-        return
-    try:
-        recorded = json.loads((run.workdir / "config.json").read_text())["data"]["bucket_order_seed"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # no config.json, or a damaged one: check_workdir reports it
-    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 0:
-        with config.unlocked():
-            config.data.bucket_order_seed = recorded
-        print(
-            f"{run.workdir}: data.bucket_order_seed={recorded} taken from its config.json (the bucket order of the "
-            f"bundle it trained in); this run resumes with it",
-            file=sys.stderr,
-            flush=True,
-        )
+from lra.training.seeds import run_seeds, seed_workdirs, stack, take
+from lra.training.steps import State, evaluate_split, make_init, make_steps
+from lra.training.stop_signals import StopSignals, agreed_stop
 
 
 def train_and_evaluate(
@@ -189,30 +84,14 @@ def train_and_evaluate(
             window = ProfileWindow.parse(profile, workdirs[0] / "profile")
             window.check(config)
         data, model, param_shapes = prepare(config, workdirs)
-        for index, (seed, path) in enumerate(
-            zip(seeds, workdirs, strict=False)
-        ):  # every lock first: then change anything
-            lock = open_workdir(path, primary)
-            runs.append(
-                SeedRun(
-                    index,
-                    seed_config(config, seed),
-                    path,
-                    Checkpoints(path),
-                    lock,
-                    label=f"seed {seed}: " if len(seeds) > 1 else "",
-                )
-            )
-        if start_over and primary:
-            remove_previous_runs(runs)
-        for run in runs:
-            if len(runs) == 1 and not start_over:
-                inherit_bucket_order(run)
-            run.checkpoints.config = config_to_dict(run.config)
-        results = Trainer(
-            config, runs, data, model, param_shapes, stop, primary, window if primary else None, pin_core
-        ).run()
-        return results[0] if len(results) == 1 else results
+        open_runs(config, seeds, workdirs, primary, start_over, runs)
+        results, training, start = plan_seeds(config, runs, primary)
+        if training:
+            window = window if primary else None  # process 0 traces
+            trainer = Trainer(config, training, start, data, model, param_shapes, stop, primary, window, pin_core)
+            results.update(trainer.run())
+        ordered = [results[run.position] for run in runs]
+        return ordered[0] if len(ordered) == 1 else ordered
     finally:
         for run in runs:
             run.checkpoints.close()
@@ -221,60 +100,16 @@ def train_and_evaluate(
         stop.restore()
 
 
-def projection_warning(config: ml_collections.ConfigDict) -> str | None:
-    """What the progress bar's one-time projection says about a paper-scale run on a CPU (days, where
-    the ``cpu`` preset takes minutes); None elsewhere: the ETA is enough."""
-    if config.preset != "paper" or jax.default_backend() != "cpu":
-        return None
-    return "on this CPU (paper scale: the :cpu preset trains in minutes; an accelerator: docs/gpu_runbook.md)"
-
-
-def seed_fix(config: ml_collections.ConfigDict, run: SeedRun) -> str:
-    """What a refusal of one seed of a bundle advises: that seed's own command with --start_over
-    (issue 26 D2). --start_over on the bundle's command would delete every seed's run, the
-    finished ones too."""
-    return (
-        f"start this seed over alone with `{seed_command(config, run.seed, run.workdir, start_over=True)}` "
-        f"(the other seeds' runs are kept), then rerun the bundle's command; --start_over on the bundle's "
-        f"command would delete every seed's run, finished ones included"
-    )
-
-
-def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int | None:
-    """The step every training seed resumes from (None: all start fresh).
-
-    Seeds saved together normally share their newest checkpoint; a kill between two seeds'
-    saves leaves one a save ahead, and it steps back to the others' step (it keeps two, and
-    replays the same batches). A kill between the seeds' first (step-0) saves leaves some seeds
-    without a checkpoint: all start fresh (a step-0 checkpoint is the initial state, which a fresh
-    start draws again, identically). Seeds with no common checkpoint cannot share one program."""
-    steps = {run.plan.step for run in runs}
-    if len(steps) == 1:
-        return steps.pop()
-    if steps == {None, 0}:  # killed between the seeds' step-0 saves: step 0 is the initial state, drawn again
-        return None
-    if None not in steps:
-        lowest = min(step for step in steps if step is not None)  # (None is not among them)
-        if all(lowest in run.checkpoints.steps("latest") for run in runs):
-            for run in runs:
-                run.checkpoints.verify("latest", lowest)
-            return lowest
-    where = ", ".join(f"{run.workdir} at step {run.plan.step or 0}" for run in runs)
-    commands = "; ".join(f"`{seed_command(config, run.seed, run.workdir)}`" for run in runs)
-    raise RunStateError(
-        f"the seeds' workdirs are at different steps with no checkpoint in common ({where}), so they "
-        f"cannot train in one program. Nothing was changed: run each seed alone with its own command "
-        f"({commands}), then rerun this command (finished seeds are skipped); or use a new --workdir."
-    )
-
-
 class Trainer:
-    """The loop over steps for the seeds of one program (see the module docstring)."""
+    """The loop over steps for the seeds that train in one program (see the module docstring): built
+    whole, its state fresh or restored at the common step ``start`` (lra.training.run_setup.plan_seeds),
+    before ``run`` takes a step."""
 
     def __init__(
         self,
         config: ml_collections.ConfigDict,
         runs: list[SeedRun],
+        start: int | None,
         data: TaskData,
         model: Any,
         param_shapes: Any,
@@ -283,86 +118,55 @@ class Trainer:
         profile: ProfileWindow | None = None,
         pin_core: int | None = None,
     ):
-        self.config, self.all_runs, self.data, self.model = config, runs, data, model
+        self.config, self.runs, self.data, self.model = config, runs, data, model
         self.stop, self.primary, self.profile, self.pin_core = stop, primary, profile, pin_core
         self.num_params = int(sum(np.prod(s.shape) for s in jax.tree.leaves(param_shapes)))
         self.pending: list[tuple[int, dict[str, jax.Array]]] = []
-
-    # -- the run -----------------------------------------------------------------------------------
-
-    def run(self) -> list[dict[str, Any]]:
-        bundle = len(self.all_runs) > 1
-        for run in self.all_runs:  # every refusal is raised before anything is written
-            fix = seed_fix(self.config, run) if bundle else None
-            run.plan = resume.plan_resume(run.workdir, run.config, run.checkpoints, fix=fix)
-        results: dict[int, dict[str, Any]] = {}
-        self.runs = []
-        for run in self.all_runs:
-            if run.plan.result is not None:
-                resume.report_damaged(run.plan, run.checkpoints, set_aside=False)
-                print(f"{run.workdir} already holds a finished run; its result.json is unchanged.", flush=True)
-                results[run.position] = run.plan.result
-            else:
-                self.runs.append(run)
-        if self.runs:
-            start = common_start(self.config, self.runs)
-            for run in self.runs:
-                if run.plan.step is not None and start is not None and run.plan.step != start:
-                    print(
-                        f"{run.workdir}: resuming from step {start} with the other seeds (its newer checkpoint "
-                        f"at step {run.plan.step} was a save ahead; the same steps are replayed)",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            for i, run in enumerate(self.runs):
-                run.index = i
-                if self.primary:
-                    resume.apply(run.plan, run.workdir, run.checkpoints)
-                    write_json_atomic(run.workdir / "config.json", config_to_dict(run.config))
-                    append_session(run.workdir, start or 0, {"speed_settings": cpu_speed.settings()})
-                run.log = MetricsLog(run.workdir / "metrics.jsonl")
-            trained = self._train(start)
-            results.update(trained)
-        return [results[run.position] for run in self.all_runs]
-
-    def _train(self, start: int | None) -> dict[int, dict[str, Any]]:
-        config, data, model = self.config, self.data, self.model
-        seeds = [run.seed for run in self.runs]
+        seeds = [run.seed for run in runs]
         mesh = distributed.data_mesh()
         self.repl = distributed.replicated(mesh)
         self.eval_sharding = distributed.batch_sharded(mesh)
         tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
         self.train_step, self.eval_step = make_steps(model, tx, config, mesh, seeds)
         self.memory_probe = log_memory_stats(model, config, data.validation, self.eval_sharding)
+        self.state = self._initial_state(tx, seeds, start)
+        self.start_step = int(self.state["step"][0])
+        if self.start_step == config.num_train_steps:
+            print(f"{self._where()}: training is complete; writing result.json from the best checkpoint", flush=True)
+        if primary:
+            for run in runs:
+                run.log.truncate_after(self.start_step)
+        self.train_seconds = np.array(self.state["train_seconds"], np.float64)
+        self.timed_steps = np.array(self.state["timed_steps"], np.int64)
+        self.compile_seconds = 0.0
+        self.window_start, self.window_steps = time.perf_counter(), 0  # the metrics window's clock and steps
+        self.progress = Progress(  # last: run() closes it
+            config.num_train_steps,
+            self.start_step,
+            [run.workdir for run in runs],
+            enabled=primary,
+            projection_warning=projection_warning(config),
+        )
 
-        sample = jnp.zeros((1,) + data.train.inputs.shape[1:], jnp.int32)
-        state = make_init(model, tx, seeds, sample, self.repl)()
+    def _initial_state(self, tx: optax.GradientTransformation, seeds: list[int], start: int | None) -> State:
+        """Every seed's fresh state, or its ``latest`` checkpoint at ``start``, on the seed axis."""
+        sample = jnp.zeros((1,) + self.data.train.inputs.shape[1:], jnp.int32)
+        state = make_init(self.model, tx, seeds, sample, self.repl)()
         if start is not None:
             one = take(state, 0)
-            state = jax.device_put(
+            return jax.device_put(
                 stack([run.checkpoints.restore("latest", start, one) for run in self.runs]), self.repl
             )
-        else:  # a checkpoint before the first metric: a workdir with metrics always has one to resume
-            for run in self.runs:
-                run.checkpoints.save_latest(0, take(state, run.index))
-        self.state = state
-        step = int(state["step"][0])
-        if step == config.num_train_steps:
-            print(f"{self._where()}: training is complete; writing result.json from the best checkpoint", flush=True)
-        if self.primary:
-            for run in self.runs:
-                run.log.truncate_after(step)
-        self.train_seconds = np.array(state["train_seconds"], np.float64)
-        self.timed_steps = np.array(state["timed_steps"], np.int64)
-        self.compile_seconds = 0.0
+        for run in self.runs:  # a checkpoint before the first metric: a workdir with metrics always has one to resume
+            run.checkpoints.save_latest(0, take(state, run.index))
+        return state
+
+    # -- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> dict[int, dict[str, Any]]:
+        """Train to ``config.num_train_steps``, then test: each seed's result.json, by its position."""
+        config, seeds, step = self.config, [run.seed for run in self.runs], self.start_step
         try:
-            self.progress = Progress(
-                config.num_train_steps,
-                step,
-                [run.workdir for run in self.runs],
-                enabled=self.primary,
-                projection_warning=projection_warning(config),
-            )
             self.progress.message(
                 f"{config.variant} on {config.task} ({config.preset}): {self.num_params:,} parameters, "
                 + (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}) in one program, " if len(seeds) > 1 else "")
@@ -491,27 +295,8 @@ class Trainer:
         raise Interrupted(self.stop.signum, step) from None
 
     def _agreed_stop(self, step: int) -> int | None:
-        """The signal this run stops on after ``step`` (None: go on). One process: its own, no
-        collective. Several: every process's flag is gathered at every step, so a SIGTERM that
-        reaches only some hosts stops all of them after the same step, where each takes its part in
-        the collective save; alone, the signalled host would leave the others waiting in the next
-        collective for ever (issue 38). The largest signal number wins (SIGTERM over SIGINT)."""
-        own = self.stop.signum
-        if jax.process_count() == 1:
-            return own
-        from jax.experimental import multihost_utils
-
-        flags = np.asarray(multihost_utils.process_allgather(np.int32(own or 0)))
-        signum = int(flags.max())
-        if signum and not own:
-            senders = ", ".join(str(i) for i in np.flatnonzero(flags))
-            print(
-                f"process {jax.process_index()}: process {senders} got {signal.Signals(signum).name}: all stop "
-                f"after step {step} and save a checkpoint",
-                file=sys.stderr,
-                flush=True,
-            )
-        return signum or None
+        """The signal every process stops on after ``step`` (None: go on; lra.training.stop_signals)."""
+        return agreed_stop(self.stop.signum, step)
 
     def _flush_train_metrics(self) -> None:
         """Fetch pending step metrics, check each seed's, log their mean."""
@@ -634,33 +419,19 @@ class Trainer:
             if self.primary:
                 run.log.write([{"step": int(best_step[i]), "split": "test", **test[i]}])
             self.progress.update(int(best_step[i]), "test", test[i], index=i, label=run.label.rstrip(": "))
-            result = {
-                "task": config.task,
-                "attention": config.model.attention,
-                "variant": config.variant,
-                "seed": run.seed,
-                "best_val_accuracy": float(best_val[i]),
-                "best_step": int(best_step[i]),
-                "test_accuracy": test[i]["accuracy"],
-                "test_loss": test[i]["loss"],
-                "num_train_steps": config.num_train_steps,
-                "train_seconds": float(self.train_seconds[i]),
-                # Steps of the whole program timed without compilation (all seeds at once); a
-                # resumed run counts the steps of each process.
-                "steps_per_second": float(self.timed_steps[i] / max(self.train_seconds[i], 1e-9)),
-                "compile_seconds": self.compile_seconds,
-                "num_params": self.num_params,
-                "config_preset": config.preset,
-                "device_kind": jax.devices()[0].device_kind,
-                "num_devices": jax.device_count(),
-                "jax_version": jax.__version__,
-                "git_commit": commit,
-                # Provenance of the start: the commit of the process that began the run (sessions.jsonl)
-                "git_commit_start": (read_sessions(run.workdir) or [{"git_commit": commit}])[0]["git_commit"],
-                "speed_settings": cpu_speed.settings(),
-            }
-            if len(self.runs) > 1:
-                result["seeds_in_program"] = len(self.runs)
+            result = seed_result(
+                config,
+                run,
+                test[i],
+                best_val=float(best_val[i]),
+                best_step=int(best_step[i]),
+                train_seconds=self.train_seconds[i],
+                timed_steps=self.timed_steps[i],
+                compile_seconds=self.compile_seconds,
+                num_params=self.num_params,
+                commit=commit,
+                seeds_in_program=len(self.runs),
+            )
             if self.primary:
                 write_json_atomic(run.workdir / "result.json", result)
             self.progress.message(

@@ -13,6 +13,9 @@ import signal
 import sys
 from typing import Any
 
+import jax
+import numpy as np
+
 from lra.training.run_errors import Interrupted
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -57,3 +60,26 @@ class StopSignals:
             file=sys.stderr,
             flush=True,
         )
+
+
+def agreed_stop(own: int | None, step: int) -> int | None:
+    """The signal a run whose own stop flag is ``own`` stops on after ``step`` (None: go on). One
+    process: its own, no collective. Several: every process's flag is gathered at every step, so a SIGTERM that
+    reaches only some hosts stops all of them after the same step, where each takes its part in
+    the collective save; alone, the signalled host would leave the others waiting in the next
+    collective for ever (issue 38). The largest signal number wins (SIGTERM over SIGINT)."""
+    if jax.process_count() == 1:
+        return own
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(multihost_utils.process_allgather(np.int32(own or 0)))
+    signum = int(flags.max())
+    if signum and not own:
+        senders = ", ".join(str(i) for i in np.flatnonzero(flags))
+        print(
+            f"process {jax.process_index()}: process {senders} got {signal.Signals(signum).name}: all stop "
+            f"after step {step} and save a checkpoint",
+            file=sys.stderr,
+            flush=True,
+        )
+    return signum or None
