@@ -31,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lra.bench import seeds_vs_sequential, steps_report
 from lra.bench import steps as step_bench
 
 
@@ -148,12 +149,12 @@ def main(argv: list[str] | None = None) -> int:
             partial=partial,
             retry_errors=args.retry_errors,
             log=lambda line: print(line, flush=True),
-            on_row=lambda rows: step_bench.write_report(rows, probed, settings, args.out, args.name),
+            on_row=lambda rows: steps_report.write_report(rows, probed, settings, args.out, args.name),
         )
-        step_bench.write_report(rows, probed, settings, args.out, args.name)
+        steps_report.write_report(rows, probed, settings, args.out, args.name)
     else:
         root = args.workdir or Path(tempfile.mkdtemp(prefix="lra_seeds_bench_"))
-        rows = step_bench.seeds_vs_sequential(
+        rows = seeds_vs_sequential.seeds_vs_sequential(
             args.configs, args.seed_list, args.steps, root, args.data_dir, log=lambda line: print(line, flush=True)
         )
         report = {
@@ -162,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
-        (args.out / f"{args.name}.md").write_text(step_bench.seeds_markdown(report))
+        (args.out / f"{args.name}.md").write_text(seeds_vs_sequential.seeds_markdown(report))
     print(f"wrote {args.out / args.name}.*", flush=True)
     return 0
 

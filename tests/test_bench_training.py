@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conftest import script_main
+from lra.bench import seeds_vs_sequential, steps_report
 from lra.bench import steps as step_bench
 
 
@@ -113,7 +114,7 @@ def test_bucket_padding_cost_of_the_alternatives(smoke_data_dir):
     from test_train import smoke
 
     config = smoke(smoke_data_dir, **{"data.buckets": (24, 40)})
-    cost = step_bench.bucket_padding_cost(config, [0, 1, 2, 3, 4], 40)
+    cost = seeds_vs_sequential.bucket_padding_cost(config, [0, 1, 2, 3, 4], 40)
     # a shared order pads as little as each seed's own order; padding to the longest pads more
     assert cost["shared_order"] == pytest.approx(cost["own_order"], rel=0.25)
     assert cost["pad_to_longest"] > cost["shared_order"]
@@ -163,7 +164,7 @@ def test_plot_legend_names_every_family_in_one_colour_across_panels(tmp_path, mo
     }
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)
-    step_bench.plot(report, tmp_path / "p.png")
+    steps_report.plot(report, tmp_path / "p.png")
     (fig,) = figures
     first, last = fig.axes
     legend = [t.get_text() for t in last.get_legend().get_texts()]
