@@ -2,6 +2,9 @@
 
 Paper: *Fast Transformers with Clustered Attention*, arXiv:2007.04825.
 
+One thing, over 400 lines: the clustered attention family (hashing, Hamming K-means, both
+attentions with their custom gradients, and their two Flax modules), kept whole.
+
 Clustered attention (Sec. 3.2) groups the *queries* into C clusters, attends once per cluster
 centroid (a C x N attention matrix A^c instead of N x N) and gives every query the output of its
 centroid (eqs. 3-6). Improved clustered attention (Sec. 3.3, App. A.2) additionally takes, per
