@@ -4,6 +4,9 @@ Paper: *Dispersed Hierarchical Attention Network for Machine Translation and Lan
 Understanding on Long Documents with Linear Complexity*, ICON 2023 (ACL Anthology
 2023.icon-1.10; no arXiv version).
 
+One thing, over 400 lines: the dispersed attention family (its key pattern, the tiled pattern
+attention with its custom gradient, and its Flax module), kept whole.
+
 Each query ``i`` attends to the keys at the relative offsets of one fixed, symmetric pattern
 (Algorithm 2 of the paper, read literally):
 
