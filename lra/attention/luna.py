@@ -4,6 +4,9 @@ ConvLuna: Yorsh, Holeňa, Bojar, Herel, *On Difficulties of Attention Factorizat
 Memory* (arXiv:2404.00798), Appendices B-D; Luna: Ma et al., *Luna: Linear Unified Nested
 Attention* (arXiv:2106.01540).
 
+One thing, over 400 lines: the Luna attention family (one block's packing and unpacking attention,
+ConvLuna's filters and temperature included), kept whole.
+
 One module is one Luna block's pair of attentions over the memory P (B x M x D) and the input
 X (B x N x D)::
 
@@ -33,7 +36,7 @@ ConvLuna (Appendix C) changes only the packing attention:
   ``affine`` argument slot, so the unpacking temperature stays at its 'unit' default (log 1 = 0).
   The paper's numbers came from that code; ``:reference`` switches to it.
 
-The Appendix E ablations are config flags of the ConvLuna configs (``CONVLUNA_FLAGS``):
+The Appendix E ablations are config flags of the ConvLuna configs (``lra.papers.convluna.CONVLUNA_FLAGS``):
 ``only_scaling`` (no filter, learned temperature) and ``only_filtering`` (filter, Dh^-1/2), each
 keeping ConvLuna's sharing; and, for the Appendix D/E claims of ``lra.reproduce.convluna_appendix``,
 ``fixed_temperature`` (tau fixed at 0), ``maxpool`` (MaxPool K=4) and ``stride2`` / ``stride4``. They are not
@@ -100,34 +103,6 @@ from lra.errors import InputError
 FILTERS = ("none", "conv", "maxpool")
 WINDOWS = ("same", "valid")
 
-# Ablation presets of Appendix E for the ConvLuna configs (``configs/*_convluna.py:only_scaling``):
-# one of ConvLuna's two packing changes at a time, everything else (sharing) unchanged.
-CONVLUNA_FLAGS: dict[str, dict[str, Any]] = {
-    "only_scaling": {
-        "attention_kwargs": {"filter": "none", "learn_temperature": True},
-        "label": "OnlyScaling-{memory_size}",
-    },
-    "only_filtering": {
-        "attention_kwargs": {"learn_temperature": False},
-        "label": "OnlyFiltering-{memory_size}",
-    },
-    # Appendix E's initial value without the learning: tau fixed at 0 (not in the paper's tables).
-    "fixed_temperature": {
-        "attention_kwargs": {"freeze_temperature": True},
-        "label": "FixedTemperature-{memory_size}",
-    },
-    # Appendix D's other filter: Table 2's MaxPool K=4 of the other tasks (for ListOps' Conv K=32 rows).
-    "maxpool": {
-        "attention_kwargs": {"filter": "maxpool", "kernel_size": 4},
-        "label": "MaxPool-{memory_size}",
-    },
-    # Appendix D's stride (Table 2: 1 everywhere), "the main hyperparameter to trade the throughput
-    # for performance"; with ``reference`` the windows are the published code's ('valid').
-    **{
-        f"stride{s}": {"attention_kwargs": {"stride": s}, "label": f"ConvLuna-{{memory_size}} stride {s}"}
-        for s in (2, 4)
-    },
-}
 
 
 PROJECTIONS = ("query", "key", "value", "out")
