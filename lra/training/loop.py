@@ -1,5 +1,9 @@
 """The training loop: train one seed or several in one program, evaluate, test, write the run files.
 
+One thing, over 400 lines: the loop that trains a run's seeds (``train_and_evaluate`` and the
+``Trainer`` it drives); its setup, result and stop agreement live in run_setup, run_result and
+stop_signals.
+
 Read it top to bottom:
 
 1. ``train_and_evaluate`` checks everything that can fail on bad input (config, workdirs, data,
