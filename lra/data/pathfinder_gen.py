@@ -1,5 +1,8 @@
 """Pathfinder images, generated locally and seeded, written in the LRA release's layout.
 
+One thing, over 400 lines: one generator (geometry tables, path growth, drawing, the seeded
+batches it writes), kept whole.
+
 The task (Linsley, Kim, Veerabadran, Windolf, Serre, *Learning long-range spatial dependencies
 with horizontal gated recurrent units*, arXiv:1805.08315; LRA's Pathfinder and Path-X: Tay et al.,
 *Long Range Arena: A Benchmark for Efficient Transformers*, arXiv:2011.04006, Section 3.5): an
