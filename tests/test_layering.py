@@ -4,6 +4,7 @@ Layers, low to high; a module may import its own layer and the layers beneath it
 
 -1. ``lra.errors``: the suite's base error class (``InputError``), raised by every layer; ``lra.console``:
    sizes, times and a bar or plain lines, shown by every layer.
+   ``lra.papers``: what each paper fixes (plain data), read by every layer.
 0. ``lra.attention`` and ``lra.data``, apart: neither imports the other (nor anything above).
 1. ``lra.model``, ``lra.defaults``, ``lra.family_configs`` (each family's configs, from the registry) and
    ``lra.reference`` (its ``__init__``: what ``:reference`` changes in a config, imported by ``lra.defaults``).
@@ -31,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # (layer name, rank, module prefixes); a module belongs to the entry with its longest matching prefix.
 LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
-    ("errors and console output", -1, ("lra.errors", "lra.console")),
+    ("errors, console output and paper data", -1, ("lra.errors", "lra.console", "lra.papers")),
     ("attention", 0, ("lra.attention",)),
     ("data", 0, ("lra.data",)),
     ("model and config", 1, ("lra.model", "lra.defaults", "lra.family_configs", "lra.reference")),

@@ -27,9 +27,15 @@ from lra.attention.base import Attention
 from lra.attention.clustered import ClusteredAttention, ImprovedClusteredAttention
 from lra.attention.dispersed import DispersedAttention
 from lra.attention.linear import GatedLinearAttention, LinearAttention
-from lra.attention.luna import CONVLUNA_FLAGS, ConvLunaAttention, LunaAttention
+from lra.attention.luna import ConvLunaAttention, LunaAttention
 from lra.attention.softmax import SoftmaxAttention
 from lra.errors import InputError
+from lra.papers.convluna import (
+    CONVLUNA_FLAGS,
+    CONVLUNA_KWARGS,
+    CONVLUNA_TASK_KWARGS,
+    MEMORY_FAMILY_MODEL,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,18 +103,6 @@ def unregister(name: str) -> None:
     del FAMILIES[name], ATTENTIONS[name]
 
 
-# config.model settings of the memory families (Luna, ConvLuna): post-LN blocks (Appendix B),
-# memory-average pooling (Table 2), no dropout between the attention and the residuals (Appendix B's
-# equations; the published code has none either), for matching the paper's "concatenated hidden
-# representations" [u, v] (the published code's DualClassifier), and the exact GELU (Table 2's; so
-# is the published code's nn.GELU()).
-MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
-    norm="post",
-    pooling="memory",
-    attention_residual_dropout=False,
-    dual_combine="concat",
-    gelu_approximate=False,
-)
 _CLUSTERS = dict(num_clusters=100, bits=63, iterations=10)  # Vyas et al.'s LRA settings: C = 100, 63-bit LSH
 _LRA_TASKS_CLS = ("listops", "text", "matching", "image")  # dispersed pools CLS there; Pathfinder keeps the mean
 
@@ -119,9 +113,9 @@ register(
         "convluna",
         ConvLunaAttention,
         "ConvLuna-{memory_size}",
-        kwargs=dict(filter="maxpool", kernel_size=4, stride=1),
+        kwargs=CONVLUNA_KWARGS,  # Table 2, as the next two: lra.papers.convluna
         model=MEMORY_FAMILY_MODEL,
-        task_kwargs={"listops": dict(filter="conv", kernel_size=32, stride=1)},  # Table 2
+        task_kwargs=CONVLUNA_TASK_KWARGS,
         flags=CONVLUNA_FLAGS,
     )
 )

@@ -91,7 +91,7 @@ The packing attention's weights (B x H x M x J) and key mask are sown into the
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -102,7 +102,6 @@ from lra.errors import InputError
 
 FILTERS = ("none", "conv", "maxpool")
 WINDOWS = ("same", "valid")
-
 
 
 PROJECTIONS = ("query", "key", "value", "out")
