@@ -24,7 +24,7 @@ import signal
 import sys
 from pathlib import Path
 
-from lra.experiments import sweep
+from lra.experiments import sweep, sweep_cli
 
 
 def _selection_argv(args: argparse.Namespace, root: Path) -> list[str]:
@@ -43,12 +43,12 @@ def _selection_argv(args: argparse.Namespace, root: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = sweep.make_parser(__doc__)
+    p = sweep_cli.make_parser(__doc__)
     args = p.parse_args(argv)
     if args.jobs < 1:
         p.error(f"--jobs must be >= 1, got {args.jobs}")
     try:
-        runs, root = sweep.select(args)
+        runs, root = sweep_cli.select(args)
         sweep.check_overrides(runs)  # a misspelt or mistyped --set: one line, nothing started or written
     except ValueError as e:
         p.error(str(e))

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import result_record
-from lra.experiments import plan, sweep
+from lra.experiments import plan, sweep, sweep_cli
 
 
 def _finished(workdir: Path, **fields) -> None:
@@ -67,8 +67,8 @@ def test_each_run_is_done_started_missing_or_data_absent_with_an_estimate_from_r
 
 
 def test_a_sweep_command_line_selects_its_runs():
-    runs, args = sweep.command_selection(
+    runs, args = sweep_cli.command_selection(
         'python scripts/sweep.py convluna_listops --preset cpu --group-seeds on --variants "Luna-16" --run'
     )
     assert [r.name for r in runs] == ["listops Luna-16 seeds 0,1,2,3,4"] and args.run
-    assert sweep.command_selection("python scripts/export_runs.py a b") is None
+    assert sweep_cli.command_selection("python scripts/export_runs.py a b") is None

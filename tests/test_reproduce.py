@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.experiments import sweep
+from lra.experiments import sweep, sweep_cli
 from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, evidence, registry, report
 from lra.reproduce.__main__ import main
 from lra.reproduce.registry import HOLDS_BY_CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED
@@ -718,7 +718,7 @@ def test_dry_run_names_each_run_once_with_its_state_and_estimate(tmp_path, monke
     commands = [line for line in lines if not line.startswith("#")]
     seen: set = set()
     for command in commands:
-        selection = sweep.command_selection(command, tmp_path)
+        selection = sweep_cli.command_selection(command, tmp_path)
         if selection is None:
             continue
         workdirs = [w for run in selection[0] for w in run.seed_workdirs]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record, script_main
-from lra.experiments import sweep
+from lra.experiments import sweep, sweep_cli
 from lra.reports import tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -368,8 +368,8 @@ def test_the_runbooks_table1_commands_and_slurm_example_are_the_sweeps_own():
     text = script.read_text()
     assert re.search(r"^#SBATCH --array=0-27%8$", text, re.M) and "#SBATCH --gres=gpu:1" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("exec python scripts/sweep.py"))
-    args = sweep.make_parser().parse_args(shlex.split(line)[3:-2] + ["--list"])
-    selected, _ = sweep.select(args)
+    args = sweep_cli.make_parser().parse_args(shlex.split(line)[3:-2] + ["--list"])
+    selected, _ = sweep_cli.select(args)
     assert [(r.task, r.variant.label, r.seeds) for r in selected] == [(r.task, r.variant.label, r.seeds) for r in runs]
 
 

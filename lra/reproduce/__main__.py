@@ -60,7 +60,7 @@ def _without_repeats(batches: list[list[str]], root: Path) -> list[list[str]]:
     command left with none is dropped, and so is its batch's repeated export). The sweeps would skip
     finished runs anyway, but a plan that repeats rows says nothing about what is new, and two claims
     running side by side (--jobs) would start the same run twice."""
-    from lra.experiments import sweep
+    from lra.experiments import sweep_cli
 
     planned: set[Path] = set()
     done_commands: set[str] = set()
@@ -68,7 +68,7 @@ def _without_repeats(batches: list[list[str]], root: Path) -> list[list[str]]:
     for batch in batches:
         kept, swept = [], False
         for command in batch:
-            selection = sweep.command_selection(command, root)
+            selection = sweep_cli.command_selection(command, root)
             if selection is None:  # an export or a measurement: once, unless this batch trained something
                 if swept or command not in done_commands:
                     kept.append(command)
@@ -80,7 +80,7 @@ def _without_repeats(batches: list[list[str]], root: Path) -> list[list[str]]:
                      if not all(set(r.seed_workdirs) <= planned for r in runs if r.variant.label == label)]
             planned.update(w for r in runs for w in r.seed_workdirs)
             if fresh:
-                kept.append(command if fresh == labels else sweep.with_variants(command, fresh))
+                kept.append(command if fresh == labels else sweep_cli.with_variants(command, fresh))
                 swept = True
         if kept:
             out.append(kept)
@@ -90,13 +90,13 @@ def _without_repeats(batches: list[list[str]], root: Path) -> list[list[str]]:
 def _print_plan(batches: list[list[str]], root: Path) -> None:
     """The dry run: each command, and under each sweep its runs as comments (done / started /
     missing / data absent, estimated CPU time: lra.experiments.plan), then one summary line."""
-    from lra.experiments import plan, sweep
+    from lra.experiments import plan, sweep_cli
 
     plans = []
     for batch in batches:
         for command in batch:
             print(command)
-            selection = sweep.command_selection(command, root)
+            selection = sweep_cli.command_selection(command, root)
             if selection is None:
                 continue
             these = plan.plan_runs(selection[0], [root / "results" / "runs"])
