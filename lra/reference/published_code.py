@@ -15,234 +15,31 @@ is padded to the config's full length.
 
 torch is needed (not a dependency of lra): e.g. ``python -m venv --system-site-packages ENV &&
 ENV/bin/pip install torch einops``, then ``ENV/bin/python scripts/check_published_code.py
---authors-repo PATH``. The weight mapping below is ours, written from their module layout.
+--authors-repo PATH``. Their code is loaded and their models built in :mod:`lra.reference.authors_models`;
+the weight mapping (ours, written from their module layout) is :mod:`lra.reference.weight_map`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import json
-import subprocess
-import sys
 import types
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
+from lra.reference.authors_models import (
+    AUTHORS_REPO,
+    CASES,
+    Case,
+    attention_options,
+    authors_commit,
+    build_authors_model,
+    load_authors_models,
+)
+from lra.reference.weight_map import weight_map
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-AUTHORS_REPO = "github.com/vladyorsh/lra_efficient_transformers"
-# Modules their lra/models.py and lra/utils.py import for training and logging only.
-_TRAINING_STACK = (
-    "lightning",
-    "lightning.pytorch",
-    "lightning.pytorch.utilities",
-    "lightning.pytorch.utilities.rank_zero",
-    "lightning.fabric",
-    "lightning.fabric.utilities",
-    "lightning.fabric.utilities.rank_zero",
-    "torchmetrics",
-    "tensorflow_datasets",
-    "tensorflow",
-    "matplotlib",
-    "matplotlib.pyplot",
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One comparison: our config file (with ``:reference``) against their model class."""
-
-    config: str  # configs/<config>.py
-    family: str  # luna | convluna
-    task: str  # listops | matching
-
-    @property
-    def name(self) -> str:
-        return f"{self.config}:reference"
-
-
-CASES = (
-    Case("listops_luna", "luna", "listops"),
-    Case("listops_convluna", "convluna", "listops"),
-    Case("matching_luna", "luna", "matching"),
-    Case("matching_convluna", "convluna", "matching"),
-)
-
-
-class _InertMeta(type):
-    """Attributes of an inert class are inert classes too (``pl.callbacks.TQDMProgressBar``)."""
-
-    def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _InertMeta(name, (), {"__init__": lambda self, *a, **k: None})
-
-
-class _Inert(types.ModuleType):
-    """A stand-in module: every attribute is an inert class (a base class, a decorator target)."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return sys.modules.get(f"{self.__name__}.{name}") or _InertMeta(name, (), {"__init__": lambda s, *a, **k: None})
-
-
-def _importable(top: str) -> bool:
-    try:
-        return top not in sys.modules and importlib.util.find_spec(top) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def load_authors_models(repo: Path) -> types.ModuleType:
-    """Their ``lra/models.py`` (with ``lra/layers.py``), imported as package ``authors_lra``."""
-    package = repo / "lra"
-    if not (package / "models.py").is_file() or not (package / "layers.py").is_file():
-        raise FileNotFoundError(
-            f"{repo} is not a checkout of {AUTHORS_REPO}: no lra/models.py and lra/layers.py "
-            f"(git clone it, then pass its folder to --authors-repo)"
-        )
-    for name in _TRAINING_STACK:
-        if name not in sys.modules and not _importable(name.split(".")[0]):
-            sys.modules[name] = _Inert(name)
-    spec = importlib.util.spec_from_file_location(
-        "authors_lra", package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    if not (package / "__init__.py").exists():  # a namespace-style folder: an empty package
-        spec = importlib.util.spec_from_loader("authors_lra", loader=None, is_package=True)
-        assert spec is not None  # a name and is_package are all a spec needs
-        module = importlib.util.module_from_spec(spec)
-        module.__path__ = [str(package)]
-    else:
-        assert spec is not None  # a .py file path always has a spec
-        module = importlib.util.module_from_spec(spec)
-    sys.modules["authors_lra"] = module
-    if spec.loader is not None:
-        spec.loader.exec_module(module)
-    return importlib.import_module("authors_lra.models")
-
-
-def authors_commit(repo: Path) -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-
-
-def build_authors_model(models: types.ModuleType, case: Case, config: Any, vocab_size: int, num_classes: int) -> Any:
-    """Their model as ``lra_run.py`` builds it for the paper (``--biases True``, layernorm, learned
-    packing temperature, ``--use_mem_repr True`` for ConvLuna, ``--use_cls True``)."""
-    m, kw = config.model, attention_options(config)
-    args = dict(
-        classes=num_classes,
-        num_embeddings=vocab_size,
-        seq_len=config.data.max_len,
-        hidden_dim=m.emb_dim,
-        qkv_dim=m.qkv_dim,
-        mlp_dim=m.mlp_dim,
-        num_heads=m.num_heads,
-        num_blocks=m.num_layers,
-        internal_dropout_rate=m.dropout_rate,
-        output_dropout_rate=0.0,
-        affine=True,
-        use_cls=True,
-        norm_type="layernorm",
-        mem_size=kw.memory_size,
-    )
-    if case.family == "luna":
-        cls = models.LunaMatcher if case.task == "matching" else models.LunaClassifier
-        return cls(**args)
-    cls = models.SimplifiedConvLunaMatcher if case.task == "matching" else models.SimplifiedConvLunaClassifier
-    return cls(
-        **args,
-        kernel=kw.kernel_size,
-        stride=kw.stride,
-        pool=kw.filter == "maxpool",
-        temperature_pack="learn",
-        temperature_unpack="learn",
-        use_mem_repr=True,
-    )
-
-
-def attention_options(config: Any) -> types.SimpleNamespace:
-    """The attention's fields: its class defaults, then the config's kwargs."""
-    from lra.defaults import _field_defaults
-
-    return types.SimpleNamespace(**{**_field_defaults(config.model.attention), **dict(config.model.attention_kwargs)})
-
-
-# ----------------------------------------------------------------------------- the weight mapping
-
-Tensor = Any  # torch.Tensor
-Mapping = dict[tuple[str, ...], tuple[str, Callable[[np.ndarray], np.ndarray]]]
-
-
-def _linear(our: tuple[str, ...], their: str, heads: tuple[int, int] | None = None, to_heads: bool = False) -> Mapping:
-    """nn.Linear(in, out) -> Dense / DenseGeneral: weight (out, in) -> kernel (in, out), reshaped to
-    (D, H, Dh) for W^Q/W^K/W^V (``to_heads``) or (H, Dh, D) for W^O (``heads`` given)."""
-
-    def kernel(w: np.ndarray) -> np.ndarray:
-        k = w.T
-        if to_heads:
-            return k.reshape(k.shape[0], *heads)
-        if heads is not None:
-            return k.reshape(*heads, k.shape[1])
-        return k
-
-    def bias(b: np.ndarray) -> np.ndarray:
-        return b.reshape(heads) if to_heads else b
-
-    return {our + ("kernel",): (f"{their}.weight", kernel), our + ("bias",): (f"{their}.bias", bias)}
-
-
-def _norm(our: tuple[str, ...], their: str) -> Mapping:
-    same = lambda a: a  # noqa: E731
-    return {our + ("scale",): (f"{their}.weight", same), our + ("bias",): (f"{their}.bias", same)}
-
-
-def weight_map(case: Case, config: Any) -> Mapping:
-    """Our parameter path -> (their state_dict name, how to turn their array into ours)."""
-    m = config.model
-    heads = (m.num_heads, m.qkv_dim // m.num_heads)
-    same = lambda a: a  # noqa: E731
-    enc = ("encoder",)
-    out: Mapping = {
-        enc + ("embed", "embedding"): ("embed_layer.embedding.weight", same),
-        enc + ("pos_embedding",): ("embed_layer.pos_embeds", lambda a: a[0]),
-        enc + ("memory",): ("mem", lambda a: a[0]),
-    }
-    if m.pooling == "cls":
-        out[enc + ("cls",)] = ("embed_layer.cls", lambda a: a.reshape(-1))
-    for i in range(m.num_layers):
-        ours, theirs = enc + (f"block_{i}",), f"encoder.blocks.{i}"
-        out.update(_norm(ours + ("attention_norm",), f"{theirs}.norm_input"))
-        out.update(_norm(ours + ("mlp_norm",), f"{theirs}.norm_inter"))
-        out.update(_norm(ours + ("memory_norm",), f"{theirs}.norm_mem"))
-        out.update(_linear(ours + ("mlp", "Dense_0"), f"{theirs}.ffn.0"))
-        out.update(_linear(ours + ("mlp", "Dense_1"), f"{theirs}.ffn.3"))
-        attn = ours + ("attention",)
-        projections = ("q", "k", "v") if case.family == "luna" else ("q", "k")  # ConvLuna: W^V = I
-        for letter, name in zip(projections, ("query", "key", "value"), strict=False):
-            out.update(_linear(attn + (name,), f"{theirs}.attention.{letter}", heads, to_heads=True))
-        out.update(_linear(attn + ("out",), f"{theirs}.attention.lin", heads))
-        if case.family == "convluna":
-            out[attn + ("log_temperature",)] = (f"{theirs}.attention.log_temp", lambda a: a.reshape(()))
-            if attention_options(config).filter == "conv":  # Conv2d(H, H, (K, 1), groups=H): (H, 1, K, 1)
-                out[attn + ("filter_kernel",)] = (f"{theirs}.attention.kernel.weight", lambda a: a[:, 0, :, 0].T)
-    if config.task == "matching":  # DualClassifier: two GELU layers, no norm
-        out.update(_linear(("head_hidden",), "classifier.ffn.0"))
-        out.update(_linear(("head_hidden2",), "classifier.ffn.2"))
-    else:  # TClassifier: LayerNorm, pool, one GELU layer
-        out.update(_norm(enc + ("pool_norm",), "classifier.norm"))
-        out.update(_linear(("head_hidden",), "classifier.ffn.0"))
-    out.update(_linear(("logits",), "classifier.output"))
-    return out
-
 
 # ----------------------------------------------------------------------------- the comparison
 
