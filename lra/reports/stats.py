@@ -8,9 +8,10 @@ is scipy's, ``holm`` is statsmodels' ``multipletests(method="holm")``. scipy and
 - Spread over seeds is the *sample* standard deviation (``ddof=1``, the unbiased variance's
   root), the usual choice for "mean ± std over five runs"; a single seed has no std.
 - Figure 2 / Appendix A of the ConvLuna paper: for each (model, task), the Friedman test over the
-  memory sizes {1, 16, 256}, blocks paired by seed (only seeds present for every size count),
-  H0 "expected accuracies are equal"; the p-values of all (model, task) pairs tested at one scale
-  are Holm-corrected together (García & Herrera, 2008).
+  memory sizes the caller gives (the paper's {1, 16, 256}: ``lra.papers.convluna.MEMORY_SIZES``),
+  blocks paired by seed (only seeds present for every size count), H0 "expected accuracies are
+  equal"; the p-values of all (model, task) pairs tested at one scale are Holm-corrected together
+  (García & Herrera, 2008).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-MEMORY_SIZES = (1, 16, 256)
 MIN_FRIEDMAN_SEEDS = 2  # fewer paired seeds: not tested
 
 
@@ -62,9 +62,7 @@ class FriedmanResult:
         return math.isfinite(self.p_value)
 
 
-def friedman(
-    model: str, task: str, by_size: Mapping[int, Mapping[int, float]], sizes: Sequence[int] = MEMORY_SIZES
-) -> FriedmanResult:
+def friedman(model: str, task: str, by_size: Mapping[int, Mapping[int, float]], sizes: Sequence[int]) -> FriedmanResult:
     """Friedman test over ``sizes`` for one (model, task); ``by_size[size][seed] = accuracy``."""
     missing = [s for s in sizes if s not in by_size]
     common = sorted(set.intersection(*(set(by_size[s]) for s in sizes))) if not missing else []

@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from lra.papers.convluna import MEMORY_SIZES
 from lra.reports import stats
 from lra.reports.table_runs import RunResult, Scale, column_name, family, task_order, variant_order
 
@@ -102,7 +103,7 @@ def _argmax(values: dict[str, float]) -> set[str]:
 
 
 def friedman_tests(
-    runs: Sequence[RunResult], tasks: Sequence[str], sizes: Sequence[int] = stats.MEMORY_SIZES
+    runs: Sequence[RunResult], tasks: Sequence[str], sizes: Sequence[int] = MEMORY_SIZES
 ) -> list[stats.FriedmanResult]:
     """Friedman over ``sizes`` for every (model, task), Holm-corrected together.
 

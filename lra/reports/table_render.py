@@ -112,7 +112,7 @@ def friedman_grid(table: Table) -> tuple[list[str], dict[tuple[str, str], stats.
 
 def friedman_caption(table: Table) -> str:
     tested = sum(r.tested for r in table.friedman)
-    sizes = "/".join(map(str, stats.MEMORY_SIZES))
+    sizes = "/".join(map(str, table.friedman[0].sizes))  # one set of sizes per table (friedman_tests)
     return (
         f"Friedman test over memory sizes {sizes} per (model, task), blocks paired by seed, "
         f"H0: equal expected accuracies. Holm-corrected p-values over the {tested} tests of this table "

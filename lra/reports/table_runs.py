@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lra.papers.convluna import FAMILY_ORDER
 from lra.training.run_files import RESUMABLE_CHANGES, flatten_config, result_problem
 
 TASK_COLUMNS = {
@@ -23,7 +24,6 @@ TASK_COLUMNS = {
     "pathfinder": "Pathfinder",
     "pathx": "Path-X",
 }
-FAMILY_ORDER = ("Transformer", "Luna", "ConvLuna", "OnlyScaling", "OnlyFiltering")
 IGNORED_OVERRIDES = frozenset(RESUMABLE_CHANGES - {"num_train_steps"})
 
 
@@ -64,10 +64,12 @@ def family(variant: str) -> tuple[str, int | None]:
     return (m.group(1), int(m.group(2))) if m else (variant, None)
 
 
-def variant_order(variant: str) -> tuple:
+def variant_order(variant: str, family_order: Sequence[str] = FAMILY_ORDER) -> tuple:
+    """Sort key of a row: the families of ``family_order`` (the ConvLuna paper's Tables 1 and 3 by
+    default), then any other by name; within a family by memory size."""
     name, size = family(variant)
-    rank = FAMILY_ORDER.index(name) if name in FAMILY_ORDER else len(FAMILY_ORDER)
-    return (rank, name if rank == len(FAMILY_ORDER) else "", size if size is not None else -1, variant)
+    rank = family_order.index(name) if name in family_order else len(family_order)
+    return (rank, name if rank == len(family_order) else "", size if size is not None else -1, variant)
 
 
 def task_order(task: str) -> tuple:
