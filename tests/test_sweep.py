@@ -77,7 +77,7 @@ def test_expansion_counts_order_and_workdirs(tmp_path):
     with pytest.raises(ValueError, match="valid grids"):
         sweep.expand("table9")
     with pytest.raises(ValueError, match="key=value"):
-        sweep.parse_overrides(["num_train_steps"])
+        sweep_cli.parse_overrides(["num_train_steps"])
 
 
 @pytest.mark.parametrize("grid", sorted(sweep.GRIDS))

@@ -7,12 +7,29 @@ command names, without running them) and narrows them with :func:`with_variants`
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from lra.experiments.sweep import PRESETS, Run, default_root, expand, parse_overrides
 from lra.experiments.sweep_grids import GRIDS, TASKS
+from lra.experiments.sweep_runs import PRESETS, Run, default_root, expand
+
+
+def parse_overrides(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``["num_train_steps=300", "data.num_train=2000"]`` -> sorted (key, value) pairs."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().removeprefix("config.")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
+            raise ValueError(
+                f"--set expects key=value with a config field as key (e.g. num_train_steps=300), got {item!r}"
+            )
+        if key == "seed":
+            raise ValueError("--set seed=... is not allowed: choose seeds with --seeds")
+        out[key] = value.strip()
+    return tuple(sorted(out.items()))
 
 
 def _accelerator() -> bool:
