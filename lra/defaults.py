@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -429,17 +431,21 @@ def parse_option(attention: str, token: str) -> tuple[str, Any]:
     return field, parsed
 
 
+_TYPE_NAMES: dict[Any, str] = {int: "int", float: "float", types.NoneType: "None"}
+
+
 def option_type_problem(attention: str, field: str, value: Any) -> str | None:
     """Why ``value`` cannot be the numeric family option ``field`` (None: it can, or the field
     is not numeric). ``mem=1.5`` would otherwise reach jax as a float array shape (a traceback)
     and ``mem=abc`` a comparison of str with int, neither naming the option."""
     from lra import attention as registry  # local: keeps config loading light until needed
 
-    fields = {f.name: f for f in dataclasses.fields(registry.get(attention))}
-    if field not in fields:
+    cls = registry.get(attention)
+    if field not in {f.name for f in dataclasses.fields(cls)}:
         return None
-    kinds = {part.strip() for part in str(fields[field].type).split("|")}
-    if not kinds or not kinds <= {"int", "float", "None"}:
+    hint = typing.get_type_hints(cls)[field]  # the field's real type, not its annotation's text
+    kinds = {_TYPE_NAMES.get(t, "other") for t in (typing.get_args(hint) or (hint,))}
+    if not kinds <= {"int", "float", "None"}:
         return None  # strings and flags: the family checks its own values
     if value is None and "None" in kinds:
         return None

@@ -1,14 +1,17 @@
 """Evaluate a finished run's best checkpoint on test, optionally with another attention.
 
     python -m lra.evaluate --workdir runs/listops_transformer_cpu/seed0
-    python -m lra.evaluate --workdir W --attention clustered --options clusters=16
+    python -m lra.evaluate --workdir W --attention clustered --config.model.attention_kwargs.clusters=16
     python -m lra.evaluate --workdir W --config.max_eval_batches=4
 
 Families with softmax's parameter tree (softmax, clustered, improved_clustered, dispersed, linear)
 can evaluate each other's weights: the clustered-attention paper's "train with full, evaluate with
 clustered" experiment. The trees are compared before anything else (``lra.attention.trees``), so
 a swap that cannot work is one error line naming the difference and the families that can swap.
-Each evaluation is printed and appended to ``W/evaluations.jsonl``.
+Each evaluation is printed and appended to ``W/evaluations.jsonl``. Options are set in the suite's
+one grammar (lra.config_args): ``--config.FIELD=VALUE`` for a field of the run's config,
+``--config.model.attention_kwargs.KEY=VALUE`` for a family option (typed by the family, aliases such
+as ``clusters`` allowed); ``--options k=v,...`` is the old spelling of the latter.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import jax
 import ml_collections
 
 from lra.attention.trees import parameter_tree, swap_groups, tree_difference
+from lra.config_args import FAMILY_PREFIX, split_config_args
 from lra.data import load_task
-from lra.defaults import OPTION_ALIASES, parse_value
+from lra.defaults import apply_override, parse_option
 from lra.errors import InputError
 from lra.model import build_model
 from lra.training import distributed
@@ -58,14 +62,15 @@ def fail(error: BaseException) -> NoReturn:
     sys.exit(code)
 
 
-def parse_options(text: str) -> dict[str, Any]:
-    """``"clusters=16,topk=8"`` -> ``{"num_clusters": 16, "topk": 8}``."""
+def parse_options(attention: str, tokens: list[str]) -> dict[str, Any]:
+    """``["clusters=16", "topk=8"]`` of ``attention`` -> ``{"num_clusters": 16, "topk": 8}``, each
+    typed by the family (lra.defaults.parse_option: ``mem=1.5`` fails naming the field)."""
     out = {}
-    for token in filter(None, (t.strip() for t in text.split(","))):
+    for token in filter(None, (t.strip() for t in tokens)):
         if "=" not in token:
-            raise InputError(f"--options takes key=value pairs, got {token!r}")
-        key, value = token.split("=", 1)
-        out[OPTION_ALIASES.get(key.strip(), key.strip())] = parse_value(value.strip())
+            raise InputError(f"a family option is key=value, got {token!r}")
+        field, value = parse_option(attention, token)
+        out[field] = value
     return out
 
 
@@ -157,14 +162,15 @@ def evaluate_run(
     }
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], config: ml_collections.ConfigDict, family_options: list[str]) -> None:
     from absl import flags, logging
 
     logging.set_verbosity(logging.WARNING)
     f = flags.FLAGS
     workdir = Path(f.workdir)
     try:
-        result = evaluate_run(workdir, f.config, f.attention, parse_options(f.options), f.split)
+        options = parse_options(f.attention or config.model.attention, [*f.options.split(","), *family_options])
+        result = evaluate_run(workdir, config, f.attention, options, f.split)
         append_jsonl(workdir / "evaluations.jsonl", result)
     except (ValueError, RuntimeError, OSError) as e:  # a damaged checkpoint, data, a wrong option, a full disk
         fail(e)
@@ -180,9 +186,13 @@ def main(argv: list[str]) -> None:
 FLAG_HELP = (
     ("workdir", "a finished run's directory (required; its config.json gives the model and the data)"),
     ("attention", "evaluate with this attention instead of the run's (one with the same parameter tree)"),
-    ("options", "that attention's options, key=value,... (aliases allowed), e.g. clusters=16,topk=8"),
     ("split", "the split to evaluate: test (default) or validation"),
     ("config.FIELD", "override a field of the run's config.json, e.g. --config.max_eval_batches=4"),
+    (
+        "config.model.attention_kwargs.KEY",
+        "an option of the evaluated attention (aliases allowed), e.g. ...attention_kwargs.clusters=16",
+    ),
+    ("options", "old spelling of the family options: key=value,..., e.g. clusters=16,topk=8"),
 )
 HELP_FLAGS = ("-h", "--help", "--helpshort", "--helpfull")
 
@@ -201,8 +211,9 @@ def cli(argv: list[str]) -> None:
     if any(a in HELP_FLAGS for a in argv[1:]):
         print(usage(), end="")
         sys.exit(0)
+    from functools import partial
+
     from absl import app, flags
-    from ml_collections import config_flags
 
     # The config comes from the run itself; --workdir must be known before flags are parsed.
     workdir_arg = next((a.split("=", 1)[1] for a in argv if a.startswith("--workdir=")), None)
@@ -215,13 +226,22 @@ def cli(argv: list[str]) -> None:
         run_config = load_run_config(Path(workdir_arg))
     except (FileNotFoundError, RunFileError) as e:
         fail(e)
+    try:
+        spec, overrides, rest = split_config_args(argv)
+        if spec is not None:
+            raise InputError("--config: the run's config.json is the config; set its fields with --config.FIELD=VALUE")
+        for dotted, text in overrides:
+            if not dotted.startswith(FAMILY_PREFIX):
+                apply_override(run_config, dotted, text)
+    except InputError as e:
+        fail(e)
+    family_options = [f"{d[len(FAMILY_PREFIX) :]}={v}" for d, v in overrides if d.startswith(FAMILY_PREFIX)]
     described = dict(FLAG_HELP)
     flags.DEFINE_string("workdir", None, described["workdir"])
     flags.DEFINE_string("attention", None, described["attention"])
     flags.DEFINE_string("options", "", described["options"])
     flags.DEFINE_enum("split", "test", ["test", "validation"], described["split"])
-    config_flags.DEFINE_config_dict("config", run_config, described["config.FIELD"])
-    app.run(main, argv=argv)
+    app.run(partial(main, config=run_config, family_options=family_options), argv=rest)
 
 
 if __name__ == "__main__":

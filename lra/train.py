@@ -58,7 +58,7 @@ def quiet_library_errors() -> None:
     warnings.filterwarnings("ignore", message="coroutine .* was never awaited")
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], parsed: dict[str, Any]) -> None:
     from absl import flags, logging
 
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> None:
 
     if len(argv) > 1:
         _fail(f"unexpected arguments: {' '.join(argv[1:])}", EXIT_INVALID)
-    config = flags.FLAGS.config
+    config = parsed["config"]
     workdir = Path(flags.FLAGS.workdir) if flags.FLAGS.workdir else None
     set_command_line(sys.argv)  # refusals print a seed's own command built from this one
     try:
@@ -94,176 +94,53 @@ def main(argv: list[str]) -> None:
 
 
 def _help(argv: list[str]) -> None:
-    """``--help``: what the command does, its flags and the presets; exit 0 (absl's required --config
-    would otherwise turn it into an error)."""
+    """``--help``: what the command does, its flags and the presets; exit 0 before --config is read."""
     from absl import flags
 
     from lra.defaults import PRESETS
 
     print(__doc__.strip(), "\n")
     print(
+        "--config PATH[:OPTIONS]: the config file, e.g. configs/listops_transformer.py:cpu (required). "
         f"Presets (after the colon): {', '.join(PRESETS)}; family options too, e.g. "
         "configs/listops_convluna.py:cpu,mem=16,reference. Any config field: --config.FIELD=VALUE "
-        "(fields: lra/defaults.py).\n"
+        "(fields: lra/defaults.py); a family option as a field too: "
+        "--config.model.attention_kwargs.memory_size=16 is :memory_size=16.\n"
     )
     print(flags.FLAGS.module_help(sys.modules[__name__]) if __name__ in sys.modules else "", flush=True)
     sys.exit(0)
 
 
-def check_overrides(argv: list[str]) -> str | None:
-    """Every ``--config.FIELD=VALUE`` checked against the config it overrides, before absl parses
-    them: one line naming the field, the nearest valid names, and for a family option given as a
-    field the short form after the colon (None: all fine, or the config itself cannot be built,
-    which parse_flags reports)."""
-    from lra import attention as registry
-    from lra.defaults import OPTION_ALIASES, _cast_like, existing_field, load_config_file
-
-    spec = _config_arg(argv)
-    if not spec or not Path(spec.split(":", 1)[0]).is_file():
-        return None
-    path, _, options = spec.partition(":")
-    try:
-        config = load_config_file(path).get_config(options or None)
-    except Exception:  # noqa: BLE001 -- the config file's own error is reported by parse_flags, with its text
-        return None
-    for i, arg in enumerate(argv):
-        if not arg.startswith("--config."):
-            continue
-        dotted, sep, value = arg[len("--config.") :].partition("=")
-        if not sep:
-            value = argv[i + 1] if i + 1 < len(argv) else ""
-        try:
-            node = existing_field(config, dotted)
-            _cast_like(node[dotted.split(".")[-1]], value, dotted)
-        except ValueError as e:
-            leaf = dotted.split(".")[-1]
-            family = OPTION_ALIASES.get(leaf, leaf)
-            hint = ""
-            if family in registry.option_names(config.model.attention):
-                short = ",".join(filter(None, [options, f"{leaf}={value}"]))
-                hint = f"; {leaf} is an option of the {config.model.attention} family: --config {path}:{short}"
-            return f"--config.{dotted}={value}: {e}{hint}"
-    return None
-
-
-FAMILY_FIELD = "--config.model.attention_kwargs."
-
-
-def fold_family_options(argv: list[str]) -> list[str]:
-    """``--config.model.attention_kwargs.memory_size=8`` is the family option ``memory_size=8``: it is
-    moved after the config's colon (``configs/X.py:cpu,memory_size=8``), the one place family options
-    are read (the variant's name and default workdir follow it), so both spellings train one model.
-    An option the family does not have is left for :func:`check_overrides` to name."""
-    from lra import attention as registry
-    from lra.defaults import OPTION_ALIASES, load_config_file
-
-    spec = _config_arg(argv)
-    folded = [a for a in argv if a.startswith(FAMILY_FIELD) and "=" in a]
-    if not spec or not folded or not Path(spec.split(":", 1)[0]).is_file():
-        return argv
-    path, _, options = spec.partition(":")
-    try:
-        family = load_config_file(path).get_config(options or None).model.attention
-    except Exception:  # noqa: BLE001 -- the config file's own error is reported by parse_flags, with its text
-        return argv
-    known = set(registry.option_names(family))
-    moved = [a for a in folded if OPTION_ALIASES.get(k := a[len(FAMILY_FIELD) :].split("=", 1)[0], k) in known]
-    if not moved:
-        return argv
-    new_spec = ",".join(filter(None, [options, *(a[len(FAMILY_FIELD) :] for a in moved)]))
-    out = []
-    for i, arg in enumerate(argv):
-        if arg in moved:
-            continue
-        if arg.startswith("--config="):
-            arg = f"--config={path}:{new_spec}"
-        elif i > 0 and argv[i - 1] == "--config":
-            arg = f"{path}:{new_spec}"
-        out.append(arg)
-    return out
-
-
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl's parsing, with a bad flag, config file or config field as one ``error:`` line (exit 2)."""
+def parse_flags(argv: list[str], parsed: dict[str, Any]) -> list[str]:
+    """``--config PATH[:short,form]`` and each ``--config.FIELD=VALUE`` read by lra.config_args (the
+    suite's one override grammar) into ``parsed["config"]``, locked; absl reads the other flags. A bad
+    flag, config file, field or value is one ``error:`` line (exit 2)."""
     from absl import flags
+
+    from lra.config_args import config_from_args, split_config_args
+    from lra.errors import InputError
 
     if any(a in ("--help", "-h", "--helpfull") for a in argv[1:]):
         _help(argv)
-    argv = fold_family_options(argv)
-    problem = check_overrides(argv)
-    if problem:
-        _fail(problem, EXIT_INVALID)
     try:
-        rest = flags.FLAGS(argv)
-    except flags.Error as e:  # ml_collections puts the config file's traceback in the message
-        missing = config_file_problem(None, _config_arg(argv))
-        if missing:
-            _fail(missing, EXIT_INVALID)
-        lines = [line for line in str(e).splitlines() if line.strip()]
-        if any(line.startswith("Traceback") for line in lines):
-            lines = [lines[0].rstrip(":"), lines[-1]]
-        _fail(": ".join(lines), EXIT_INVALID)
-    except (AttributeError, KeyError) as e:  # ml_collections: a --config.<field> the config lacks
-        name = str(e).strip("\"'")
-        given = [a.split("=")[0] for a in argv if a.startswith("--config.") and name in a.split("=")[0].split(".")]
-        _fail(
-            f"{given[0] if given else 'a --config override'}: the config has no field {name!r} "
-            f"(fields: lra/defaults.py)",
-            EXIT_INVALID,
-        )
-    except (ValueError, TypeError, OSError) as e:  # the config file or its options
-        flag = flags.FLAGS["config"]
-        missing = config_file_problem(flag.value, getattr(flag, "_config_filename", None) or _config_arg(argv))
-        _fail(missing or f"--config: {e}", EXIT_INVALID)
-    config_flag: Any = flags.FLAGS["config"]  # ml_collections' config flag (untyped) adds config_filename
-    missing = config_file_problem(config_flag.value, config_flag.config_filename)
-    if missing:
-        _fail(missing, EXIT_INVALID)
-    return rest
-
-
-def _config_arg(argv: list[str]) -> str | None:
-    """The value of --config on the command line (--config=X or --config X)."""
-    for i, arg in enumerate(argv):
-        if arg.startswith("--config="):
-            return arg.split("=", 1)[1]
-        if arg == "--config" and i + 1 < len(argv):
-            return argv[i + 1]
-    return None
-
-
-def config_file_problem(config: Any, filename: str | None) -> str | None:
-    """A --config file that could not be loaded (a misspelt path), as one line naming it and the
-    nearest config files; None when there is nothing to say. ml_collections defers that error to
-    the first use of the config, where it would read as a write failure of the run (exit 4)."""
-    from ml_collections.config_flags.config_flags import _ErrorConfig
-
-    path = Path((filename or "").split(":", 1)[0])
-    if filename and not path.is_file():
-        import difflib
-
-        folder = path.parent if path.parent.is_dir() else Path("configs")
-        names = sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
-        close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
-        hint = (
-            f"did you mean {', '.join(str(folder / n) for n in close)}?"
-            if close
-            else "the configs are configs/<task>_<attention>.py, e.g. configs/listops_transformer.py:smoke"
-        )
-        return f"--config {path}: no such file; {hint}"
-    if isinstance(config, _ErrorConfig):  # it exists, so loading it failed for another reason
-        error = object.__getattribute__(config, "_error")
-        return f"--config {path}: {str(error).strip().splitlines()[-1].strip()}"
-    return None
+        spec, overrides, rest = split_config_args(argv)
+        if spec is None:
+            raise InputError("--config is required, e.g. --config configs/listops_transformer.py:smoke")
+        config = config_from_args(spec, overrides)
+    except InputError as e:
+        _fail(str(e), EXIT_INVALID)
+    config.lock()
+    parsed["config"] = config
+    try:
+        return flags.FLAGS(rest)
+    except flags.Error as e:  # absl's own errors (an unknown flag, a bad --profile type) name the flag
+        _fail(str(e), EXIT_INVALID)
+    raise AssertionError("unreachable")  # _fail exits
 
 
 def _define_flags() -> None:
     from absl import flags
-    from ml_collections import config_flags
 
-    config_flags.DEFINE_config_file(
-        "config", None, "Config file, e.g. configs/listops_transformer.py:cpu", lock_config=True
-    )
     flags.DEFINE_string(
         "workdir",
         None,
@@ -284,11 +161,13 @@ def _define_flags() -> None:
         "START:COUNT: a jax.profiler trace of steps START+1..START+COUNT in "
         "<workdir>/profile (summary: python -m lra.bench.profile_summary <that folder>)",
     )
-    flags.mark_flags_as_required(["config"])
 
 
 if __name__ == "__main__":
+    from functools import partial
+
     from absl import app
 
     _define_flags()
-    app.run(main, flags_parser=parse_flags)
+    _parsed: dict[str, Any] = {}  # the config parse_flags builds, for main
+    app.run(partial(main, parsed=_parsed), flags_parser=partial(parse_flags, parsed=_parsed))

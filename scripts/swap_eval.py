@@ -30,7 +30,7 @@ def checked_entries(workdir: Path, config, entries: list[str]) -> list[tuple[str
     for entry in entries:
         name, _, opts = entry.partition(":")
         try:
-            options = parse_options(opts)
+            options = parse_options(name, opts.split(","))
             evaluation_config(workdir, config, name, options)
         except InputError as e:  # a bug in the check is not the entry's fault: it keeps its traceback
             raise InputError(f"entry {entry!r}: {e}") from None

@@ -90,10 +90,12 @@ def test_swap_groups_are_read_from_the_modules():
     assert parameter_tree("convluna", {"memory_size": 8}) != parameter_tree("convluna")
 
 
-def test_options_parser_uses_aliases():
-    assert parse_options("clusters=8, topk=4") == {"num_clusters": 8, "topk": 4}
+def test_options_parser_uses_aliases_and_the_family_types():
+    assert parse_options("improved_clustered", ["clusters=8", " topk=4"]) == {"num_clusters": 8, "topk": 4}
     with pytest.raises(ValueError, match="key=value"):
-        parse_options("clusters")
+        parse_options("clustered", ["clusters"])
+    with pytest.raises(ValueError, match="num_clusters must be an integer, got 1.5"):
+        parse_options("clustered", ["clusters=1.5"])
 
 
 def test_cli_prints_accuracy_and_logs_it(finished_run):

@@ -39,7 +39,9 @@ def test_unknown_target_and_missing_config_are_one_error_line(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: unknown target 'v99:2x2'") and "v5e:2x2" in err[0]
     assert main(["--config", "configs/listops_convlunaa.py", "--target", "cpu"]) == 2
-    assert "no such file 'configs/listops_convlunaa.py'" in capsys.readouterr().err
+    assert "--config configs/listops_convlunaa.py: no such file; did you mean configs/listops_convluna.py" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.skipif(_has("jax_cuda12_plugin"), reason="the CUDA plugin is installed here")
@@ -161,18 +163,20 @@ def test_gpu_target_compiles_a_smoke_config(tmp_path):
     assert eight["devices"] == 8 and eight["cost"]["flops"] == pytest.approx(one["cost"]["flops"] / 8, rel=0.05)
 
 
-def test_set_overrides_parse_and_the_data_length_follows_the_model():
-    from lra.preflight.__main__ import parse_sets
-    from lra.preflight.check import PreflightError
+def test_overrides_are_typed_by_the_config_and_the_data_length_follows_the_model():
+    from lra.errors import InputError
+    from lra.preflight.__main__ import config_overrides
 
-    assert parse_sets(["model.max_len=512", "batch_size=4", "model.dtype=bfloat16"]) == {
-        "model.max_len": 512,
-        "data.max_len": 512,
-        "batch_size": 4,
-        "model.dtype": "bfloat16",
-    }
-    with pytest.raises(PreflightError, match="KEY=VALUE"):
-        parse_sets(["model.max_len"])
+    spec = "configs/listops_convluna.py:smoke"
+    fields = [("model.max_len", "512"), ("model.attention_kwargs.mem", "8")]
+    assert config_overrides(spec, fields, ["batch_size=4", "model.dtype=bfloat16"]) == (
+        f"{spec},mem=8",
+        {"model.max_len": 512, "batch_size": 4, "model.dtype": "bfloat16", "data.max_len": 512},
+    )
+    with pytest.raises(InputError, match="key=value"):
+        config_overrides(spec, [], ["model.max_len"])
+    with pytest.raises(InputError, match="batch_size must be an integer"):
+        config_overrides(spec, [("batch_size", "4.5")], [])
 
 
 def test_gpu_target_without_xla_spec_says_where_to_get_it(monkeypatch, tmp_path):

@@ -296,14 +296,21 @@ def test_cli_help_lists_the_presets_and_exits_0():
 
 
 def test_a_family_option_as_its_config_field_is_the_option_after_the_colon():
-    """Issue 39 point 5: memory size can be set as a --config field, model.attention_kwargs.memory_size,
-    and means exactly ``:...,memory_size=8`` (the variant's name and workdir follow it)."""
-    from lra.train import fold_family_options
+    """Issue 39 point 5 / 40 point 2: memory size set as a --config field, model.attention_kwargs.memory_size,
+    builds exactly the config of ``:...,memory_size=8`` (the variant's name and workdir follow it)."""
+    from lra.config_args import config_from_args, split_config_args
 
     spec = f"{REPO}/configs/listops_convluna.py"
     argv = ["lra.train", f"--config={spec}:cpu", "--config.model.attention_kwargs.memory_size=8", "--config.seed=1"]
-    assert fold_family_options(argv) == ["lra.train", f"--config={spec}:cpu,memory_size=8", "--config.seed=1"]
-    argv = ["lra.train", "--config", spec, "--config.model.attention_kwargs.mem=4"]  # aliases too
-    assert fold_family_options(argv) == ["lra.train", "--config", f"{spec}:mem=4"]
-    other = ["lra.train", f"--config={spec}:cpu", "--config.model.attention_kwargs.clusters=8"]
-    assert fold_family_options(other) == other  # not a ConvLuna option: check_overrides names it
+    got, overrides, rest = split_config_args(argv)
+    assert (got, overrides, rest) == (
+        f"{spec}:cpu",
+        [("model.attention_kwargs.memory_size", "8"), ("seed", "1")],
+        ["lra.train"],
+    )
+    short = config_from_args(f"{spec}:cpu,memory_size=8", [("seed", "1")])
+    assert config_from_args(got, overrides).to_dict() == short.to_dict() and short.variant == "ConvLuna-8"
+    aliased = split_config_args(["lra.train", "--config", spec, "--config.model.attention_kwargs.mem", "4"])
+    assert config_from_args(aliased[0], aliased[1]).to_dict() == config_from_args(f"{spec}:mem=4").to_dict()
+    with pytest.raises(ValueError, match="'clusters' is not an option of attention 'convluna'"):
+        config_from_args(spec, [("model.attention_kwargs.clusters", "8")])

@@ -20,6 +20,7 @@ from pathlib import Path
 import ml_collections
 import numpy as np
 
+from lra.config_args import Override, split_config_args
 from lra.data import cache, tfds_reader
 from lra.data.types import PAD_ID, DataError, TaskData
 from lra.defaults import apply_override, task_config
@@ -30,9 +31,14 @@ _TFDS = {"text": "imdb_reviews/plain_text", "image": "cifar10"}
 
 
 def make_config(
-    task: str, data_dir: str | None = None, max_len: int | None = None, overrides: Sequence[str] = ()
+    task: str,
+    data_dir: str | None = None,
+    max_len: int | None = None,
+    overrides: Sequence[str] = (),
+    fields: Sequence[Override] = (),
 ) -> ml_collections.ConfigDict:
-    """The paper-scale config of ``task`` with the command line's data settings."""
+    """The paper-scale config of ``task`` with the command line's data settings: ``fields`` from
+    ``--config.FIELD=VALUE``, ``overrides`` the old spelling ``--set KEY=VALUE`` of ``data.KEY``."""
     config = task_config(task)
     if data_dir:
         config.data_dir = data_dir
@@ -44,6 +50,11 @@ def make_config(
         if not sep:
             raise InputError(f"--set expects KEY=VALUE (a config.data field), got {item!r}")
         apply_override(config, f"data.{key.strip()}", value.strip())  # a misspelt field fails, naming it
+    for dotted, text in fields:
+        try:
+            apply_override(config, dotted, text)
+        except InputError as e:
+            raise InputError(f"--config.{dotted}={text}: {e}") from None
     return config
 
 
@@ -167,10 +178,11 @@ def run(
     overrides: Sequence[str] = (),
     force: bool = False,
     download: bool = True,
+    fields: Sequence[Override] = (),
 ) -> int:
     """The ``prepare`` command for one task: 0 ok, 1 broken invariants, 2 missing or malformed data."""
     try:
-        config = make_config(task, data_dir, max_len, overrides)
+        config = make_config(task, data_dir, max_len, overrides, fields)
         data, entry = prepare(config, force=force, download=download)
     except (InputError, TypeError) as e:  # DataError included; TypeError: ml_collections refusing a --set value's type
         print(f"error: {e}", file=sys.stderr)
@@ -200,12 +212,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any config.data field, e.g. --set val_fraction=0.2 --set grayscale=pil",
+        help="old spelling of --config.data.KEY=VALUE, e.g. --set val_fraction=0.2",
     )
     p.add_argument("--force", action="store_true", help="rebuild the cache entry")
     p.add_argument("--no_download", action="store_true", help="never call tensorflow-datasets")
     download.add_parser(sub, TASKS)
-    args = parser.parse_args(argv)
+    parser.epilog = p.epilog = (
+        "Any config field: --config.FIELD=VALUE (repeatable), e.g. --config.data.val_fraction=0.2 "
+        "(fields: lra/defaults.py)"
+    )
+    try:
+        spec, fields, rest = split_config_args(sys.argv[1:] if argv is None else argv)
+        if spec is not None:
+            raise InputError("--config: prepare starts from the task's defaults; set fields with --config.FIELD=VALUE")
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(rest)
     if args.command == "download":
         return download.run(args)
-    return run(args.task, args.data_dir, args.max_len, args.set, args.force, download=not args.no_download)
+    return run(
+        args.task, args.data_dir, args.max_len, args.set, args.force, download=not args.no_download, fields=fields
+    )

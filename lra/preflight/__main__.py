@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from lra.config_args import (
+    Override,
+    config_from_args,
+    expand_options,
+    field_value,
+    fold_family_options,
+    split_config_args,
+)
 from lra.preflight import targets
 from lra.preflight.check import COMPILES, PreflightError, check_python, preflight, report_lines
 from lra.preflight.estimate import check_price
@@ -23,20 +30,19 @@ EPILOG = """examples:
 targets: """ + ", ".join(targets.known())
 
 
-def parse_sets(items: list[str] | None) -> dict[str, Any]:
-    """``--set model.max_len=512`` (repeatable): dotted config keys; values read as JSON when they parse."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise PreflightError(f"--set {item}: give KEY=VALUE, e.g. --set model.max_len=512")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    if "model.max_len" in out:  # the data pipeline's length follows the model's, as in the benchmark
-        out.setdefault("data.max_len", out["model.max_len"])
-    return out
+def config_overrides(spec: str | None, fields: list[Override], sets: list[str] | None) -> tuple[str, dict[str, Any]]:
+    """(the config spec with family options folded in, ``{dotted field: value}``) from ``--config SPEC``,
+    each ``--config.FIELD=VALUE`` and the old spelling ``--set FIELD=VALUE``: checked and typed by the
+    config itself (lra.config_args), so a misspelt field or ``mem=1.5`` fails before anything compiles."""
+    if spec is None:
+        raise PreflightError("--config is required, e.g. --config configs/listops_transformer.py:cpu")
+    fields = [*fields, *expand_options(sets or [])]
+    if any(d == "model.max_len" for d, _ in fields) and not any(d == "data.max_len" for d, _ in fields):
+        # the data pipeline's length follows the model's, as in the benchmark
+        fields.append(("data.max_len", next(v for d, v in reversed(fields) if d == "model.max_len")))
+    config = config_from_args(spec, fields)
+    spec, rest = fold_family_options(spec, fields)
+    return spec, {dotted: field_value(config, dotted) for dotted, _ in rest}
 
 
 def add_price_options(p: argparse.ArgumentParser) -> None:
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             formatter_class=argparse.RawDescriptionHelpFormatter,
             description="Does a config fit a target, and what does a step and a run cost?",
         )
-        p.add_argument("--config", required=True, help="configs/<task>_<attention>.py[:OPTIONS]")
+        p.add_argument("--config", metavar="PATH[:OPTIONS]", help="configs/<task>_<attention>.py[:OPTIONS] (required)")
         p.add_argument("--target", required=True, help="cpu, a TPU topology (v5e:2x2) or a GPU (h100, h100x8)")
         p.add_argument("--batch", type=int, help="global batch (default: the config's)")
         p.add_argument("--seeds", type=int, default=1, help="seeds vmapped in one program (default 1)")
@@ -126,14 +132,16 @@ def main(argv: list[str] | None = None) -> int:
             "--set",
             action="append",
             metavar="KEY=VALUE",
-            help="override a config field (dotted, repeatable), e.g. --set model.max_len=512",
+            help="old spelling of --config.FIELD=VALUE (any config field, repeatable), e.g. --config.model.max_len=512",
         )
         p.add_argument("--measure-steps", type=int, default=3, help="cpu target: real steps timed (0: none)")
         p.add_argument("--python", default=sys.executable, help="the interpreter that compiles (e.g. a libtpu venv)")
         p.add_argument("--no-cache", action="store_true")
         p.add_argument("--json", type=Path, help="also write the result as JSON")
         add_price_options(p)
-        a = p.parse_args(argv)
+        spec, fields, rest = split_config_args(argv)
+        a = p.parse_args(rest)
+        spec, overrides = config_overrides(spec, fields, a.set)
         if a.seeds < 1:
             raise PreflightError(f"--seeds {a.seeds}: need >= 1")
         check_price(a.price_per_hour)
@@ -142,14 +150,14 @@ def main(argv: list[str] | None = None) -> int:
             check_can_write(a.json)  # PF8: refused before anything compiles
         with COMPILES.forwarding():
             r = preflight(
-                a.config,
+                spec,
                 a.target,
                 batch=a.batch,
                 seeds=a.seeds,
                 measure_steps=a.measure_steps,
                 python=a.python,
                 use_cache=not a.no_cache,
-                overrides=parse_sets(a.set),
+                overrides=overrides,
             )
         print("\n".join(report_lines(r, a.price_per_hour, a.currency)))
         if a.json:

@@ -1,0 +1,133 @@
+"""One override grammar for every command that sets a run's options.
+
+``--config PATH[:short,form]`` names a config file and its short form (a preset, family options
+``mem=16``, flags, ``reference``: lra.defaults.make_config); each ``--config.a.b=VALUE`` (or
+``--config.a.b VALUE``) then sets one field, typed by the config itself (lra.defaults.apply_override:
+the field must exist, a typo names the nearest fields, the text is cast to the field's type).
+A family option given as a field, ``--config.model.attention_kwargs.memory_size=8`` (aliases such as
+``.mem=8`` too), is the same option as ``:memory_size=8`` after the colon: it is folded into the
+short form, the one place family options are read (typed by the family's dataclass fields, the
+variant's name follows them), so both spellings build one config.
+
+The suite's own loader (lra.defaults.load_config_file + ``get_config``): no library error text is
+parsed and no private attribute read; every refusal is one :class:`~lra.errors.InputError` line.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from lra.defaults import OPTION_ALIASES, apply_override, load_config_file
+from lra.errors import InputError
+
+FAMILY_PREFIX = "model.attention_kwargs."
+Override = tuple[str, str]  # (dotted field, value text)
+
+
+def split_config_args(argv: Sequence[str]) -> tuple[str | None, list[Override], list[str]]:
+    """``argv`` as (the ``--config`` value, each ``--config.FIELD=VALUE`` in order, the other
+    arguments in order). Both ``--flag=value`` and ``--flag value`` spellings are read."""
+    spec: str | None = None
+    overrides: list[Override] = []
+    rest: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, sep, value = arg.partition("=")
+        if name in ("--config", "--config.") or name.startswith("--config."):
+            if not sep:
+                if i + 1 >= len(args):
+                    raise InputError(f"{name} needs a value")
+                value, i = args[i + 1], i + 1
+            if name == "--config":
+                spec = value
+            else:
+                dotted = name[len("--config.") :]
+                if not dotted:
+                    raise InputError(f"{arg}: name a field, e.g. --config.learning_rate=0.01")
+                overrides.append((dotted, value))
+        else:
+            rest.append(arg)
+        i += 1
+    return spec, overrides, rest
+
+
+def config_from_args(spec: str, overrides: Sequence[Override] = ()) -> ml_collections.ConfigDict:
+    """The config that ``--config SPEC`` plus ``--config.FIELD=VALUE`` for each override builds;
+    an InputError naming the file, field or value otherwise. Family options given as fields are
+    folded into the short form (see the module docstring); the rest set by apply_override."""
+    spec, fields = fold_family_options(spec, overrides)
+    path, _, short = spec.partition(":")
+    module = load_config_file(_existing_config_file(path))
+    try:
+        config = module.get_config(short or None)
+    except InputError as e:
+        raise InputError(f"--config {spec}: {e}") from None
+    for dotted, text in fields:
+        try:
+            apply_override(config, dotted, text)
+        except InputError as e:
+            hint = _short_form_hint(config, path, short, dotted, text)
+            raise InputError(f"--config.{dotted}={text}: {e}{hint}") from None
+    return config
+
+
+def fold_family_options(spec: str, overrides: Sequence[Override]) -> tuple[str, list[Override]]:
+    """(``spec`` with each ``model.attention_kwargs.KEY=VALUE`` override appended to its short form,
+    the other overrides): both spellings of a family option are one option after the colon."""
+    path, _, short = spec.partition(":")
+    family = [f"{d[len(FAMILY_PREFIX) :]}={v}" for d, v in overrides if d.startswith(FAMILY_PREFIX)]
+    short = ",".join(filter(None, [short, *family]))
+    return (f"{path}:{short}" if short else path), [(d, v) for d, v in overrides if not d.startswith(FAMILY_PREFIX)]
+
+
+def field_value(config: ml_collections.ConfigDict, dotted: str) -> Any:
+    """The value of field ``dotted`` of ``config`` (it exists: apply_override checked it)."""
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def expand_options(options: Sequence[str]) -> list[Override]:
+    """Old spellings' ``key=value`` items (``--set``, ``--options``) as overrides of the same fields."""
+    out = []
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"{item!r}: expected key=value")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def _existing_config_file(path: str) -> Path:
+    """``path`` if it is a file; an InputError naming the nearest config files otherwise."""
+    file = Path(path)
+    if file.is_file():
+        return file
+    folder = file.parent if file.parent.is_dir() else Path("configs")
+    names = sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
+    close = difflib.get_close_matches(file.name, names, n=3, cutoff=0.6)
+    hint = (
+        f"did you mean {', '.join(str(folder / n) for n in close)}?"
+        if close
+        else "the configs are configs/<task>_<attention>.py, e.g. configs/listops_transformer.py:smoke"
+    )
+    raise InputError(f"--config {file}: no such file; {hint}")
+
+
+def _short_form_hint(config: ml_collections.ConfigDict, path: str, short: str, dotted: str, text: str) -> str:
+    """For a family option given at the wrong place (``--config.model.mem=16``): its short form."""
+    from lra import attention as registry  # local: keeps config loading light until needed
+
+    leaf = dotted.split(".")[-1]
+    if OPTION_ALIASES.get(leaf, leaf) not in registry.option_names(config.model.attention):
+        return ""
+    spelled = ",".join(filter(None, [short, f"{leaf}={text}"]))
+    return f"; {leaf} is an option of the {config.model.attention} family: --config {path}:{spelled}"
