@@ -1,4 +1,5 @@
-"""Fixtures shared by the tests: one finished smoke run per test process; scripts/ entry points."""
+"""Fixtures shared by the tests: one finished smoke run and one finished two-seed bundle per test
+process (trained once, copied by the tests that change them); scripts/ entry points."""
 
 from __future__ import annotations
 
@@ -59,3 +60,17 @@ def finished_smoke_run(smoke_data_dir, tmp_path_factory) -> tuple[Path, dict]:
 
     workdir = tmp_path_factory.mktemp("finished") / "run"
     return workdir, train_and_evaluate(smoke(smoke_data_dir), workdir)
+
+
+@pytest.fixture(scope="session")
+def finished_bundle(smoke_data_dir, tmp_path_factory) -> tuple[Path, list[dict]]:
+    """Seeds 0 and 1 of the bucketed smoke config (``data.buckets=(24, 40)``: seeds draw different
+    batch lengths; seed 1 shares seed 0's bucket order), trained in one program (6 steps): shared by
+    test_faults.py and test_seeds.py, so copy it before changing it."""
+    from lra.train import train_and_evaluate
+    from test_train import smoke
+
+    root = tmp_path_factory.mktemp("bundle") / "whole"
+    results = train_and_evaluate(smoke(smoke_data_dir, seeds=(0, 1), **{"data.buckets": (24, 40)}), root)
+    assert [r["seed"] for r in results] == [0, 1]
+    return root, results

@@ -1,7 +1,8 @@
 """The CPU speed settings (lra.training.cpu_speed) change no logged number, and are recorded.
 
-Each test trains the ListOps smoke model for 20 steps in child processes (``python -m lra.train``,
-the path users run) and compares every logged loss and accuracy to the bit.
+The tests train the ListOps smoke model for 20 steps in child processes (``python -m lra.train``,
+the path users run: the suite's default settings once, jax's default path once, then one child per
+other setting) and compare every logged loss and accuracy to the bit.
 """
 
 from __future__ import annotations
@@ -61,22 +62,35 @@ def default_run(tmp_path_factory, smoke_data_dir) -> Path:
     return workdir
 
 
+@pytest.fixture(scope="module")
+def jax_default_run(tmp_path_factory, smoke_data_dir) -> Path:
+    """The same run on jax's default path: allocator and threefry settings both off (one child for
+    the two tests that compare against it; each checks its own setting was off)."""
+    workdir = tmp_path_factory.mktemp("speed") / "off"
+    done = _train(workdir, smoke_data_dir, {"LRA_FAST_ALLOC": "0", cpu_speed.THREEFRY_SWITCH: "0"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return workdir
+
+
 @pytest.mark.skipif(not cpu_speed.fast_allocator_wanted({}), reason="the allocator settings are glibc's")
-def test_fast_allocator_is_on_by_default_and_changes_no_logged_number(default_run, tmp_path, smoke_data_dir):
-    off = _train(tmp_path / "off", smoke_data_dir, {"LRA_FAST_ALLOC": "0"})
-    assert off.returncode == 0, off.stderr[-2000:]
+def test_fast_allocator_is_on_by_default_and_changes_no_logged_number(default_run, jax_default_run):
     expected = "mimalloc" if cpu_speed.mimalloc_library() else "glibc-tunables"
     assert _settings(default_run)["allocator"] == expected
     assert _settings(default_run)["fast_allocator"] is True
-    assert _settings(tmp_path / "off")["fast_allocator"] is False
-    assert _settings(tmp_path / "off")["allocator"] == "default"
+    assert _settings(jax_default_run)["fast_allocator"] is False
+    assert _settings(jax_default_run)["allocator"] == "default"
     logged = _logged(default_run)
     assert len([r for r in logged if r[1] == "train"]) == 20
-    assert logged == _logged(tmp_path / "off")
+    assert logged == _logged(jax_default_run)
     result = json.loads((default_run / "result.json").read_text())
     assert result["speed_settings"]["allocator"] == expected
 
 
+# Slow (one more lra.train child): by default the fallback's choice and environment are
+# test_without_the_mimalloc_wheel_the_tunables_are_used and
+# test_child_environment_adds_the_tunables_once_and_keeps_the_users, and an allocator changing no
+# logged number is test_fast_allocator_is_on_by_default_and_changes_no_logged_number.
+@pytest.mark.slow
 @pytest.mark.skipif(not cpu_speed.fast_allocator_wanted({}), reason="the allocator settings are glibc's")
 def test_glibc_tunables_are_the_fallback_and_change_no_logged_number(default_run, tmp_path, smoke_data_dir):
     done = _train(tmp_path / "glibc", smoke_data_dir, {"LRA_FAST_ALLOC": "glibc"})
@@ -170,12 +184,10 @@ def test_faster_threefry_lowerings_give_the_same_bits_and_break_loudly_if_jax_mo
     assert outs["0"][2:] == outs[""][2:] == outs["1"][2:]
 
 
-def test_the_one_pass_threefry_is_the_default_and_changes_no_logged_number(default_run, tmp_path, smoke_data_dir):
-    rolled = _train(tmp_path / "rolled", smoke_data_dir, {cpu_speed.THREEFRY_SWITCH: "0"})
-    assert rolled.returncode == 0, rolled.stderr[-2000:]
+def test_the_one_pass_threefry_is_the_default_and_changes_no_logged_number(default_run, jax_default_run):
     assert _settings(default_run)["threefry"] == "one-pass"
-    assert _settings(tmp_path / "rolled")["threefry"] == "rolled"
-    assert _logged(tmp_path / "rolled") == _logged(default_run)
+    assert _settings(jax_default_run)["threefry"] == "rolled"
+    assert _logged(jax_default_run) == _logged(default_run)
 
 
 def test_a_threefry_setting_that_is_not_one_is_refused():
@@ -203,6 +215,10 @@ _MASKED_COPY = (
 )
 
 
+# Slow (two masked-copy programs in children): the pinning function it runs (cpu_speed's LRA_PIN_CORE
+# after the first compile) stays covered by default by
+# test_a_run_pinned_after_start_up_logs_what_an_unpinned_one_does (lra.train pinned, to the bit).
+@pytest.mark.slow
 def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_run_does():
     """lra.reproduce --jobs pins the masked-copy program too (LRA_PIN_CORE); in a child, so that the
     test process keeps its cores."""

@@ -97,12 +97,13 @@ def test_bad_seeds_are_refused_before_anything_runs(data_dir, tmp_path, seeds, m
     assert not (tmp_path / "bad").exists()
 
 
-@pytest.fixture(scope="module")
-def bundle(smoke_data_dir, tmp_path_factory) -> Path:
-    """Seeds 0 and 1 in one program (bucketed smoke config, 6 steps)."""
-    root = tmp_path_factory.mktemp("bundle")
-    results = train_and_evaluate(bucketed(smoke_data_dir, seeds=(0, 1)), root)
-    assert [r["seed"] for r in results] == [0, 1]
+@pytest.fixture
+def bundle(finished_bundle, tmp_path_factory) -> Path:
+    """Seeds 0 and 1 in one program (bucketed smoke config, 6 steps): this test's copy of the shared run."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("bundle") / "whole"
+    shutil.copytree(finished_bundle[0], root)
     return root
 
 
@@ -152,7 +153,7 @@ def test_a_finished_seed_is_skipped_and_the_others_train(bundle, data_dir, tmp_p
     assert_same_run(bundle / "seed0", tmp_path / "seed0")
 
 
-def test_nan_in_one_seed_stops_it_alone(data_dir, tmp_path, monkeypatch, capsys):
+def test_nan_in_one_seed_stops_it_alone(data_dir, tmp_path, monkeypatch, capsys, finished_smoke_run):
     """Seed 1's weights turn NaN after step 5: it stops with its step-3 checkpoint, seed 0 finishes."""
     real = loop_module.make_steps
 
@@ -176,8 +177,7 @@ def test_nan_in_one_seed_stops_it_alone(data_dir, tmp_path, monkeypatch, capsys)
     saved = assert_saved_states_finite(tmp_path / "seed1")
     assert max(s for k, s in saved if k == "latest") == 3
     monkeypatch.setattr(loop_module, "make_steps", real)
-    train_and_evaluate(smoke(data_dir, seed=0), tmp_path / "single0")
-    assert_same_run(tmp_path / "single0", tmp_path / "seed0")
+    assert_same_run(finished_smoke_run[0], tmp_path / "seed0")  # the single-seed run smoke(data_dir, seed=0)
 
 
 def test_seeds_without_a_common_checkpoint_are_refused(bundle, data_dir, tmp_path):
