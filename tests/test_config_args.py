@@ -1,0 +1,96 @@
+"""Issue 40 point 2: one override grammar (lra.config_args), typed by the config, at every entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from lra.errors import InputError
+
+REPO = Path(__file__).resolve().parent.parent
+CONVLUNA = f"{REPO}/configs/listops_convluna.py"
+
+
+def _train(text: str) -> object:
+    from lra.config_args import config_from_args, split_config_args
+
+    spec, overrides, _ = split_config_args(["lra.train", f"--config={CONVLUNA}:smoke", text])
+    assert spec is not None
+    return config_from_args(spec, overrides)
+
+
+def _train_short_form(text: str) -> object:
+    from lra.config_args import config_from_args
+
+    return config_from_args(f"{CONVLUNA}:smoke,{text.split('attention_kwargs.', 1)[1]}")
+
+
+def _evaluate(text: str) -> object:
+    from lra.config_args import FAMILY_PREFIX, split_config_args
+    from lra.evaluate import parse_options
+
+    _, overrides, _ = split_config_args(["lra.evaluate", text])
+    return parse_options("convluna", [f"{d[len(FAMILY_PREFIX) :]}={v}" for d, v in overrides])
+
+
+def _preflight(text: str) -> object:
+    from lra.config_args import split_config_args
+    from lra.preflight.__main__ import config_overrides
+
+    spec, fields, _ = split_config_args(["--config", f"{CONVLUNA}:smoke", text])
+    return config_overrides(spec, fields, [])
+
+
+def _bench(text: str) -> object:
+    from lra.bench.attention import parse_family
+
+    return parse_family(f"convluna:{text.split('attention_kwargs.', 1)[1]}")
+
+
+ENTRY_POINTS: dict[str, Callable[[str], object]] = {
+    "lra.train": _train,
+    "lra.train short form": _train_short_form,
+    "lra.evaluate": _evaluate,
+    "lra.preflight": _preflight,
+    "bench": _bench,
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("option", ["mem=1.5", "memory_size=1.5"])
+def test_a_float_memory_size_is_refused_by_the_family_type_at_every_entry_point(entry, option):
+    key, value = option.split("=")
+    with pytest.raises(InputError, match=r"memory_size must be an integer, got 1\.5"):
+        ENTRY_POINTS[entry](f"--config.model.attention_kwargs.{key}={value}")
+    ENTRY_POINTS[entry](f"--config.model.attention_kwargs.{key}=8")  # the same spelling with an int is fine
+
+
+def test_an_unknown_field_names_the_nearest_fields():
+    with pytest.raises(InputError, match=r"data has no field 'num_trian'; did you mean data\.num_train"):
+        _train("--config.data.num_trian=5")
+    with pytest.raises(InputError, match="did you mean model.max_len"):
+        _preflight("--config.model.max_lem=5")
+
+
+def test_both_spellings_of_a_family_option_build_one_config():
+    from lra.config_args import config_from_args
+
+    as_field = config_from_args(CONVLUNA, [("model.attention_kwargs.mem", "8"), ("learning_rate", "0.1")])
+    short = config_from_args(f"{CONVLUNA}:mem=8", [("learning_rate", "0.1")])
+    assert as_field.to_dict() == short.to_dict() and short.variant == "ConvLuna-8"
+    assert short.learning_rate == 0.1 and isinstance(short.learning_rate, float)
+
+
+def test_old_spellings_expand_to_the_same_override():
+    from lra.config_args import expand_options, split_config_args
+
+    assert expand_options(["data.num_train = 100"]) == [("data.num_train", "100")]
+    assert split_config_args(["x", "--config.data.num_train", "100", "--other"]) == (
+        None,
+        [("data.num_train", "100")],
+        ["x", "--other"],
+    )
+    with pytest.raises(InputError, match="needs a value"):
+        split_config_args(["x", "--config.seed"])
