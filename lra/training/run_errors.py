@@ -75,6 +75,10 @@ class CorruptFileError(RuntimeError):
     """A checkpoint or run file fails its integrity check; the message names it."""
 
 
+class RunFileError(CorruptFileError):
+    """config.json or metrics.jsonl is malformed (beyond what a kill can leave)."""
+
+
 def exit_code(error: BaseException) -> int:
     """The exit code of ``error``'s class (see the constants above)."""
     if isinstance(error, Interrupted):

@@ -1,15 +1,16 @@
-"""The files of a run's workdir: config.json, metrics.jsonl and result.json (docs/design.md, A run)."""
+"""The files of a run's workdir: config.json, metrics.jsonl and result.json (docs/design.md, A run).
+
+config.json's helpers live in :mod:`lra.training.run_config` and ``RunFileError`` in
+:mod:`lra.training.run_errors`; both are re-exported here, the import path every caller uses."""
 
 from __future__ import annotations
 
 import datetime
 import errno
-import hashlib
 import io
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -21,132 +22,22 @@ from typing import Any
 
 import ml_collections
 
-from lra.errors import InputError
-from lra.training.run_errors import CorruptFileError, StorageError
-
-# Fields that may differ when a run is resumed: they change neither the model nor the batches.
-RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "checkpoint_every", "seeds"})
-
-
-class WorkdirMismatchError(InputError):
-    """The workdir holds a run of a different config."""
-
-
-class RunFileError(CorruptFileError):
-    """config.json or metrics.jsonl is malformed (beyond what a kill can leave)."""
+from lra.training.run_config import RESUMABLE_CHANGES as RESUMABLE_CHANGES
+from lra.training.run_config import WorkdirMismatchError as WorkdirMismatchError
+from lra.training.run_config import check_workdir as check_workdir
+from lra.training.run_config import config_differences as config_differences
+from lra.training.run_config import config_digest as config_digest
+from lra.training.run_config import config_to_dict as config_to_dict
+from lra.training.run_config import describe_differences as describe_differences
+from lra.training.run_config import flatten_config as flatten_config
+from lra.training.run_config import load_run_config as load_run_config
+from lra.training.run_config import slug as slug
+from lra.training.run_errors import RunFileError as RunFileError
+from lra.training.run_errors import StorageError
 
 
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
-def slug(text: str) -> str:
-    """File-name form of a label (``"ConvLuna-16 (reference)"`` -> ``"convluna-16-reference"``): the
-    run folders of lra.train (training.seeds.default_workdir) and of the sweeps."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def config_to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
-    return json.loads(config.to_json_best_effort())
-
-
-def flatten_config(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"model": {"num_layers": 2}}`` -> ``{"model.num_layers": 2}``: configs compared field by field.
-    An empty dict stays a value (``{"model.attention_kwargs": {}}``): config digests sealed into
-    checkpoints depend on it, which is why this is not ``flax.traverse_util.flatten_dict``."""
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(flatten_config(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
-def config_differences(old: dict[str, Any], config: ml_collections.ConfigDict) -> list[tuple[str, Any, Any]]:
-    """(field, recorded value, this config's value) for every field that changes the run."""
-    old_flat = flatten_config(old)
-    new = flatten_config(config_to_dict(config))
-    return [
-        (k, old_flat.get(k), new.get(k))
-        for k in sorted(old_flat.keys() | new.keys())
-        if old_flat.get(k) != new.get(k) and k.split(".")[0] not in RESUMABLE_CHANGES
-    ]
-
-
-def describe_differences(diffs: list[tuple[str, Any, Any]], where: str) -> str:
-    """``field: old in <where>, new now; ...`` (the first six)."""
-    shown = "; ".join(f"{k}: {old!r} in {where}, {new!r} now" for k, old, new in diffs[:6])
-    return shown + ("; ..." if len(diffs) > 6 else "")
-
-
-def config_digest(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
-    """SHA-256 of every field that changes the run (not RESUMABLE_CHANGES): two configs with one
-    digest train the same run. Sealed into each checkpoint and compared across the processes
-    of a multi-host launch."""
-    d = config if isinstance(config, dict) else config_to_dict(config)
-    kept = {k: v for k, v in flatten_config(d).items() if k.split(".")[0] not in RESUMABLE_CHANGES}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
-
-
-def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | None = None) -> None:
-    """Refuse to resume a workdir whose config.json differs in anything that changes the run.
-    ``fix``: what to do instead (default: a new --workdir, or delete the workdir)."""
-    path = workdir / "config.json"
-    if not path.exists():
-        return
-    try:
-        old = json.loads(path.read_text())
-        if not isinstance(old, dict):
-            raise ValueError("not a JSON object")
-    except (ValueError, UnicodeDecodeError) as e:
-        where = f" (line {e.lineno} column {e.colno}: {e.msg})" if isinstance(e, json.JSONDecodeError) else f" ({e})"
-        raise RunFileError(
-            f"{path} is not a valid config{where}; it guards this workdir against another config. "
-            f"Restore it, or delete it to accept this command's config (checkpoints are kept, and "
-            f"resumed only if they were saved by this config)."
-        ) from None
-    diffs = config_differences(old, config)
-    if diffs:
-        names = {k for k, _, _ in diffs}
-        if names == {"data.bucket_order_seed"}:
-            recorded = diffs[0][1]
-            fix = (
-                f"this run was trained with data.bucket_order_seed={recorded!r} (the bucket order its "
-                f"bundle shared): pass --config.data.bucket_order_seed={recorded} to resume it"
-                + (f", or {fix}" if fix else ", or use a new --workdir")
-            )
-        raise WorkdirMismatchError(
-            f"workdir {workdir} holds a run of a different config ({describe_differences(diffs, 'the workdir')}). "
-            f"Nothing was changed in it: "
-            + (
-                fix
-                or f"pass a new --workdir, or pass --start_over to delete this run of {workdir} and train from step 0"
-            )
-            + "."
-        )
-
-
-def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
-    """The run's config.json (fields added since it ran take the values it trained with), as
-    lra.evaluate and lra.diagnose read a finished run.
-
-    FileNotFoundError when there is none; RunFileError (exit 5) naming the file when it is damaged."""
-    from lra.defaults import upgrade_run_config
-
-    path = workdir / "config.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: --workdir must be a run directory written by lra.train")
-    try:
-        return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
-    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as e:
-        where = f"line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else repr(e)
-        raise RunFileError(
-            f"{path} is not a valid run config ({where}); it is the only record of the model this "
-            f"run trained. To fix: restore it (an exported record under results/runs holds a copy) "
-            f"or delete the run"
-        ) from None
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
