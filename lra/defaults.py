@@ -15,71 +15,29 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import ml_collections
 
+from lra.config_fields import OPTION_ALIASES as OPTION_ALIASES
+from lra.config_fields import apply_override as apply_override
+from lra.config_fields import existing_field as existing_field
+from lra.config_fields import option_type_problem as option_type_problem
+from lra.config_fields import parse_option
+from lra.config_fields import parse_value as parse_value
 from lra.errors import InputError
+from lra.papers.convluna import TABLE2_TASKS
 
 TASKS = ("listops", "text", "matching", "image", "pathfinder", "pathx")
 PATHFINDER_TASKS = ("pathfinder", "pathx")  # LRA's Pathfinder (32 x 32) and Path-X (128 x 128)
 PRESETS = ("paper", "cpu", "smoke")
 
-# Short option names accepted after the colon, mapped to attention fields.
-OPTION_ALIASES = {
-    "mem": "memory_size",
-    "clusters": "num_clusters",
-    "classes": "num_classes",
-}
-
-# Table 2 (paper scale). Heads 4, hidden 128, QKV 128, MLP 512, GELU, learnable absolute positions.
+# Table 2 (paper scale, lra.papers.convluna.TABLE2_TASKS) and Pathfinder / Path-X's LRA settings.
 _TABLE2: dict[str, dict[str, Any]] = {
-    "listops": dict(
-        max_len=2000,
-        batch_size=32,
-        num_train_steps=50_000,
-        learning_rate=0.005,
-        weight_decay=0.01,
-        warmup_steps=1000,
-        num_layers=6,
-        dropout_rate=0.1,
-    ),
-    "text": dict(
-        max_len=4000,
-        batch_size=32,
-        num_train_steps=25_000,
-        learning_rate=0.005,
-        weight_decay=0.01,
-        warmup_steps=8000,
-        num_layers=4,
-        dropout_rate=0.1,
-    ),
-    "matching": dict(
-        max_len=4000,
-        batch_size=32,
-        num_train_steps=30_000,
-        learning_rate=0.015,
-        weight_decay=0.04,
-        warmup_steps=8000,
-        num_layers=4,
-        dropout_rate=0.1,
-    ),
-    "image": dict(
-        max_len=1024,
-        batch_size=64,
-        num_train_steps=30_000,
-        learning_rate=0.01,
-        weight_decay=0.01,
-        warmup_steps=700,
-        num_layers=8,
-        dropout_rate=0.0,
-    ),
+    **TABLE2_TASKS,
     # Not in Table 2: LRA's Transformer settings (lra_benchmarks/image/configs/pathfinder32/
     # {base_pathfinder32_config,transformer_base}.py and pathfinder128/...): 200 epochs of 160k
     # images, warmup one epoch, peak learning rate 0.001, no weight decay. Our schedule
@@ -336,128 +294,6 @@ def _apply_preset(c: ml_collections.ConfigDict, preset: str) -> None:
     raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
 
 
-def parse_value(text: str) -> Any:
-    """A command-line value as bool, int, float or str."""
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def apply_override(config: ml_collections.ConfigDict, dotted: str, text: str) -> None:
-    """Set ``config.<dotted>`` from command-line ``text`` as ``--config.<dotted>=<text>`` would: the
-    field must exist (a misspelt one fails naming the nearest fields) and the text is cast to the
-    field's type (``batch_size=abc`` fails naming the field). Used by every ``--set`` of the suite's
-    commands (sweep, preflight, prepare, the ListOps baseline), so each checks a run's fields the
-    way lra.train does, before anything runs."""
-    node = existing_field(config, dotted)
-    leaf = dotted.split(".")[-1]
-    node[leaf] = _cast_like(node[leaf], text, dotted)
-
-
-def existing_field(config: ml_collections.ConfigDict, dotted: str) -> ml_collections.ConfigDict:
-    """The ConfigDict that holds field ``dotted`` (ValueError naming the nearest fields if none)."""
-    import difflib
-
-    node: Any = config
-    parts = dotted.split(".")
-    for depth, part in enumerate(parts):
-        if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-            where = ".".join(parts[:depth]) or "config"
-            names = list(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
-            close = difflib.get_close_matches(part, names, n=3, cutoff=0.5)
-            raise InputError(
-                f"{dotted}: {where} has no field {part!r}"
-                + (f"; did you mean {', '.join('.'.join([*parts[:depth], c]) for c in close)}?" if close else "")
-            )
-        if depth < len(parts) - 1:
-            node = node[part]
-    return node
-
-
-def _cast_like(old: Any, text: str, name: str) -> Any:
-    if isinstance(old, ml_collections.ConfigDict):
-        raise InputError(f"{name} is a group of fields, not a value; set one of {', '.join(sorted(old.keys()))}")
-    if isinstance(old, bool):
-        if text.strip().lower() not in ("true", "false"):
-            raise InputError(f"{name} must be true or false, got {text!r}")
-        return text.strip().lower() == "true"
-    try:
-        if isinstance(old, int):
-            return int(text)
-        if isinstance(old, float):
-            return float(text)
-    except ValueError:
-        raise InputError(
-            f"{name} must be {'an integer' if isinstance(old, int) else 'a number'}, got {text!r}"
-        ) from None
-    if isinstance(old, tuple):
-        return tuple(parse_value(t.strip()) for t in text.split(",") if t.strip())
-    if old is None:
-        return parse_value(text)
-    return text
-
-
-def _field_defaults(attention: str) -> dict[str, Any]:
-    from lra import attention as registry  # local: keeps config loading light until needed
-
-    cls = registry.get(attention)
-    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-
-
-def parse_option(attention: str, token: str) -> tuple[str, Any]:
-    """One ``key=value`` option of family ``attention`` (aliases such as ``mem=`` allowed) as
-    (field, value); a key the family does not have fails, naming the valid ones."""
-    from lra import attention as registry  # local: keeps config loading light until needed
-
-    key, value = (part.strip() for part in token.split("=", 1))
-    field = OPTION_ALIASES.get(key, key)
-    valid_options = set(registry.option_names(attention))
-    if field not in valid_options:
-        aliases = ", ".join(f"{a}={f}" for a, f in OPTION_ALIASES.items() if f in valid_options)
-        raise InputError(
-            f"option {key!r} is not an option of attention {attention!r}; valid options: "
-            f"{', '.join(sorted(valid_options)) or '(none)'}" + (f"; aliases: {aliases}" if aliases else "")
-        )
-    parsed = parse_value(value)
-    problem = option_type_problem(attention, field, parsed)
-    if problem:
-        raise InputError(f"option {token.strip()!r} of attention {attention!r}: {problem}")
-    return field, parsed
-
-
-_TYPE_NAMES: dict[Any, str] = {int: "int", float: "float", types.NoneType: "None"}
-
-
-def option_type_problem(attention: str, field: str, value: Any) -> str | None:
-    """Why ``value`` cannot be the numeric family option ``field`` (None: it can, or the field
-    is not numeric). ``mem=1.5`` would otherwise reach jax as a float array shape (a traceback)
-    and ``mem=abc`` a comparison of str with int, neither naming the option."""
-    from lra import attention as registry  # local: keeps config loading light until needed
-
-    cls = registry.get(attention)
-    if field not in {f.name for f in dataclasses.fields(cls)}:
-        return None
-    hint = typing.get_type_hints(cls)[field]  # the field's real type, not its annotation's text
-    kinds = {_TYPE_NAMES.get(t, "other") for t in (typing.get_args(hint) or (hint,))}
-    if not kinds <= {"int", "float", "None"}:
-        return None  # strings and flags: the family checks its own values
-    if value is None and "None" in kinds:
-        return None
-    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if "float" in kinds and numeric:
-        return None
-    if "int" in kinds and numeric and isinstance(value, int):
-        return None
-    want = "a number" if "float" in kinds else "an integer"
-    return f"{field} must be {want}, got {value!r}" + (" (or None)" if "None" in kinds else "")
-
-
 def make_config(
     task: str,
     attention: str,
@@ -516,7 +352,9 @@ def make_config(
         label += " (reference)"
     kwargs.update(options)  # options named after the colon win over flags and reference
     c.model.attention_kwargs = ml_collections.ConfigDict(kwargs)
-    c.variant = label.format(**{**_field_defaults(attention), **kwargs})
+    from lra import attention as registry  # local: keeps config loading light until needed
+
+    c.variant = label.format(**{**registry.option_defaults(attention), **kwargs})
     if c.preset == "cpu" and _uses_memory(attention):
         c.log_memory_stats = True
     return c

@@ -6,7 +6,8 @@ Layers, low to high; a module may import its own layer and the layers beneath it
    sizes, times and a bar or plain lines, shown by every layer.
    ``lra.papers``: what each paper fixes (plain data), read by every layer.
 0. ``lra.attention`` and ``lra.data``, apart: neither imports the other (nor anything above).
-1. ``lra.model``, ``lra.defaults``, ``lra.config_args`` (the override grammar), ``lra.family_configs``
+1. ``lra.model``, ``lra.defaults``, ``lra.config_fields``, ``lra.config_args`` (the override grammar),
+   ``lra.family_configs``
    (each family's configs, from the registry) and
    ``lra.reference`` (its ``__init__``: what ``:reference`` changes in a config, imported by ``lra.defaults``).
 2. ``lra.training``.
@@ -36,7 +37,11 @@ LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("errors, console output and paper data", -1, ("lra.errors", "lra.console", "lra.papers")),
     ("attention", 0, ("lra.attention",)),
     ("data", 0, ("lra.data",)),
-    ("model and config", 1, ("lra.model", "lra.defaults", "lra.config_args", "lra.family_configs", "lra.reference")),
+    (
+        "model and config",
+        1,
+        ("lra.model", "lra.defaults", "lra.config_fields", "lra.config_args", "lra.family_configs", "lra.reference"),
+    ),
     ("training", 2, ("lra.training",)),
     (
         "bench, reports, experiments, reproduce, preflight",

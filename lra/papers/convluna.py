@@ -61,3 +61,49 @@ MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
     dual_combine="concat",
     gelu_approximate=False,
 )
+
+
+# Table 2 (paper scale), the task defaults of every family (lra.defaults.task_config). Heads 4,
+# hidden 128, QKV 128, MLP 512, GELU, learnable absolute positions.
+TABLE2_TASKS: dict[str, dict[str, Any]] = {
+    "listops": dict(
+        max_len=2000,
+        batch_size=32,
+        num_train_steps=50_000,
+        learning_rate=0.005,
+        weight_decay=0.01,
+        warmup_steps=1000,
+        num_layers=6,
+        dropout_rate=0.1,
+    ),
+    "text": dict(
+        max_len=4000,
+        batch_size=32,
+        num_train_steps=25_000,
+        learning_rate=0.005,
+        weight_decay=0.01,
+        warmup_steps=8000,
+        num_layers=4,
+        dropout_rate=0.1,
+    ),
+    "matching": dict(
+        max_len=4000,
+        batch_size=32,
+        num_train_steps=30_000,
+        learning_rate=0.015,
+        weight_decay=0.04,
+        warmup_steps=8000,
+        num_layers=4,
+        dropout_rate=0.1,
+    ),
+    "image": dict(
+        max_len=1024,
+        batch_size=64,
+        num_train_steps=30_000,
+        learning_rate=0.01,
+        weight_decay=0.01,
+        warmup_steps=700,
+        num_layers=8,
+        dropout_rate=0.0,
+    ),
+}
