@@ -22,7 +22,8 @@ from typing import Any
 
 import ml_collections
 
-from lra.defaults import OPTION_ALIASES, apply_override, load_config_file
+from lra.config_fields import OPTION_ALIASES, apply_override
+from lra.defaults import load_config_file
 from lra.errors import InputError
 
 FAMILY_PREFIX = "model.attention_kwargs."
