@@ -1,0 +1,160 @@
+"""The masked-copy task of Vyas et al. (arXiv:2007.04825, Appendix C.2) and its small model: the
+tokens, the settings and their checks, batches, the pre-LN encoder and the variant names
+(``clustered:15``). Trained and reported by :mod:`lra.experiments.masked_copy`, which re-exports
+these names."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lra import attention
+from lra.errors import InputError
+
+SEPARATOR, MASK_TOKEN, NUM_SYMBOLS = 0, 11, 10
+VOCAB = 12  # separator, symbols 1..10, mask
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """One experiment: the task size, the model, the training budget and the variants to train.
+
+    ``variants`` entries: ``"softmax"``, ``"clustered:C"`` or ``"improved_clustered:C"``.
+    """
+
+    seq_len: int = 31  # L; the input length is N = 2 (L + 1)
+    mask_fraction: float = 0.2  # of the symbols; at most 0.5 (one copy of each position)
+    num_layers: int = 2
+    num_heads: int = 4
+    head_dim: int = 16
+    mlp_dim: int = 128
+    batch_size: int = 32
+    steps: int = 800
+    learning_rate: float = 3e-3
+    warmup_steps: int = 50
+    eval_batches: int = 8
+    log_every: int = 50
+    seed: int = 0
+    topk: int = 16
+    bits: int = 63
+    iterations: int = 10
+    variants: tuple[str, ...] = ("softmax", "clustered:4", "clustered:16", "improved_clustered:4")
+    # Table 1 of the paper, "train with one, evaluate with another": the trained softmax variant is also
+    # evaluated with each of these (clustered:C, improved_clustered:C), on the same batches. Left out of
+    # the recorded settings when empty, so records from before the option still match.
+    swap_eval: tuple[str, ...] = ()
+
+
+def settings_record(settings: Settings) -> dict[str, Any]:
+    """The settings as a record stores them (JSON types; ``swap_eval`` only when used)."""
+    record = json.loads(json.dumps(dataclasses.asdict(settings)))
+    if not settings.swap_eval:
+        del record["swap_eval"]
+    return record
+
+
+MAX_TOKENS = 1 << 16  # 2 (L + 1) tokens per example: beyond this the attention arrays outgrow a laptop
+
+
+def settings_problem(settings: Settings) -> str | None:
+    """Why ``settings`` cannot run (None: they can): checked before anything is compiled or written."""
+    positive = (
+        "seq_len",
+        "num_layers",
+        "num_heads",
+        "head_dim",
+        "mlp_dim",
+        "batch_size",
+        "steps",
+        "eval_batches",
+        "log_every",
+        "bits",
+        "iterations",
+        "topk",
+    )
+    for name in positive:
+        value = getattr(settings, name)
+        if not isinstance(value, int) or value < 1:
+            return f"--{name.replace('_', '-')} must be a positive integer, got {value!r}"
+    if not 0.0 < settings.mask_fraction <= 0.5:
+        return f"--mask-fraction must be in (0, 0.5] (one copy of each position), got {settings.mask_fraction}"
+    if 2 * (settings.seq_len + 1) > MAX_TOKENS:
+        tokens = 2 * (settings.seq_len + 1)
+        return f"--seq-len {settings.seq_len} gives {tokens:,} tokens per example; at most {MAX_TOKENS:,}"
+    if not settings.learning_rate > 0 or settings.warmup_steps < 0:
+        return "--learning-rate must be > 0 and --warmup-steps >= 0"
+    if not settings.variants:
+        return "--variants: name at least one"
+    if settings.swap_eval:
+        if "softmax" not in settings.variants:
+            return "--swap-eval evaluates the trained softmax variant: add softmax to --variants"
+        for spec in settings.swap_eval:
+            if spec.partition(":")[0] == "softmax":
+                return f"--swap-eval {spec}: name clustered:C or improved_clustered:C"
+            try:
+                parse_variant(spec, settings)
+            except ValueError as e:
+                return f"--swap-eval {e}"
+    return None
+
+
+def make_batch(settings: Settings, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(inputs, targets, masked) int/bool arrays of shape batch x N."""
+    b, length = settings.batch_size, settings.seq_len
+    w = rng.integers(1, NUM_SYMBOLS + 1, size=(b, length))
+    sep = np.full((b, 1), SEPARATOR)
+    target = np.concatenate([sep, w, sep, w], axis=1)
+    hide = rng.random((b, length)) < 2 * settings.mask_fraction
+    second = rng.random((b, length)) < 0.5
+    zero = np.zeros((b, 1), bool)
+    masked = np.concatenate([zero, hide & ~second, zero, hide & second], axis=1)
+    return np.where(masked, MASK_TOKEN, target), target, masked
+
+
+def sinusoids(length: int, width: int) -> jax.Array:
+    """Fixed sinusoidal positions (length x width): a shift by L+1 is a linear map of them."""
+    freqs = 1.0 / (10_000 ** (jnp.arange(0, width, 2) / width))
+    angles = jnp.arange(length)[:, None] * freqs[None, :]
+    return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+
+
+class CopyModel(nn.Module):
+    """Pre-LN encoder: token embeddings + fixed sinusoidal positions, attention/MLP blocks."""
+
+    attention_cls: type[attention.Attention]
+    attention_kwargs: dict[str, Any]
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    mlp_dim: int
+
+    @nn.compact
+    def __call__(self, tokens_BxN: jax.Array) -> jax.Array:
+        width = self.num_heads * self.head_dim
+        mask_BxN = jnp.ones(tokens_BxN.shape, bool)
+        x = nn.Embed(VOCAB, width)(tokens_BxN) + sinusoids(tokens_BxN.shape[1], width)
+        for _ in range(self.num_layers):
+            attn = self.attention_cls(num_heads=self.num_heads, qkv_dim=width, **self.attention_kwargs)
+            x = x + attn(nn.LayerNorm()(x), mask_BxN)[0]
+            h = nn.Dense(self.mlp_dim)(nn.LayerNorm()(x))
+            x = x + nn.Dense(width)(nn.gelu(h))
+        return nn.Dense(VOCAB)(nn.LayerNorm()(x))
+
+
+def parse_variant(spec: str, settings: Settings) -> tuple[str, str, dict[str, Any]]:
+    """``"clustered:15"`` -> (label, registry name, attention kwargs); labels follow the paper."""
+    name, _, clusters = spec.partition(":")
+    if name == "softmax":
+        return "full", name, {}
+    if name not in ("clustered", "improved_clustered") or not clusters.isdigit():
+        raise InputError(f"variant {spec!r}: use softmax, clustered:C or improved_clustered:C")
+    kwargs: dict[str, Any] = dict(num_clusters=int(clusters), bits=settings.bits, iterations=settings.iterations)
+    if name == "improved_clustered":
+        kwargs["topk"] = settings.topk
+    return f"{'i-' if name == 'improved_clustered' else ''}clustered-{clusters}", name, kwargs
