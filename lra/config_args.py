@@ -96,6 +96,26 @@ def field_value(config: ml_collections.ConfigDict, dotted: str) -> Any:
     return node
 
 
+def as_old_spelling(argv: Sequence[str], flag: str) -> list[str]:
+    """``argv`` with each ``--config.FIELD=VALUE`` (or ``--config.FIELD VALUE``) replaced in place by
+    ``flag FIELD=VALUE``: for a parser that reads overrides under an old spelling (``--set``)."""
+    out: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        name, sep, value = args[i].partition("=")
+        if name.startswith("--config.") and name != "--config.":
+            if not sep:
+                if i + 1 >= len(args):
+                    raise InputError(f"{name} needs a value")
+                value, i = args[i + 1], i + 1
+            out += [flag, f"{name[len('--config.') :]}={value}"]
+        else:
+            out.append(args[i])
+        i += 1
+    return out
+
+
 def expand_options(options: Sequence[str]) -> list[Override]:
     """Old spellings' ``key=value`` items (``--set``, ``--options``) as overrides of the same fields."""
     out = []

@@ -1,7 +1,7 @@
 """Expand a named grid (tasks x variants x seeds) into runs; list, run or submit them.
 
     python scripts/sweep.py convluna_table1 --list                       # 140 runs: done/missing/data absent, CPU time
-    python scripts/sweep.py convluna_table1 --preset cpu --set num_train_steps=300 --run
+    python scripts/sweep.py convluna_table1 --preset cpu --config.num_train_steps=300 --run
     python scripts/sweep.py convluna_table3 --tasks listops --seeds 0 1 --preset cpu --run
     python scripts/sweep.py convluna_table1 --slurm table1.sh && sbatch table1.sh
     python scripts/sweep.py convluna_table1 --index 17                   # run 17 only (what SLURM calls)
@@ -37,7 +37,7 @@ def _selection_argv(args: argparse.Namespace, root: Path) -> list[str]:
     if args.variants:
         argv += ["--variants", *args.variants]
     for key, value in args.overrides:
-        argv += ["--set", f"{key}={value}"]
+        argv += [f"--config.{key}={value}"]
     argv += ["--group-seeds", "on" if args.group else "off"]
     return argv
 

@@ -94,3 +94,14 @@ def test_old_spellings_expand_to_the_same_override():
     )
     with pytest.raises(InputError, match="needs a value"):
         split_config_args(["x", "--config.seed"])
+
+
+def test_the_sweep_reads_config_fields_as_its_old_set_spelling():
+    from lra.experiments.sweep_cli import make_parser, select
+
+    def runs(*extra: str) -> list[object]:
+        return select(make_parser().parse_args(["convluna_table1", "--preset", "cpu", "--commands", *extra]))[0]
+
+    old = runs("--set", "num_train_steps=300", "--set", "data.num_train=100")
+    assert runs("--config.num_train_steps=300", "--config.data.num_train", "100") == old
+    assert runs("--set", "num_train_steps=300", "--config.data.num_train=100") == old

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from lra.experiments.sweep_grids import GRIDS, TASKS
 from lra.experiments.sweep_runs import PRESETS, Run, default_root, expand
@@ -39,12 +41,27 @@ def _accelerator() -> bool:
     return jax.default_backend() in ("gpu", "cuda", "rocm", "tpu")
 
 
+class _Parser(argparse.ArgumentParser):
+    """The sweep's parser: ``--config.KEY=VALUE`` (lra.config_args, the suite's one grammar) is read as
+    the old spelling ``--set KEY=VALUE``, in place, so both build the same overrides."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        from lra.config_args import as_old_spelling
+
+        argv = sys.argv[1:] if args is None else args
+        try:
+            argv = as_old_spelling(argv, "--set")
+        except ValueError as e:
+            self.error(str(e))
+        return super().parse_known_args(argv, namespace)
+
+
 def make_parser(description: str = "") -> argparse.ArgumentParser:
     """scripts/sweep.py's arguments: the selection (grid, preset, tasks, seeds, variants, root, --set,
     --group-seeds) and one mode (--list, --commands, --run, --index, --slurm)."""
     import argparse
 
-    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("grid", choices=sorted(GRIDS))
     p.add_argument("--preset", default="paper", choices=PRESETS)
     p.add_argument("--tasks", nargs="+", help=f"subset of {', '.join(TASKS)}")
@@ -66,8 +83,9 @@ def make_parser(description: str = "") -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="config override for every run, e.g. --set num_train_steps=300 (repeatable; recorded "
-        "in each workdir's sweep_run.json and shown in the tables)",
+        help="old spelling of --config.KEY=VALUE: a config override for every run, e.g. "
+        "--config.num_train_steps=300 (repeatable; recorded in each workdir's sweep_run.json and "
+        "shown in the tables)",
     )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument(
