@@ -204,13 +204,6 @@ def _bundle_args(n: int = 6, seeds: tuple[int, ...] = BUNDLE) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def finished_bundle(smoke_data_dir, tmp_path_factory) -> tuple[Path, list[dict]]:
-    """Seeds 0 and 1 of the bucketed smoke config, trained in one program (6 steps): copy it."""
-    root = tmp_path_factory.mktemp("bundle") / "whole"
-    return root, train_and_evaluate(_bundle(smoke_data_dir), root)
-
-
 def _snapshot(workdir: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file() and p.name != ".lock"}
 
@@ -282,6 +275,11 @@ def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bund
     assert_same_run(finished_bundle[0] / "seed1", workdir / "seed1")  # alone: to float rounding (test_seeds)
 
 
+# Slow (three lra.train processes and a bundle rerun): by default the refusal of seeds at different
+# steps naming each seed's command is test_seeds.py's test_seeds_without_a_common_checkpoint_are_refused,
+# and a printed seed's command run as printed, then the bundle finishing, is
+# test_bundle_refusal_advises_the_seeds_own_command_and_it_works.
+@pytest.mark.slow
 def test_different_steps_refusal_prints_each_seeds_exact_command(finished_bundle, data_dir, tmp_path):
     """U1: seeds with no checkpoint in common: the refusal's commands (``--config.seed=k
     --workdir W/seed<k>``) run each seed alone, and the bundle then finishes like the uninterrupted one."""
@@ -380,6 +378,11 @@ def _dying_delete(at: int, real_delete):
     return dying
 
 
+# Slow (a training per moment): by default the same --start_over deletions (checkpoints before
+# config.json; another config refused untouched while any part of the old run is left; --start_over
+# again ends as the uninterrupted run) are stopped at moments drawn across both seeds' deletions by
+# test_bundle_start_over_killed_at_random_moments_loses_nothing_it_was_not_asked_to.
+@pytest.mark.slow
 def test_start_over_killed_at_every_moment_loses_nothing_it_was_not_asked_to(
     finished_smoke_run, data_dir, tmp_path, monkeypatch
 ):
@@ -482,6 +485,10 @@ def bundle_kill_campaign(
     return counts
 
 
+# Slow (minutes of kills and reruns): by default the single-seed campaign (test_kill_campaign_small),
+# the bundle's --start_over stopped at random moments and the kill between the seeds' first saves this
+# campaign found (test_bundle_killed_between_the_seeds_first_saves_starts_fresh) keep it covered.
+@pytest.mark.slow
 def test_bundle_kill_campaign_small(finished_bundle, data_dir, tmp_path):
     counts = bundle_kill_campaign(
         data_dir, tmp_path, finished_bundle, n=6, kills=2, seed=3, kinds=("seed_save", "between_saves")
