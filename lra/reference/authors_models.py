@@ -154,6 +154,10 @@ def build_authors_model(models: types.ModuleType, case: Case, config: Any, vocab
 
 def attention_options(config: Any) -> types.SimpleNamespace:
     """The attention's fields: its class defaults, then the config's kwargs."""
-    from lra.defaults import _field_defaults
+    import dataclasses
 
-    return types.SimpleNamespace(**{**_field_defaults(config.model.attention), **dict(config.model.attention_kwargs)})
+    from lra import attention as registry
+
+    fields = dataclasses.fields(registry.get(config.model.attention))
+    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    return types.SimpleNamespace(**{**defaults, **dict(config.model.attention_kwargs)})
