@@ -153,11 +153,8 @@ def build_authors_model(models: types.ModuleType, case: Case, config: Any, vocab
 
 
 def attention_options(config: Any) -> types.SimpleNamespace:
-    """The attention's fields: its class defaults, then the config's kwargs."""
-    import dataclasses
-
+    """The attention's family options: their defaults, then the config's kwargs."""
     from lra import attention as registry
 
-    fields = dataclasses.fields(registry.get(config.model.attention))
-    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    defaults = registry.option_defaults(config.model.attention)
     return types.SimpleNamespace(**{**defaults, **dict(config.model.attention_kwargs)})
