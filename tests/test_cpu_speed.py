@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -266,3 +267,45 @@ def test_the_laptop_record_states_its_note_and_each_runs_numbers():
     }
     text = laptop.markdown(record)
     assert "Shared with two other jobs." in text and "| `c` | 1 | fast | 5.00 | 2.50x |" in text
+
+
+def _fake_train(result: dict[str, float], fail: bool = False, started: list | None = None) -> Any:
+    """A stand-in for laptop._start: a child that writes result.json (its rate: 1 + its pinned core)."""
+
+    def start(config: str, seeds: int, steps: int, env: dict[str, str], workdir: Path) -> subprocess.Popen[str]:
+        code = (
+            "import json, os, pathlib, sys, time; core = os.environ.get('LRA_PIN_CORE', ''); "
+            f"d = pathlib.Path({str(workdir / ('seed0' if seeds > 1 else ''))!r}); d.mkdir(parents=True); "
+            f"r = dict({result!r}, steps_per_second=1.0 + float(core or 0)); "
+            "(d / 'result.json').write_text(json.dumps(r)); "
+            f"sys.exit(3) if {fail} and core == '0' else (time.sleep(30) if {fail} else None)"
+        )
+        proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        (started if started is not None else []).append(proc)
+        return proc
+
+    return start
+
+
+def test_a_pair_variant_runs_two_pinned_children_and_sums_their_rates(monkeypatch, tmp_path):
+    from lra.bench import laptop
+
+    result = dict(compile_seconds=1.0, train_seconds=2.0, test_loss=0.5, test_accuracy=0.25)
+    monkeypatch.setattr(laptop, "_start", _fake_train(result))
+    row = laptop.train_once("c", 2, 10, "fast-pair", tmp_path / "pair")
+    # cores 0 and 1 each ran once (rates 1 and 2), times 2 seeds
+    assert row["processes"] == 2 and row["process_seed_steps_per_second"] == [2.0, 4.0]
+    assert row["seed_steps_per_second"] == 6.0 and row["test_results"] == [[0.5, 0.25], [0.5, 0.25]]
+    single = laptop.train_once("c", 1, 10, "fast", tmp_path / "one")
+    assert single["processes"] == 1 and single["seed_steps_per_second"] == 1.0  # unpinned
+
+
+def test_a_pair_whose_child_fails_stops_its_partner_and_says_which(monkeypatch, tmp_path):
+    from lra.bench import laptop
+
+    result = dict(compile_seconds=1.0, train_seconds=2.0, test_loss=0.5, test_accuracy=0.25)
+    children: list[subprocess.Popen[str]] = []
+    monkeypatch.setattr(laptop, "_start", _fake_train(result, fail=True, started=children))
+    with pytest.raises(RuntimeError, match=r"c \(fast-pair\) exited 3"):
+        laptop.train_once("c", 1, 10, "fast-pair", tmp_path)
+    assert len(children) == 2 and all(child.poll() is not None for child in children)  # the partner was stopped

@@ -5,7 +5,11 @@ Each case is a config with options (``configs/listops_convluna.py:cpu,mem=16,ref
 seed count; each variant is an environment (``default``: jax as it comes, ``LRA_FAST_ALLOC=0``;
 ``glibc``: glibc's allocator tunables instead of mimalloc, jax's rolled threefry; ``fast``: the suite's
 defaults, mimalloc and the one-pass threefry; ``fast+threefry``: jax's fused threefry instead,
-``LRA_UNROLLED_THREEFRY=1``, not bit-identical). Rounds run
+``LRA_UNROLLED_THREEFRY=1``, not bit-identical). A ``-pair`` variant (``fast-pair``, ``default-pair``)
+runs two children of its base variant at once, pinned one per core after their first compile
+(``LRA_PIN_CORE``, as sweeps and ``lra.reproduce --jobs 2`` run them): its seed-steps/s is the
+machine's, the sum of the two children's, so its ratio to ``default`` is what a two-lane sweep gains
+over running today's one process at a time. Rounds run
 every (case, variant) once, in alternating order, so that a shared machine's load hits every
 variant alike; the record keeps every run and the ratios are taken within a round.
 
@@ -46,6 +50,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     "fast": {},
     "fast+threefry": {"LRA_UNROLLED_THREEFRY": "1"},
 }
+# two children of the base variant at once, one pinned to each core (the machine's throughput)
+PAIRS: dict[str, str] = {"default-pair": "default", "fast-pair": "fast"}
 
 
 def _clean_env(extra: dict[str, str]) -> dict[str, str]:
@@ -60,13 +66,14 @@ def _clean_env(extra: dict[str, str]) -> dict[str, str]:
             "LRA_UNROLLED_THREEFRY",
             "LD_PRELOAD",
             "MIMALLOC_PURGE_DELAY",
+            "LRA_PIN_CORE",
         )
     }
     return {**env, "JAX_PLATFORMS": "cpu", **extra}
 
 
-def train_once(config: str, seeds: int, steps: int, variant: str, workdir: Path) -> dict[str, Any]:
-    """One ``lra.train`` child; its result.json numbers and its rusage."""
+def _start(config: str, seeds: int, steps: int, env: dict[str, str], workdir: Path) -> subprocess.Popen[str]:
+    """An ``lra.train`` child of ``config`` at ``steps`` steps, one evaluation and one checkpoint."""
     seed_flag = [f"--config.seeds={','.join(str(s) for s in range(seeds))}"] if seeds > 1 else []
     argv = [
         sys.executable,
@@ -82,28 +89,52 @@ def train_once(config: str, seeds: int, steps: int, variant: str, workdir: Path)
         "--workdir",
         str(workdir),
     ]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        argv, cwd=REPO, env=_clean_env(VARIANTS[variant]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _result(proc: subprocess.Popen[str], label: str, seeds: int, workdir: Path) -> dict[str, Any]:
+    """The finished child's result.json (a RuntimeError with its output's tail if it failed)."""
     out, _ = proc.communicate()
-    wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(f"{config} ({variant}) exited {proc.returncode}: {out.strip()[-600:]}")
-    result_path = workdir / ("seed0" if seeds > 1 else "") / "result.json"
-    result = json.loads(result_path.read_text())
+        raise RuntimeError(f"{label} exited {proc.returncode}: {out.strip()[-600:]}")
+    return json.loads((workdir / ("seed0" if seeds > 1 else "") / "result.json").read_text())
+
+
+def train_once(config: str, seeds: int, steps: int, variant: str, workdir: Path) -> dict[str, Any]:
+    """One ``lra.train`` child (two at once, pinned one per core, for a ``-pair`` variant); the
+    result.json numbers (a pair's seed-steps/s: the sum of its children's)."""
+    base = PAIRS.get(variant, variant)
+    cores: list[int | None] = [0, 1] if variant in PAIRS else [None]
+    dirs = [workdir if core is None else workdir / f"core{core}" for core in cores]
+    t0 = time.perf_counter()
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for core, folder in zip(cores, dirs, strict=True):
+            pin = {} if core is None else {"LRA_PIN_CORE": str(core)}
+            procs.append(_start(config, seeds, steps, _clean_env({**VARIANTS[base], **pin}), folder))
+        results = [_result(p, f"{config} ({variant})", seeds, d) for p, d in zip(procs, dirs, strict=True)]
+    finally:
+        for proc in procs:  # a failed child's partner is not left running
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    wall = time.perf_counter() - t0
+    result = results[0]
     return {
         "config": config,
         "seeds": seeds,
         "steps": steps,
         "variant": variant,
+        "processes": len(results),
         "wall_seconds": wall,
-        "seed_steps_per_second": result["steps_per_second"] * seeds,
+        "seed_steps_per_second": sum(r["steps_per_second"] for r in results) * seeds,
+        "process_seed_steps_per_second": [r["steps_per_second"] * seeds for r in results],
         "compile_seconds": result["compile_seconds"],
         "train_seconds": result["train_seconds"],
         "speed_settings": result.get("speed_settings"),
         "test_loss": result["test_loss"],
         "test_accuracy": result["test_accuracy"],
+        "test_results": [[r["test_loss"], r["test_accuracy"]] for r in results],
     }
 
 
@@ -114,9 +145,10 @@ def _run_with_rusage(config: str, seeds: int, steps: int, variant: str, workdir:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     row = train_once(config, seeds, steps, variant, workdir)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    process_steps = steps * row["processes"]  # per step of one process: a pair's two children are summed
     row.update(
-        minor_faults_per_step=(after.ru_minflt - before.ru_minflt) / steps,
-        system_seconds_per_step=(after.ru_stime - before.ru_stime) / steps,
+        minor_faults_per_step=(after.ru_minflt - before.ru_minflt) / process_steps,
+        system_seconds_per_step=(after.ru_stime - before.ru_stime) / process_steps,
         user_seconds=after.ru_utime - before.ru_utime,
         system_seconds=after.ru_stime - before.ru_stime,
     )
@@ -222,7 +254,7 @@ def markdown(record: dict[str, Any]) -> str:
     ratio_of = {(r["config"], r["seeds"], r["variant"]): r for r in record["ratios"]}
     for config, seeds in sorted({(r["config"], r["seeds"]) for r in record["runs"]}):
         cost = record["step_costs"].get(f"{config}|{seeds}", {})
-        for variant in VARIANTS:
+        for variant in [*VARIANTS, *PAIRS]:
             rows = [
                 r for r in record["runs"] if r["config"] == config and r["seeds"] == seeds and r["variant"] == variant
             ]
@@ -232,8 +264,12 @@ def markdown(record: dict[str, Any]) -> str:
             ratio = ratio_of.get((config, seeds, variant))
             mfu = ""
             if cost.get("flops_per_step") and cost.get("matmul_flops_per_second"):
-                values = [
-                    cost["flops_per_step"] * r["seed_steps_per_second"] / seeds / cost["matmul_flops_per_second"]
+                values = [  # per process: each child is measured against one process's matmul rate
+                    cost["flops_per_step"]
+                    * r["seed_steps_per_second"]
+                    / r.get("processes", 1)
+                    / seeds
+                    / cost["matmul_flops_per_second"]
                     for r in rows
                 ]
                 mfu = " / ".join(f"{100 * v:.1f}%" for v in values)
@@ -253,8 +289,9 @@ def markdown(record: dict[str, Any]) -> str:
         "Faults and system time are per step of the whole process (start-up, compilation and the one "
         "evaluation included): upper bounds. MFU: XLA's FLOPs of the step at the longest batch shape "
         "(an upper bound for bucketed configs) times steps/s over a 1024x1024 f32 matmul's rate measured "
-        "in the same child. `identical` below compares each variant's test loss with the default's "
-        "(bit for bit).",
+        "in the same child (per process for a `-pair` variant). A `-pair` variant's seed-steps/s is the "
+        "sum of its two pinned children's, faults and system time per step of one child. `identical` below "
+        "compares each variant's test loss with the default's (bit for bit; every child of a pair).",
         "",
     ]
     for item in record["identical"]:
@@ -265,6 +302,11 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _tests(row: dict[str, Any]) -> list[list[float]]:
+    """Every child's (test loss, test accuracy) of a run row (older records: the one child's)."""
+    return row.get("test_results") or [[row["test_loss"], row["test_accuracy"]]]
+
+
 def main(argv: list[str] | None = None) -> int:
     from lra.training.run_files import git_commit, write_json_atomic, write_text_atomic
 
@@ -273,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--configs", nargs="+", default=list(CASES), help="configs with options")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1], help="seed counts (vmapped in one program)")
-    parser.add_argument("--variants", nargs="+", default=["default", "fast"], choices=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", default=["default", "fast"], choices=[*VARIANTS, *PAIRS])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-mfu", action="store_true", help="skip the FLOP count and matmul rate")
@@ -324,9 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     for config in args.configs:
         for seeds in args.seeds:
             rows = [r for r in record["runs"] if r["config"] == config and r["seeds"] == seeds]
-            base = [(r["test_loss"], r["test_accuracy"]) for r in rows if r["variant"] == "default"]
+            base = [tuple(t) for r in rows if r["variant"] == "default" for t in _tests(r)]
             for variant in sorted({r["variant"] for r in rows} - {"default"}):
-                other = [(r["test_loss"], r["test_accuracy"]) for r in rows if r["variant"] == variant]
+                other = [tuple(t) for r in rows if r["variant"] == variant for t in _tests(r)]
                 record["identical"].append(
                     {
                         "config": config,
