@@ -45,8 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lra.console import clock
-from lra.experiments.sweep_grids import (  # the grids; re-exported: lra.reproduce reads GRIDS and the reverts here
-    CONVLUNA_REFERENCE_REVERTS,  # noqa: F401
+from lra.experiments.sweep_grids import (  # the grids; re-exported: lra.reproduce reads GRIDS here
     GRIDS,  # noqa: F401
     Grid,  # noqa: F401
     Variant,  # noqa: F401
@@ -64,6 +63,7 @@ from lra.experiments.sweep_runs import (  # a grid's runs; re-exported: callers 
     run_fields,  # noqa: F401
     status,
 )
+from lra.papers.convluna import CONVLUNA_REFERENCE_REVERTS  # noqa: F401  (re-exported: lra.reproduce.convluna reads it)
 from lra.training.child_signals import ChildSignals
 from lra.training.cpu_speed import PIN_VARIABLE, child_environment
 from lra.training.run_files import slug, write_json_atomic  # noqa: F401  (slug: also lra.reproduce's run folders)
