@@ -48,6 +48,16 @@ def apply_override(config: ml_collections.ConfigDict, dotted: str, text: str) ->
     node[leaf] = _cast_like(node[leaf], text, dotted)
 
 
+def value_text(value: Any) -> str:
+    """The text ``--config.FIELD=TEXT`` reads back as ``value`` (the inverse of :func:`apply_override`'s
+    cast): for a record that keeps an override's typed value and sets it again through the one setter."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return ",".join(value_text(v) for v in value)
+    return str(value)  # str(float) is its repr: the same float back
+
+
 def existing_field(config: ml_collections.ConfigDict, dotted: str) -> ml_collections.ConfigDict:
     """The ConfigDict that holds field ``dotted`` (ValueError naming the nearest fields if none)."""
     import difflib

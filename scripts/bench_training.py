@@ -12,7 +12,12 @@ where it was when the same command is run again (`--restart` starts over). Chunk
 --families / --lengths / --dtypes / --seeds. A CPU run at a size that fits minutes:
 
     python scripts/bench_training.py steps --lengths 256 512 --dtypes float32 --seeds 1 5 \\
-        --set batch_size=4 --steps 3 --name training_steps_cpu
+        --config.batch_size=4 --steps 3 --name training_steps_cpu
+
+`--config.FIELD=VALUE` sets a field of every case's config as it does for `python -m lra.train`
+(lra.config_args: the field must exist, the value is cast to its type; a family option such as
+`--config.model.attention_kwargs.mem=8` is checked against every family of the grid).
+`--set FIELD=VALUE` is its old spelling: the same override, and records made with it resume.
 
 seeds: 5 seeds in one vmapped program against 5 sequential runs, real `python -m lra.train` runs
 of the cpu preset:
@@ -24,7 +29,6 @@ of the cpu preset:
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import sys
@@ -33,20 +37,8 @@ from pathlib import Path
 
 from lra.bench import seeds_vs_sequential, steps_report
 from lra.bench import steps as step_bench
-
-
-def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set expects key=value (e.g. batch_size=4), got {item!r}")
-        try:
-            parsed = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            parsed = value
-        out.append((key.strip(), parsed))
-    return tuple(out)
+from lra.config_args import as_old_spelling, expand_options, split_config_args
+from lra.errors import InputError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         dest="sets",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help="config override for every case, e.g. --set batch_size=4 (repeatable)",
+        metavar="FIELD=VALUE",
+        help="old spelling of --config.FIELD=VALUE: a config field of every case, e.g. "
+        "--config.batch_size=4 (repeatable)",
     )
     steps.add_argument("--matmul-size", type=int, default=4096, help="the dense matmul that MFU is relative to")
     steps.add_argument(
@@ -104,13 +97,22 @@ def main(argv: list[str] | None = None) -> int:
     for sp in (steps, seeds):
         sp.add_argument("--out", type=Path, default=Path("results/bench"))
         sp.add_argument("--name", required=True, help="file stem of the .json/.md(/.png) written under --out")
-    args = p.parse_args(argv)
-    command = ["python", "scripts/bench_training.py", *(argv if argv is not None else sys.argv[1:])]
+    given = list(argv if argv is not None else sys.argv[1:])
+    try:
+        if split_config_args(given)[0] is not None:
+            p.error("--config: each case builds its family's ListOps config; set fields with --config.FIELD=VALUE")
+        args = p.parse_args(as_old_spelling(given, "--set"))  # one list, in the order given
+    except InputError as e:
+        p.error(str(e))
+    command = ["python", "scripts/bench_training.py", *given]
 
     if args.command == "steps":
         if args.jobs < 1 or (args.jobs > 1 and args.isolate == "off"):
             raise SystemExit("--jobs N runs N case processes at once: N >= 1, and not with --isolate off")
-        overrides = _overrides(args.sets)
+        try:
+            overrides = step_bench.typed_overrides(args.families, expand_options(args.sets))
+        except InputError as e:  # a misspelt field or a mistyped value: one line, nothing measured
+            p.error(str(e))
         cases = [
             step_bench.Case(f, n, d, s, args.steps, args.repeats, overrides)
             for d in args.dtypes

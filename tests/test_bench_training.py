@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from conftest import script_main
+from conftest import SCRIPTS, script_main
 from lra.bench import seeds_vs_sequential, steps_report
 from lra.bench import steps as step_bench
+
+REPO = SCRIPTS.parent
 
 
 @pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min
@@ -171,3 +174,94 @@ def test_plot_legend_names_every_family_in_one_colour_across_panels(tmp_path, mo
     assert legend == [step_bench.label(f) for f in ("softmax", "linear", "dispersed")]
     colour = lambda ax, label: next(l.get_color() for l in ax.lines if l.get_label() == label)  # noqa: E731,E741
     assert colour(first, step_bench.label("linear")) == colour(last, step_bench.label("linear"))
+
+
+def _grid_cases(monkeypatch, argv):
+    """The cases ``bench_training.py steps ARGV`` would measure (probe and grid replaced: nothing runs)."""
+    main = script_main("bench_training")
+    seen = {}
+    probed = {"environment": {"device_kind": "cpu"}, "memory_stats": False, "matmul_rates": {}}
+    monkeypatch.setattr(step_bench, "probe", lambda *a, **k: probed)
+    monkeypatch.setattr(step_bench, "run_grid", lambda cases, *a, **k: seen.setdefault("cases", cases) and [])
+    monkeypatch.setattr(steps_report, "write_report", lambda *a, **k: None)
+    assert main(["steps", "--families", "luna", "--lengths", "16", "--seeds", "1", "--name", "x", *argv]) == 0
+    return seen["cases"]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        ["--config.batch_size=4", "--config.model.attention_kwargs.mem=8"],
+        ["--config.batch_size", "4", "--config.model.attention_kwargs.memory_size", "8"],
+        ["--set", "batch_size=4", "--set", "model.attention_kwargs.mem=8"],  # the old spelling, an alias
+    ],
+)
+def test_config_fields_set_every_case_typed_by_the_config(monkeypatch, tmp_path, spelling):
+    cases = _grid_cases(monkeypatch, [*spelling, "--dtypes", "float32", "--out", str(tmp_path)])
+    (case,) = cases
+    assert case.overrides == (("batch_size", 4), ("model.attention_kwargs.memory_size", 8))
+    config = step_bench.case_config(case)
+    assert (config.batch_size, config.variant, config.data.max_len, config.seeds) == (4, "Luna-8", 16, (0,))
+
+
+@pytest.mark.parametrize(
+    "bad, named",
+    [
+        ("--config.batch_sise=4", "batch_size"),
+        ("--config.batch_size=four", "batch_size must be an integer"),
+        ("--config.model.attention_kwargs.mem=1.5", "memory_size must be an integer"),
+        ("--config=configs/listops_luna.py", "--config.FIELD=VALUE"),
+    ],
+)
+def test_a_bad_override_is_one_error_before_anything_runs(monkeypatch, tmp_path, capsys, bad, named):
+    with pytest.raises(SystemExit) as e:
+        _grid_cases(monkeypatch, [bad, "--out", str(tmp_path)])
+    assert e.value.code == 2 and named in capsys.readouterr().err and not any(tmp_path.iterdir())
+
+
+def test_a_record_made_with_the_old_set_spelling_resumes_and_reports(monkeypatch, tmp_path, capsys):
+    """The committed CPU grid (``--set batch_size=4``, values parsed as Python literals then) rerun as
+    ``--config.batch_size=4``: every case is recognised as measured (none runs) and the report keeps
+    the committed rows."""
+    main = script_main("bench_training")
+    record = json.loads((REPO / "results/bench/training_steps_cpu.json").read_text())
+    partial = tmp_path / "training_steps_cpu.partial.jsonl"
+    partial.write_text("".join(json.dumps(c) + "\n" for c in record["cases"]))
+
+    def no_measuring(case):
+        raise AssertionError(f"{case} was measured again")
+
+    monkeypatch.setattr(step_bench, "_safe_measure", no_measuring)
+    families = list(dict.fromkeys(c["family"] for c in record["cases"]))
+    argv = ["steps", "--families", *families, "--lengths", "512", "--dtypes", "float32", "--seeds", "1", "5"]
+    argv += ["--config.batch_size=4", "--steps", "3", "--isolate", "off", "--matmul-size", "8"]
+    assert main([*argv, "--out", str(tmp_path), "--name", "training_steps_cpu"]) == 0
+    assert f"{len(record['cases'])} of {len(record['cases'])} cases already measured" in capsys.readouterr().out
+    report = json.loads((tmp_path / "training_steps_cpu.json").read_text())
+    assert report["cases"] == record["cases"] and report["settings"]["overrides"] == {"batch_size": 4}
+    assert "overrides {'batch_size': 4}" in (tmp_path / "training_steps_cpu.md").read_text()
+
+
+STEP_RECORDS = ["training_steps_cpu", "training_steps_cpu_run2", "training_steps_h100", "softmax_xla_h100"]
+
+
+@pytest.mark.parametrize("name", STEP_RECORDS)
+def test_committed_records_still_report_and_their_commands_name_their_cases(name):
+    """Each committed grid reports, and its recorded command (old ``--set`` spelling, values parsed as
+    Python literals then) gives today the overrides, hence the case identities, its rows hold."""
+    import shlex
+
+    from lra.config_args import expand_options
+
+    record = json.loads((REPO / f"results/bench/{name}.json").read_text())
+    text = steps_report.markdown(record)
+    assert f"| {step_bench.label(record['cases'][0]['family'])} |" in text
+    argv = shlex.split(record["environment"]["command"])
+    sets = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--set"]
+    families = list(dict.fromkeys(c["family"] for c in record["cases"]))
+    overrides = step_bench.typed_overrides(families, expand_options(sets))
+    for row in record["cases"]:
+        case = step_bench.Case(**{f: row[f] for f in ("family", "length", "dtype", "seeds", "steps", "repeats")})
+        assert step_bench.case_key(dataclasses.asdict(dataclasses.replace(case, overrides=overrides))) == (
+            step_bench.case_key(row)
+        )

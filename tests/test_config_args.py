@@ -105,3 +105,19 @@ def test_the_sweep_reads_config_fields_as_its_old_set_spelling():
     old = runs("--set", "num_train_steps=300", "--set", "data.num_train=100")
     assert runs("--config.num_train_steps=300", "--config.data.num_train", "100") == old
     assert runs("--set", "num_train_steps=300", "--config.data.num_train=100") == old
+
+
+@pytest.mark.parametrize(
+    "dotted, value",
+    [("batch_size", 4), ("learning_rate", 1e-3), ("data.buckets", (64, 128)), ("model.dtype", "bfloat16")]
+    + [("data.val_stratify", False), ("model.pre_pool_norm", True), ("seeds", (0, 1, 2)), ("learning_rate", 0.1)],
+)
+def test_a_typed_value_set_again_through_its_text_is_itself(dotted, value):
+    """value_text is apply_override's inverse (the training-step benchmark keeps typed values)."""
+    from lra.config_args import field_value
+    from lra.config_fields import value_text
+    from lra.defaults import apply_override, task_config
+
+    config = task_config("listops")
+    apply_override(config, dotted, value_text(value))
+    assert field_value(config, dotted) == value and type(field_value(config, dotted)) is type(value)

@@ -63,26 +63,51 @@ class Case:
     seeds: int
     steps: int = 10
     repeats: int = 2
-    overrides: tuple[tuple[str, Any], ...] = ()  # config fields, e.g. (("batch_size", 4),)
+    # config fields with the values the config types them as, e.g. (("batch_size", 4),): what
+    # --config.batch_size=4 sets (typed_overrides); a record's identity (case_key) compares values
+    overrides: tuple[tuple[str, Any], ...] = ()
 
 
 def case_config(case: Case) -> Any:
     """The family's own ListOps config at paper scale (what ``lra.train`` would train with
     ``configs/listops_<family>.py``, or ``configs/listops.py:family=NAME`` for a family without
-    files: its filter, norms, pooling, dropout), at the case's length, dtype and seed count."""
-    from lra.family_configs import family_config
+    files: its filter, norms, pooling, dropout), at the case's length, dtype and seed count, then
+    the case's overrides: every field set as ``--config.FIELD=VALUE`` sets it (lra.config_args)."""
+    from lra.config_args import config_from_args
+    from lra.config_fields import value_text
+    from lra.family_configs import config_spec
 
-    c = family_config("listops", case.family, "paper")
-    c.data.max_len = c.model.max_len = case.length
-    c.model.dtype = case.dtype
-    c.seeds = tuple(range(case.seeds))
-    for key, value in case.overrides:
-        node = c
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
-    return c
+    path, first = config_spec("listops", case.family)
+    fields = [
+        ("data.max_len", str(case.length)),
+        ("model.max_len", str(case.length)),
+        ("model.dtype", case.dtype),
+        ("seeds", ",".join(str(s) for s in range(case.seeds))),
+        *((dotted, value_text(value)) for dotted, value in case.overrides),
+    ]
+    return config_from_args(f"{path}:{','.join(filter(None, [first, 'paper']))}", fields)
+
+
+def typed_overrides(families: Sequence[str], fields: Sequence[tuple[str, str]]) -> tuple[tuple[str, Any], ...]:
+    """``--config.FIELD=VALUE`` texts as the (field, value) pairs of a :class:`Case`, each value the
+    type its config gives it (``batch_size=4`` -> 4, as the records before the one grammar hold it),
+    a family option under its field name (``model.attention_kwargs.mem`` -> ``...memory_size``).
+    Every family's config is built with them first: a misspelt field, a mistyped value or an option
+    a family lacks is one InputError naming it, before any case runs. The last of repeats wins."""
+    from lra.config_args import FAMILY_PREFIX, field_value
+    from lra.config_fields import OPTION_ALIASES
+
+    def canonical(dotted: str) -> str:
+        if not dotted.startswith(FAMILY_PREFIX):
+            return dotted
+        option = dotted[len(FAMILY_PREFIX) :]
+        return FAMILY_PREFIX + OPTION_ALIASES.get(option, option)
+
+    typed: dict[str, Any] = {}
+    for family in families:
+        config = case_config(Case(family, 16, "float32", 1, overrides=tuple(fields)))
+        typed.update({canonical(d): field_value(config, canonical(d)) for d, _ in fields})
+    return tuple(typed.items())
 
 
 def matmul_rate(dtype: str, size: int) -> float:
