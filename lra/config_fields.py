@@ -122,6 +122,25 @@ def parse_option(attention: str, token: str) -> tuple[str, Any]:
     return field, parsed
 
 
+def parse_options(attention: str, text: str, spec: str) -> dict[str, Any]:
+    """The options ``key=value,key=value`` written after a family's name in ``spec`` (a benchmark's
+    ``linear:chunk_size=256``, a masked-copy variant's ``clustered:clusters=15``) as {field: value},
+    each read by :func:`parse_option` as a config's short form reads it (aliases, the family's
+    field types); a token that is not key=value, or an option given twice, fails naming ``spec``."""
+    options: dict[str, Any] = {}
+    for token in filter(None, (t.strip() for t in text.split(","))):
+        if "=" not in token:
+            raise InputError(f"{spec!r}: option {token!r} is not key=value, e.g. {attention}:<option>=<value>")
+        try:
+            field, value = parse_option(attention, token)
+        except InputError as e:
+            raise InputError(f"{spec!r}: {e}") from None
+        if field in options:
+            raise InputError(f"{spec!r}: option {field} is given twice")
+        options[field] = value
+    return options
+
+
 _TYPE_NAMES: dict[Any, str] = {int: "int", float: "float", types.NoneType: "None"}
 
 

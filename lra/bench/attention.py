@@ -46,6 +46,7 @@ from lra import attention
 from lra.bench.attention_report import FLAT_TIME_FACTOR, LINEAR_MEMORY_SLACK, SPEED_CHECK_LENGTH, checks, markdown, plot
 from lra.bench.device_info import compiled_bytes, environment, memory_stats
 from lra.bench.projections import REFERENCES, Projections
+from lra.errors import InputError
 
 __all__ = [
     "DEFAULT_LENGTHS",
@@ -95,23 +96,20 @@ def _family_class(name: str) -> type[attention.Attention]:
 
 
 def parse_family(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"name"`` or ``"name:key=value,key=value"`` -> (registry name, module options).
+    """``"name"`` or ``"name:key=value,key=value"`` -> (registry name, module options), the options
+    read as a config's short form reads them (lra.config_fields.parse_options).
 
     Options let one report compare settings of a family, e.g. ``linear:chunk_size=16384``.
     """
-    from lra.defaults import parse_option
+    from lra.config_fields import parse_options
 
     name, _, opts = spec.partition(":")
     _family_class(name)  # an unknown name fails here, listing the valid ones
-    kwargs: dict[str, Any] = {}
-    for item in filter(None, (t.strip() for t in opts.split(","))):
-        if "=" not in item:
-            raise ValueError(f"family option {item!r} in {spec!r} is not key=value, e.g. linear:chunk_size=256")
-        if name in REFERENCES:
-            raise ValueError(f"{name} is a reference row and has no options (in {spec!r})")
-        field, value = parse_option(name, item)
-        kwargs[field] = value
-    return name, kwargs
+    if name in REFERENCES:
+        if opts.strip():
+            raise InputError(f"{name} is a reference row and has no options (in {spec!r})")
+        return name, {}
+    return name, parse_options(name, opts, spec)
 
 
 def attention_scores(family: str, n: int) -> int | None:
