@@ -7,6 +7,10 @@ clustered-16, i-clustered-4) take a few minutes on a 2-core CPU:
 
     python scripts/masked_copy.py
     python scripts/masked_copy.py --seq-len 63 --variants clustered:8 improved_clustered:8
+    python scripts/masked_copy.py --variants clustered:clusters=8 improved_clustered:clusters=8,topk=4
+
+After the colon: the number of clusters C, or the family's options as a config's short form takes
+them (``clustered:clusters=8`` is ``clustered:8``: the same variant, label, record and numbers).
 
 A call that is killed keeps its finished variants in ``<out>/partial.jsonl``; the same command
 resumes from them (``--restart`` discards them).
@@ -40,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
                 flag,
                 nargs="+",
                 default=list(default),
-                help="softmax, clustered:C, improved_clustered:C (default: %(default)s)",
+                help="softmax, clustered:C, improved_clustered:C; or the family's options as a config's short "
+                "form takes them, clustered:clusters=C (the same variant as clustered:C) (default: %(default)s)",
             )
         elif field.name == "swap_eval":
             parser.add_argument(
@@ -59,9 +64,15 @@ def main(argv: list[str] | None = None) -> None:
     args = vars(parser.parse_args(argv))
     out, restart = pathlib.Path(args.pop("out")), args.pop("restart")
     args["variants"], args["swap_eval"] = tuple(args["variants"]), tuple(args["swap_eval"])
-    settings = masked_copy.Settings(**args)
     command = shlex.join(["python", "scripts/masked_copy.py", *(sys.argv[1:] if argv is None else argv)])
     try:
+        settings = masked_copy.Settings(**args)
+        # one spelling per variant in the record (clustered:clusters=15 is clustered:15), so either resumes the other
+        settings = dataclasses.replace(
+            settings,
+            variants=tuple(masked_copy.canonical_variant(v, settings) for v in settings.variants),
+            swap_eval=tuple(masked_copy.canonical_variant(v, settings) for v in settings.swap_eval),
+        )
         masked_copy.run_resumable(settings, out, command, restart, log=lambda line: print(line, flush=True))
     except (ValueError, OSError, WorkdirLockedError) as e:  # bad settings (2), --out in use (3), disk (4)
         try:

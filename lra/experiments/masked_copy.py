@@ -43,6 +43,7 @@ from lra.experiments.masked_copy_task import SEPARATOR as SEPARATOR
 from lra.experiments.masked_copy_task import VOCAB as VOCAB
 from lra.experiments.masked_copy_task import CopyModel as CopyModel
 from lra.experiments.masked_copy_task import Settings as Settings
+from lra.experiments.masked_copy_task import canonical_variant as canonical_variant
 from lra.experiments.masked_copy_task import make_batch as make_batch
 from lra.experiments.masked_copy_task import parse_variant as parse_variant
 from lra.experiments.masked_copy_task import settings_problem as settings_problem

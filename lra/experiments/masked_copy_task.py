@@ -25,7 +25,8 @@ VOCAB = 12  # separator, symbols 1..10, mask
 class Settings:
     """One experiment: the task size, the model, the training budget and the variants to train.
 
-    ``variants`` entries: ``"softmax"``, ``"clustered:C"`` or ``"improved_clustered:C"``.
+    ``variants`` entries: ``"softmax"``, ``"clustered:C"`` or ``"improved_clustered:C"``, or with the
+    family's options after the colon (``"clustered:clusters=C"``, :func:`parse_variant`).
     """
 
     seq_len: int = 31  # L; the input length is N = 2 (L + 1)
@@ -91,6 +92,15 @@ def settings_problem(settings: Settings) -> str | None:
         return "--learning-rate must be > 0 and --warmup-steps >= 0"
     if not settings.variants:
         return "--variants: name at least one"
+    labels = []
+    for spec in settings.variants:
+        try:
+            labels.append(parse_variant(spec, settings)[0])
+        except InputError as e:
+            return f"--variants {e}"
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        return f"--variants names {', '.join(twice)} twice (one spelling each: clustered:C is clustered:clusters=C)"
     if settings.swap_eval:
         if "softmax" not in settings.variants:
             return "--swap-eval evaluates the trained softmax variant: add softmax to --variants"
@@ -147,14 +157,54 @@ class CopyModel(nn.Module):
         return nn.Dense(VOCAB)(nn.LayerNorm()(x))
 
 
+VARIANT_FAMILIES = ("softmax", "clustered", "improved_clustered")
+
+
 def parse_variant(spec: str, settings: Settings) -> tuple[str, str, dict[str, Any]]:
-    """``"clustered:15"`` -> (label, registry name, attention kwargs); labels follow the paper."""
-    name, _, clusters = spec.partition(":")
-    if name == "softmax":
-        return "full", name, {}
-    if name not in ("clustered", "improved_clustered") or not clusters.isdigit():
+    """``"clustered:15"`` -> (label, registry name, attention kwargs); labels follow the paper.
+
+    After the colon: the number of clusters C (``clustered:15``, the paper's short name) or the
+    family's options as a config's short form takes them (``clustered:clusters=15``,
+    ``clustered:num_clusters=15``: lra.config_fields.parse_options, typed by the family's fields),
+    one variant under either spelling. Bits, iterations and top-k come from ``settings`` unless
+    given; an option given at another value than the settings' (or the family's default) joins
+    the label, ``i-clustered-100 (topk=8)``."""
+    name, kwargs, changed = _variant(spec, settings)
+    label = "full" if name == "softmax" else f"{'i-' if name == 'improved_clustered' else ''}clustered-"
+    label += "" if name == "softmax" else str(kwargs["num_clusters"])
+    return label + (f" ({', '.join(f'{k}={v}' for k, v in changed.items())})" if changed else ""), name, kwargs
+
+
+def canonical_variant(spec: str, settings: Settings) -> str:
+    """The one spelling of ``spec``'s variant that a record and its resume use: ``clustered:15`` for
+    ``clustered:clusters=15`` too, so a call in either spelling finds the other's finished runs."""
+    name, kwargs, changed = _variant(spec, settings)
+    short = name if name == "softmax" else f"{name}:{kwargs['num_clusters']}"
+    if not changed:
+        return short
+    clusters = [] if name == "softmax" else [f"num_clusters={kwargs['num_clusters']}"]
+    return f"{name}:{','.join([*clusters, *(f'{k}={v}' for k, v in changed.items())])}"
+
+
+def _variant(spec: str, settings: Settings) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(registry name, attention kwargs, the options given at other values than the defaults)."""
+    from lra.config_fields import parse_options
+
+    name, _, text = spec.partition(":")
+    if name not in VARIANT_FAMILIES:
         raise InputError(f"variant {spec!r}: use softmax, clustered:C or improved_clustered:C")
-    kwargs: dict[str, Any] = dict(num_clusters=int(clusters), bits=settings.bits, iterations=settings.iterations)
-    if name == "improved_clustered":
-        kwargs["topk"] = settings.topk
-    return f"{'i-' if name == 'improved_clustered' else ''}clustered-{clusters}", name, kwargs
+    clustered = name != "softmax"
+    try:
+        options = parse_options(name, f"num_clusters={text}" if clustered and text.strip().isdigit() else text, spec)
+    except InputError as e:
+        raise InputError(f"variant {e}" + (f"; or {name}:C" if clustered and "=" not in text else "")) from None
+    kwargs: dict[str, Any] = {}
+    if clustered:
+        if "num_clusters" not in options:
+            raise InputError(f"variant {spec!r}: name the clusters, {name}:C or {name}:clusters=C")
+        kwargs = dict(num_clusters=options["num_clusters"], bits=settings.bits, iterations=settings.iterations)
+        if name == "improved_clustered":
+            kwargs["topk"] = settings.topk
+    defaults = {**attention.option_defaults(name), **kwargs}
+    changed = {k: v for k, v in options.items() if k != "num_clusters" and (k not in defaults or defaults[k] != v)}
+    return name, {**kwargs, **options}, changed
