@@ -109,3 +109,23 @@ def test_the_command_refuses_a_bad_variant_with_one_error_line(tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and "num_clusters" in err[0]
     assert not (tmp_path / "x").exists()
+
+
+def test_every_committed_record_names_its_variants_as_before():
+    """Each committed masked-copy record's variants (and swaps) are their own canonical spelling, and
+    today's parse gives the label and kwargs each run recorded."""
+    from pathlib import Path
+
+    records = sorted((Path(__file__).resolve().parents[1] / "results").glob("**/results.json"))
+    checked = 0
+    for path in records:
+        record = json.loads(path.read_text())
+        held = record.get("settings") if isinstance(record, dict) else None
+        if not isinstance(held, dict) or "variants" not in held:
+            continue
+        settings = mc.Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in held.items()})
+        assert all(mc.canonical_variant(v, settings) == v for v in settings.variants + settings.swap_eval), path
+        parsed = [mc.parse_variant(v, settings) for v in settings.variants]
+        assert [(p[0], p[2]) for p in parsed] == [(r["variant"], r["attention_kwargs"]) for r in record["runs"]], path
+        checked += 1
+    assert checked >= 5
