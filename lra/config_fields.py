@@ -40,9 +40,9 @@ def parse_value(text: str) -> Any:
 def apply_override(config: ml_collections.ConfigDict, dotted: str, text: str) -> None:
     """Set ``config.<dotted>`` from command-line ``text`` as ``--config.<dotted>=<text>`` would: the
     field must exist (a misspelt one fails naming the nearest fields) and the text is cast to the
-    field's type (``batch_size=abc`` fails naming the field). Used by every ``--set`` of the suite's
-    commands (sweep, preflight, prepare, the ListOps baseline), so each checks a run's fields the
-    way lra.train does, before anything runs."""
+    field's type (``batch_size=abc`` fails naming the field). Used by every ``--config.FIELD=VALUE``
+    (and old ``--set``) of the suite's commands (sweep, preflight, prepare, the benchmarks, the ListOps
+    baseline), so each checks a run's fields the way lra.train does, before anything runs."""
     node = existing_field(config, dotted)
     leaf = dotted.split(".")[-1]
     node[leaf] = _cast_like(node[leaf], text, dotted)

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--jobs must be >= 1, got {args.jobs}")
     try:
         runs, root = sweep_cli.select(args)
-        sweep.check_overrides(runs)  # a misspelt or mistyped --set: one line, nothing started or written
+        sweep.check_overrides(runs)  # a misspelt or mistyped --config.FIELD=VALUE: one line, nothing started or written
     except ValueError as e:
         p.error(str(e))
     if not runs:

@@ -121,3 +121,19 @@ def test_a_typed_value_set_again_through_its_text_is_itself(dotted, value):
     config = task_config("listops")
     apply_override(config, dotted, value_text(value))
     assert field_value(config, dotted) == value and type(field_value(config, dotted)) is type(value)
+
+
+@pytest.mark.parametrize(
+    "arg, named",
+    [
+        ("--config.seed=3", "--config.seed is not for a sweep: choose seeds with --seeds"),
+        ("--config.num_train_steps=abc", "--config.num_train_steps=abc: num_train_steps must be an integer"),
+    ],
+)
+def test_the_sweeps_errors_name_the_config_spelling(arg, named, capsys, tmp_path):
+    from conftest import script_main
+
+    with pytest.raises(SystemExit) as stop:
+        script_main("sweep")(["convluna_table1", "--preset", "cpu", arg, "--root", str(tmp_path / "r"), "--list"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]  # after the usage lines
+    assert stop.value.code == 2 and named in error and "--set" not in error

@@ -69,3 +69,10 @@ def test_command_line_writes_the_record(tmp_path, smoke_data_dir):
     record = json.loads(out.read_text())
     assert record["config"].endswith(":smoke") and 0 <= record["validation_accuracy"] <= 1
     assert lb.main(["--config", "configs/listops_transformer.py:smoke", "--set", "data.nope=1"]) == 2
+
+
+def test_command_line_reads_config_fields_as_lra_train_does(capsys):
+    """``--config.FIELD=VALUE`` (the suite's one grammar; ``--set FIELD=VALUE`` its old spelling)."""
+    assert lb.main(["--config", "configs/listops_transformer.py:smoke", "--config.data.nope=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --config.data.nope=1: ") and "no field 'nope'" in err[0]

@@ -48,7 +48,7 @@ def make_config(
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
-            raise InputError(f"--set expects KEY=VALUE (a config.data field), got {item!r}")
+            raise InputError(f"--set expects KEY=VALUE (a config.data field; or --config.data.KEY=VALUE), got {item!r}")
         apply_override(config, f"data.{key.strip()}", value.strip())  # a misspelt field fails, naming it
     for dotted, text in fields:
         try:

@@ -4,7 +4,7 @@
   listed, run (finished ones skipped, unfinished ones resumed) or written as a SLURM array
   (scripts/sweep.py); the grids the reproductions and preflight read.
   Its parts: ``sweep_grids`` (the grids), ``sweep_runs`` (a grid's runs, their configs and state),
-  ``sweep_cli`` (the command line, ``--set``, the runs a command selects).
+  ``sweep_cli`` (the command line, ``--config.FIELD=VALUE``, the runs a command selects).
 - ``masked_copy``: the clustered-attention paper's masked-copy task, full vs clustered vs improved
   clustered, trained in-process (scripts/masked_copy.py; resumable per variant).
 

@@ -4,7 +4,7 @@ A grid expands into :class:`Run` objects (config file, option string, seed, work
 runs them one after another on this machine (:func:`run_sweep`), or writes a SLURM job-array
 script whose task ``i`` runs run ``i`` (:func:`slurm_script`); ``scripts/sweep.py`` is the CLI.
 The runs themselves (``Run``, ``expand``, ``status``) are ``sweep_runs``, the grids ``sweep_grids``,
-the command line (parser, ``--set``) ``sweep_cli``; this module re-exports the runs' and grids' names.
+the command line (parser, ``--config.FIELD=VALUE``) ``sweep_cli``; this module re-exports the runs' and grids' names.
 
 Each run is a separate ``python -m lra.train`` process, not an in-process call of
 ``train_and_evaluate``: a crash, an out-of-memory kill or a leaked device buffer of one run then
@@ -321,7 +321,7 @@ def slurm_script(
     gets SLURM's SIGTERM 2 minutes before the time limit (``--signal=B:TERM@120``), saves a
     checkpoint and exits; resubmitting the script (or ``--requeue``) resumes the unfinished runs.
 
-    ``sweep_argv`` is the selection (grid, preset, filters, --root, --set, --group-seeds) that
+    ``sweep_argv`` is the selection (grid, preset, filters, --root, --config.FIELD / --set, --group-seeds) that
     reproduces ``runs``, so the indices of the script and of ``--list`` agree. One GPU and one
     task per array task: each run is a single-host job (lra.train calls no jax.distributed then);
     with grouped seeds an array task is one setup x all its seeds.

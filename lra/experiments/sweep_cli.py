@@ -19,17 +19,19 @@ from lra.experiments.sweep_runs import PRESETS, Run, default_root, expand
 
 
 def parse_overrides(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """``["num_train_steps=300", "data.num_train=2000"]`` -> sorted (key, value) pairs."""
+    """``["num_train_steps=300", "data.num_train=2000"]`` (each ``--config.FIELD=VALUE``, read under its
+    old spelling ``--set``) -> sorted (field, value) pairs."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip().removeprefix("config.")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
             raise ValueError(
-                f"--set expects key=value with a config field as key (e.g. num_train_steps=300), got {item!r}"
+                "expected --config.FIELD=VALUE (key=value with a config field as key, e.g. "
+                f"--config.num_train_steps=300), got {item!r}"
             )
         if key == "seed":
-            raise ValueError("--set seed=... is not allowed: choose seeds with --seeds")
+            raise ValueError("--config.seed is not for a sweep: choose seeds with --seeds")
         out[key] = value.strip()
     return tuple(sorted(out.items()))
 
@@ -57,7 +59,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def make_parser(description: str = "") -> argparse.ArgumentParser:
-    """scripts/sweep.py's arguments: the selection (grid, preset, tasks, seeds, variants, root, --set,
+    """scripts/sweep.py's arguments: the selection (grid, preset, tasks, seeds, variants, root, --config.FIELD,
     --group-seeds) and one mode (--list, --commands, --run, --index, --slurm)."""
     import argparse
 
@@ -127,7 +129,7 @@ def make_parser(description: str = "") -> argparse.ArgumentParser:
 
 def select(args: argparse.Namespace) -> tuple[list[Run], Path]:
     """The runs and root the parsed arguments name (sets ``args.group`` and ``args.overrides``);
-    ValueError for an unknown task, variant or a malformed --set."""
+    ValueError for an unknown task, variant or a malformed --config.FIELD=VALUE."""
     args.group = args.group_seeds == "on" or (args.group_seeds == "auto" and (args.slurm is not None or _accelerator()))
     args.overrides = parse_overrides(args.sets)
     runs = expand(

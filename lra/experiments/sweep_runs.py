@@ -69,7 +69,7 @@ class Run:
     def command(self, python: str = sys.executable) -> list[str]:
         """The ``python -m lra.train`` command line of this run."""
         seeds = f"--config.seeds={','.join(map(str, self.seeds))}" if self.grouped else f"--config.seed={self.seed}"
-        fields = {**dict(self.variant.settings), **dict(self.overrides)}  # the sweep's --set wins on a clash
+        fields = {**dict(self.variant.settings), **dict(self.overrides)}  # the sweep's --config.FIELD wins on a clash
         return [
             python,
             "-m",
@@ -175,12 +175,12 @@ def expected_steps(run: Run) -> int:
 
 
 def run_fields(run: Run) -> dict[str, str]:
-    """The config fields the run's command sets: its row's settings, then the sweep's --set."""
+    """The config fields the run's command sets: its row's settings, then the sweep's --config.FIELD=VALUE."""
     return {**dict(run.variant.settings), **dict(run.overrides)}
 
 
 def run_config(run: Run) -> ml_collections.ConfigDict:
-    """The config ``run``'s lra.train process trains (its file, options, settings and --set);
+    """The config ``run``'s lra.train process trains (its file, options, settings and --config.FIELD);
     a misspelt or mistyped field is a ValueError naming it."""
     from lra.defaults import apply_override, load_config_file
 
@@ -189,12 +189,12 @@ def run_config(run: Run) -> ml_collections.ConfigDict:
         try:
             apply_override(config, dotted, text)
         except (ValueError, TypeError) as e:
-            raise ValueError(f"--set {dotted}={text}: {e}") from None
+            raise ValueError(f"--config.{dotted}={text}: {e}") from None
     return config
 
 
 def check_overrides(runs: Sequence[Run]) -> None:
-    """Build each distinct config of ``runs`` with its row settings and the sweep's --set, and
+    """Build each distinct config of ``runs`` with its row settings and the sweep's --config.FIELD, and
     validate it as lra.train would (unknown field, wrong type, invalid value): one ValueError
     naming the field, before any run starts or any workdir is written (issue 38 SW1/SW2)."""
     from lra.training.validation import validate_config

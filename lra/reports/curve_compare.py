@@ -3,8 +3,8 @@
 Runs pair by their path under each root (``<root>/<task>_<variant>/seed<k>``, as scripts/sweep.py
 lays them out), so two sweeps of the same grid that differ in one override compare run by run:
 
-    python scripts/sweep.py lra_families --seeds 0 --set num_train_steps=300 --run
-    python scripts/sweep.py lra_families --seeds 0 --set num_train_steps=300 --set model.dtype=bfloat16 --run
+    python scripts/sweep.py lra_families --seeds 0 --config.num_train_steps=300 --run
+    python scripts/sweep.py lra_families --seeds 0 --config.num_train_steps=300 --config.model.dtype=bfloat16 --run
     python scripts/compare_curves.py runs/sweeps/lra_families_paper_num-train-steps-300 \\
         runs/sweeps/lra_families_paper_model-dtype-bfloat16_num-train-steps-300 --labels float32 bfloat16 \\
         --out results/bench --name bf16_vs_f32_listops

@@ -120,10 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="a config field, as --config.FIELD=VALUE of lra.train (e.g. data.num_train=96000)",
+        help="old spelling of --config.FIELD=VALUE, a config field as lra.train takes it (e.g. "
+        "--config.data.num_train=96000)",
     )
     parser.add_argument("--json", type=Path, help="write the result here")
-    args = parser.parse_args(argv)
+    from lra.config_args import as_old_spelling
+
+    args = parser.parse_args(as_old_spelling(sys.argv[1:] if argv is None else argv, "--set"))
     path, _, options = args.config.partition(":")
     if not Path(path).is_file():
         print(f"error: --config {path}: no such file", file=sys.stderr)
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             apply_override(config, field, text)
         except ValueError as e:
-            print(f"error: --set {item}: {e}", file=sys.stderr)
+            print(f"error: --config.{item}: {e}", file=sys.stderr)
             return 2
     result = for_config(config)
     print(line(result, "validation"))
