@@ -39,6 +39,7 @@ from lra.bench import seeds_vs_sequential, steps_report
 from lra.bench import steps as step_bench
 from lra.config_args import as_old_spelling, expand_options, split_config_args
 from lra.errors import InputError
+from lra.training.run_files import write_text_atomic
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
         }
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
-        (args.out / f"{args.name}.md").write_text(seeds_vs_sequential.seeds_markdown(report))
+        write_text_atomic(args.out / f"{args.name}.json", json.dumps(report, indent=2) + "\n")
+        write_text_atomic(args.out / f"{args.name}.md", seeds_vs_sequential.seeds_markdown(report))
     print(f"wrote {args.out / args.name}.*", flush=True)
     return 0
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from lra.bench.steps import label
 from lra.console import mib_cell
+from lra.training.run_files import write_figure_atomic, write_text_atomic
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -158,7 +159,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    write_figure_atomic(fig, path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -174,8 +175,8 @@ def write_report(
         "cases": cases,
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / f"{name}.md").write_text(markdown(report))
+    write_text_atomic(out / f"{name}.json", json.dumps(report, indent=2) + "\n")
+    write_text_atomic(out / f"{name}.md", markdown(report))
     plot(report, out / f"{name}.png")
     return report
 

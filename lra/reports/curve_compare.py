@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from lra.training.run_files import MetricsLog
+from lra.training.run_files import MetricsLog, write_figure_atomic, write_text_atomic
 
 
 def train_losses(records: list[dict[str, Any]]) -> dict[int, float]:
@@ -142,7 +142,7 @@ def plot(report: dict[str, Any], path: Path) -> Path:
         ax.set_visible(False)
     axes[0][0].set_ylabel(f"training loss (moving mean, {report['settings']['window']} steps)", fontsize=8)
     fig.suptitle(f"Training loss, {a} vs {b}", fontsize=11)
-    fig.savefig(path, dpi=110)
+    write_figure_atomic(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -164,7 +164,7 @@ def write(
         "rows": rows,
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
-    (out / f"{name}.md").write_text(markdown(report))
+    write_text_atomic(out / f"{name}.json", json.dumps(report, indent=1) + "\n")
+    write_text_atomic(out / f"{name}.md", markdown(report))
     plot(report, out / f"{name}.png")
     return report
