@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if split_config_args(given)[0] is not None:
             p.error("--config: each case builds its family's ListOps config; set fields with --config.FIELD=VALUE")
-        args = p.parse_args(as_old_spelling(given, "--set"))  # one list, in the order given
+        # steps reads --config.FIELD=VALUE as its old spelling --set, in place (one list, in order)
+        args = p.parse_args(as_old_spelling(given, "--set") if given[:1] == ["steps"] else given)
     except InputError as e:
         p.error(str(e))
     command = ["python", "scripts/bench_training.py", *given]
