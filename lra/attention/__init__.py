@@ -78,9 +78,9 @@ class Family:
         return kwargs, {**self.model, **self.task_model.get(task, {})}
 
     def default_label(self) -> str:
-        """The row name at the family's defaults (``Luna-16``, ``Clustered-100``)."""
-        defaults = {f.name: f.default for f in dataclasses.fields(self.module) if f.default is not dataclasses.MISSING}
-        return self.label.format(**{**defaults, **self.kwargs})
+        """The row name at the family's defaults (``Luna-16``, ``Clustered-100``): its options'
+        dataclass defaults (:func:`option_defaults`) under its registered ``kwargs``."""
+        return self.label.format(**{**option_defaults(self.name), **self.kwargs})
 
 
 FAMILIES: dict[str, Family] = {}  # name -> Family, in registration order (the tables' and benchmarks' order)
