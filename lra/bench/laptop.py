@@ -264,12 +264,8 @@ def markdown(record: dict[str, Any]) -> str:
             ratio = ratio_of.get((config, seeds, variant))
             mfu = ""
             if cost.get("flops_per_step") and cost.get("matmul_flops_per_second"):
-                values = [  # per process: each child is measured against one process's matmul rate
-                    cost["flops_per_step"]
-                    * r["seed_steps_per_second"]
-                    / r.get("processes", 1)
-                    / seeds
-                    / cost["matmul_flops_per_second"]
+                values = [  # a pair's: both children's steps against the (two-core) matmul rate, the machine's
+                    cost["flops_per_step"] * r["seed_steps_per_second"] / seeds / cost["matmul_flops_per_second"]
                     for r in rows
                 ]
                 mfu = " / ".join(f"{100 * v:.1f}%" for v in values)
@@ -289,7 +285,8 @@ def markdown(record: dict[str, Any]) -> str:
         "Faults and system time are per step of the whole process (start-up, compilation and the one "
         "evaluation included): upper bounds. MFU: XLA's FLOPs of the step at the longest batch shape "
         "(an upper bound for bucketed configs) times steps/s over a 1024x1024 f32 matmul's rate measured "
-        "in the same child (per process for a `-pair` variant). A `-pair` variant's seed-steps/s is the "
+        "in the same child (the machine's for a `-pair` variant: both children's steps). A `-pair` variant's "
+        "seed-steps/s is the "
         "sum of its two pinned children's, faults and system time per step of one child. `identical` below "
         "compares each variant's test loss with the default's (bit for bit; every child of a pair).",
         "",
