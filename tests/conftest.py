@@ -1,16 +1,57 @@
 """Fixtures shared by the tests: one finished smoke run and one finished two-seed bundle per test
-process (trained once, copied by the tests that change them); scripts/ entry points."""
+process (trained once, copied by the tests that change them); scripts/ entry points; JAX's
+persistent compilation cache in a folder of this test process's own (see pytest_configure)."""
 
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+_CACHE_KEY = pytest.StashKey[str]()
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+COMPILATION_CACHE = "JAX_COMPILATION_CACHE_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Suite time: the tests train the same small programs again and again (every smoke run builds
+    its steps anew, so XLA compiles them anew: most of a smoke run's CPU time), so this process
+    keeps JAX's persistent compilation cache in a fresh temporary folder and a program compiled
+    once is loaded from it after (the same executable: results are the same bits). The folder is
+    this test process's alone (one per xdist worker): nothing else writes it at the same time, and
+    no test's subprocess gets it (their environments are unchanged, so a SIGKILLed child never
+    leaves a cut entry), except the documentation's commands (test_doc_commands.py), run one at a
+    time while this process waits. Removed at the end; a cache the caller set is left alone."""
+    if os.environ.get(COMPILATION_CACHE) or (config.getoption("numprocesses", None) and not _worker(config)):
+        return  # set by the caller, or the xdist controller (it runs no test)
+    import jax
+
+    folder = tempfile.mkdtemp(prefix="lra-tests-jax-cache-")
+    jax.config.update("jax_compilation_cache_dir", folder)
+    config.stash[_CACHE_KEY] = folder
+
+
+def _worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_CACHE_KEY, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def compilation_cache_dir() -> str | None:
+    """This test process's compilation cache folder (for a subprocess that may share it), if any."""
+    import jax
+
+    return jax.config.jax_compilation_cache_dir or None
 
 
 def script_main(name: str) -> Callable[..., int]:

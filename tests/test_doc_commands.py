@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import COMPILATION_CACHE, compilation_cache_dir
 from lra.reports.doc_numbers import pages as doc_pages
 
 REPO = Path(__file__).resolve().parent.parent
@@ -305,8 +306,12 @@ def writes_nothing_in_repo(argv: list[str], place: Place) -> None:
 
 
 def environment(place: Place) -> dict[str, str]:
+    """The commands' environment; they share this test process's compilation cache (conftest: one
+    command at a time, never killed but by the timeout), so a program a test compiled is loaded."""
+    cache = compilation_cache_dir()
     return {
         **os.environ,
+        **({COMPILATION_CACHE: cache} if cache else {}),
         "LRA_DATA_DIR": str(place.data_dir),
         "LRA_PREFLIGHT_CACHE": str(place.tmp / "preflight_cache"),
         "PYTHONPATH": os.pathsep.join(p for p in (str(place.repo), os.environ.get("PYTHONPATH", "")) if p),

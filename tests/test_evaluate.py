@@ -11,7 +11,6 @@ import pytest
 
 from lra.defaults import make_config
 from lra.evaluate import evaluate_run, load_run_config, parse_options
-from lra.train import train_and_evaluate
 from lra.training.run_errors import EXIT_CORRUPT
 from test_checkpoints import flip_bit
 
@@ -19,12 +18,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("evaluate")
-    c = make_config("listops", "softmax", "smoke")
-    c.data_dir = str(root / "data")
-    result = train_and_evaluate(c, root / "run")
-    return root / "run", result
+def finished_run(finished_smoke_run, tmp_path_factory):
+    """The shared ListOps smoke run (conftest: Transformer, 6 steps), copied: these tests append to
+    its evaluations.jsonl."""
+    workdir = tmp_path_factory.mktemp("evaluate") / "run"
+    shutil.copytree(finished_smoke_run[0], workdir)
+    return workdir, finished_smoke_run[1]
 
 
 def test_same_attention_reproduces_the_runs_test_accuracy(finished_run):
