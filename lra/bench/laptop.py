@@ -139,7 +139,8 @@ def train_once(config: str, seeds: int, steps: int, variant: str, workdir: Path)
 
 
 def _run_with_rusage(config: str, seeds: int, steps: int, variant: str, workdir: Path) -> dict[str, Any]:
-    """train_once with the child's own rusage (RUSAGE_CHILDREN deltas: one child at a time)."""
+    """train_once with its children's own rusage (RUSAGE_CHILDREN deltas: one run, one child or a
+    pair's two, at a time)."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
