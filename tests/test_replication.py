@@ -1,0 +1,66 @@
+"""lra.reports.replication: registered judges read a replication's records, unchanged, and compare seed by seed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lra.reports import replication
+from lra.reproduce import registry
+
+REGISTERED = "results/runs/convluna_listops_confirm"
+CLAIM = "confirm-table1-listops"
+LUNA = "listops_luna-16-reference"
+
+
+def _claim() -> registry.Claim:
+    return registry.find("convluna", CLAIM)[1][0]
+
+
+def _copy(tmp_path: Path) -> Path:
+    out = tmp_path / "replica"
+    shutil.copytree(registry.REPO / REGISTERED, out, ignore=shutil.ignore_patterns("tensorboard", "checkpoints"))
+    return out
+
+
+def test_a_copy_of_the_registered_runs_gets_the_registered_verdict_and_zero_differences(tmp_path: Path) -> None:
+    replica = _copy(tmp_path)
+    outcome = replication.judge_on([_claim()], REGISTERED, replica)[CLAIM]
+    assert outcome == _claim().outcome(registry.REPO)
+    rows = {r["row"]: r for r in replication.compare_rows(registry.REPO / REGISTERED, replica)}
+    assert rows[LUNA]["mean_difference"] == 0.0
+    assert rows[LUNA]["common_seeds"] == list(range(10, 20))
+
+
+def test_the_verdict_and_the_differences_come_from_the_replication(tmp_path: Path) -> None:
+    replica = _copy(tmp_path)
+    for path in (replica / LUNA).glob("seed*/result.json"):  # Luna-16 now far ahead of ConvLuna-16
+        result = json.loads(path.read_text())
+        result["test_accuracy"] = 0.9 + result["seed"] / 1000
+        path.write_text(json.dumps(result))
+    outcome = replication.judge_on([_claim()], REGISTERED, replica)[CLAIM]
+    assert outcome.verdict == registry.NOT_REPRODUCED
+    assert outcome.verdict != _claim().outcome(registry.REPO).verdict
+    row = {r["row"]: r for r in replication.compare_rows(registry.REPO / REGISTERED, replica)}[LUNA]
+    assert row["mean_difference"] > 50
+    text = replication.render("a test", {CLAIM: outcome}, [row], "cmd")
+    assert "| confirm-table1-listops | not reproduced" in text and f"| {LUNA} |" in text
+
+
+def test_main_writes_both_files_and_refuses_unknown_or_foreign_claims(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replica = _copy(tmp_path)
+    args = ["--paper", "convluna", "--registered", REGISTERED, "--replication", str(replica), "--label", "copy"]
+    assert replication.main([*args, "--claims", CLAIM, "--out", str(tmp_path / "out")]) == 0
+    saved = json.loads((tmp_path / "out" / "replication.json").read_text())
+    assert saved["outcomes"][CLAIM]["verdict"] == _claim().outcome(registry.REPO).verdict
+    assert (tmp_path / "out" / "replication.md").read_text().startswith("# Registered claims judged")
+    capsys.readouterr()
+    assert replication.main([*args, "--claims", "no-such-claim"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    assert replication.main([*args, "--claims", "table1-listops"]) == 2  # its records live elsewhere
+    assert "read no record under" in capsys.readouterr().err
