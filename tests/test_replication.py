@@ -64,3 +64,14 @@ def test_main_writes_both_files_and_refuses_unknown_or_foreign_claims(
     assert capsys.readouterr().err.startswith("error: ")
     assert replication.main([*args, "--claims", "table1-listops"]) == 2  # its records live elsewhere
     assert "read no record under" in capsys.readouterr().err
+
+
+def test_a_damaged_or_foreign_record_is_named_and_never_averaged(tmp_path: Path) -> None:
+    replica = _copy(tmp_path)
+    (replica / LUNA / "seed10" / "result.json").write_text("{ damaged")
+    foreign = json.loads((replica / LUNA / "seed12" / "result.json").read_text())
+    (replica / LUNA / "seed11" / "result.json").write_text(json.dumps(foreign))  # seed 12's record in seed 11
+    row = {r["row"]: r for r in replication.compare_rows(registry.REPO / REGISTERED, replica)}[LUNA]
+    assert row["common_seeds"] == list(range(12, 20))
+    assert len(row["skipped"]) == 2 and "seed11" in row["skipped"][1] and "its seed is 12" in row["skipped"][1]
+    assert "Records skipped" in replication.render("x", {}, [row], "cmd")

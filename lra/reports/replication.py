@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from lra.reports.compare import paired
-from lra.training.run_files import write_json_atomic, write_text_atomic
+from lra.training.run_files import result_problem, write_json_atomic, write_text_atomic
 
 
 def judge_on(claims: Sequence[Any], registered: str, replication: Path) -> dict[str, Any]:
@@ -44,20 +44,30 @@ def judge_on(claims: Sequence[Any], registered: str, replication: Path) -> dict[
         return {claim.id: claim.outcome(Path(tmp)) for claim in claims}
 
 
-def seed_accuracies(run_dir: Path) -> dict[int, float]:
-    """Test accuracy (%) per seed of the finished runs in ``run_dir/seed<k>/result.json``."""
-    found = {}
+def seed_accuracies(run_dir: Path) -> tuple[dict[int, float], list[str]]:
+    """Test accuracy (%) per seed of the finished runs in ``run_dir/seed<k>/``, and the records skipped (why).
+
+    A record counts only if it is a finished run's (``run_files.result_problem``) of the seed its folder
+    names: a damaged or foreign one is named, never averaged."""
+    found, skipped = {}, []
     for path in sorted(run_dir.glob("seed*/result.json")):
-        result = json.loads(path.read_text())
-        found[int(result["seed"])] = 100.0 * float(result["test_accuracy"])
-    return found
+        problem = result_problem(path)
+        seed = path.parent.name.removeprefix("seed")
+        result = json.loads(path.read_text()) if problem is None else {}
+        if problem is None and str(result.get("seed")) != seed:
+            problem = f"its seed is {result.get('seed')!r}, its folder's {seed}"
+        if problem is not None:
+            skipped.append(f"{path} ({problem})")
+            continue
+        found[int(seed)] = 100.0 * float(result["test_accuracy"])
+    return found, skipped
 
 
 def compare_rows(registered: Path, replication: Path) -> list[dict[str, Any]]:
     """Per row present in both folders: each side's mean and the paired replication - registered statistics."""
     rows = []
     for run_dir in sorted(p for p in replication.iterdir() if p.is_dir()):
-        a, b = seed_accuracies(run_dir), seed_accuracies(registered / run_dir.name)
+        (a, skip_a), (b, skip_b) = seed_accuracies(run_dir), seed_accuracies(registered / run_dir.name)
         common = sorted(set(a) & set(b))
         row: dict[str, Any] = {
             "row": run_dir.name,
@@ -66,6 +76,7 @@ def compare_rows(registered: Path, replication: Path) -> list[dict[str, Any]]:
             "mean_registered": float(np.mean(list(b.values()))) if b else None,
             "mean_replication": float(np.mean(list(a.values()))) if a else None,
             "common_seeds": common,
+            "skipped": skip_a + skip_b,
         }
         if len(common) >= 3:
             stats = paired(a, b)
@@ -119,6 +130,9 @@ def render(label: str, outcomes: dict[str, Any], rows: list[dict[str, Any]], com
             f"{_fmt(r['mean_replication'])} ({r['seeds_replication']}) | {diff} | "
             f"{_fmt(r.get('t_p_two_sided'), '.3g')} | {_fmt(r.get('correlation'), '.2f')} |"
         )
+    skipped = [s for r in rows for s in r.get("skipped", [])]
+    if skipped:
+        lines += ["", "Records skipped (damaged, unfinished or foreign): " + "; ".join(skipped)]
     return "\n".join(lines) + "\n"
 
 
