@@ -13,7 +13,8 @@
 # name their code), KIND (a name for the files, default h100), BUDGET (seconds of work in this
 # call, default 540), JOBS (processes at once, default 4), SMOKE=1 (tiny sizes, any machine);
 # for sweep: PREPARE (arguments of `lra.data prepare`, run once before the runs, which would each
-# build the data), NAME (the sweep's folder, default the grid's name).
+# build the data), NAME (the sweep's folder, default the grid's name), PART_BYTES (the state archive is split into
+# parts of this size, default 15000000: a file over 16 MiB does not come back from the device).
 set -uo pipefail
 
 STEP=${1:-help}
@@ -142,7 +143,7 @@ case "$STEP" in
     mkdir -p "$STATE/logs/$name"
     # one process per setup, several at once: each allocates the GPU on demand; a TERM saves and stops it
     XLA_PYTHON_CLIENT_PREALLOCATE=false timeout -s TERM "$(left)" xargs -P "$JOBS" -I{} sh -c \
-      'w=$(echo "{}" | sed "s/.*--workdir=\([^ ]*\).*/\1/"); {} > "'"$STATE/logs/$name"'/$(basename "$w").log" 2>&1 || echo "exit $? from $w"' \
+      'w=$(echo "{}" | sed "s/.*--workdir=\([^ ]*\).*/\1/"); {} >> "'"$STATE/logs/$name"'/$(basename "$w").log" 2>&1 || echo "exit $? from $w"' \
       < "$STATE/sweep_$name.sh"
     say "runs stopped or done (exit $?; 124: the budget ran out, call again with the state carried)"
     for log in "$STATE/logs/$name"/*.log; do echo "$(basename "$log" .log): $(grep -a -E '^step [0-9]+ (train|validation)' "$log" | tail -1)"; done
@@ -152,6 +153,12 @@ case "$STEP" in
     (cd "$STATE" && find "sweeps/$name" -name result.json -printf '%h/checkpoints\n' > "$finished" \
       && tar czf "$OUT/sweep_state_$KIND.tgz" --exclude-from="$finished" "sweeps/$name")
     du -sh "$OUT/sweep_state_$KIND.tgz"
+    # a file over the device tool's 16 MiB limit does not come back: split it (cat the parts to unpack)
+    if [ "$(stat -c %s "$OUT/sweep_state_$KIND.tgz")" -gt "${PART_BYTES:=15000000}" ]; then
+      split -d -b "$PART_BYTES" "$OUT/sweep_state_$KIND.tgz" "$OUT/sweep_state_$KIND.tgz.part" && rm "$OUT/sweep_state_$KIND.tgz"
+      say "state archive in $(ls "$OUT"/sweep_state_"$KIND".tgz.part* | wc -l) parts (at most 6 come back with the" \
+        "records): unpack with cat sweep_state_$KIND.tgz.part* | tar xz -C .gpu"
+    fi
     $PY scripts/sweep.py "$grid" "$@" --group-seeds on --root "$root" --list | tail -4 ;;
 esac
 tar czf "$OUT/${STEP}_$KIND.tgz" -C "$STATE/results" "$STEP"

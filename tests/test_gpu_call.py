@@ -3,6 +3,7 @@ a GPU session spends none of its device time finding a broken path."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -73,14 +74,19 @@ def test_sweep_step_resumes_on_a_fresh_machine_from_its_state_archive(tmp_path):
         "--set",
         "checkpoint_every=5",
     )
-    first = _call(
-        tmp_path, *args, BUDGET="90", JOBS="1", STATE=os.path.relpath(tmp_path / "state", REPO)
+    first = _call(  # PART_BYTES: the state archive comes back in parts (a device file over 16 MiB does not)
+        tmp_path, *args, BUDGET="90", JOBS="1", STATE=os.path.relpath(tmp_path / "state", REPO), PART_BYTES="20000"
     )  # relative, as .gpu on the device  # past compile and the first checkpoints, also on a loaded machine
     assert "runs stopped or done (exit 124" in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
+    parts = sorted((tmp_path / "out").glob("sweep_state_cpu.tgz.part*"))
+    assert len(parts) > 1 and not (tmp_path / "out" / "sweep_state_cpu.tgz").exists(), first.stdout[-2000:]
+    assert all(p.stat().st_size <= 20000 for p in parts)
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    with tarfile.open(tmp_path / "out" / "sweep_state_cpu.tgz") as archive:
+    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts))) as archive:
         archive.extractall(fresh, filter="data")
+    for p in parts:
+        p.unlink()
     assert list(fresh.glob("sweeps/convluna_appendix/*/seed20/checkpoints/latest"))
     second = _call(tmp_path, *args, BUDGET="400", JOBS="1", STATE=str(fresh))
     assert "1 done" in second.stdout, second.stdout[-2000:] + second.stderr[-2000:]
