@@ -492,9 +492,9 @@ def test_list_into_a_closed_pipe_is_quiet():
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--steps", "0"], "--steps must be a positive integer"),
-        (["--batch-size", "0"], "--batch-size must be a positive integer"),
-        (["--mask-fraction", "0.9"], "--mask-fraction must be in (0, 0.5]"),
+        (["--steps", "0"], "--config.steps must be a positive integer"),
+        (["--batch-size", "0"], "--config.batch_size must be a positive integer"),
+        (["--mask-fraction", "0.9"], "--config.mask_fraction must be in (0, 0.5]"),
         (["--seq-len", "1000000000"], "at most 65,536"),
     ],
 )

@@ -38,6 +38,7 @@ from lra import attention
 from lra.errors import InputError
 from lra.experiments.masked_copy_task import MASK_TOKEN as MASK_TOKEN
 from lra.experiments.masked_copy_task import MAX_TOKENS as MAX_TOKENS
+from lra.experiments.masked_copy_task import MODEL_LISTS as MODEL_LISTS
 from lra.experiments.masked_copy_task import NUM_SYMBOLS as NUM_SYMBOLS
 from lra.experiments.masked_copy_task import SEPARATOR as SEPARATOR
 from lra.experiments.masked_copy_task import VOCAB as VOCAB
@@ -46,6 +47,8 @@ from lra.experiments.masked_copy_task import Settings as Settings
 from lra.experiments.masked_copy_task import canonical_variant as canonical_variant
 from lra.experiments.masked_copy_task import make_batch as make_batch
 from lra.experiments.masked_copy_task import parse_variant as parse_variant
+from lra.experiments.masked_copy_task import settings_config as settings_config
+from lra.experiments.masked_copy_task import settings_from_config as settings_from_config
 from lra.experiments.masked_copy_task import settings_problem as settings_problem
 from lra.experiments.masked_copy_task import settings_record as settings_record
 from lra.experiments.masked_copy_task import sinusoids as sinusoids

@@ -1,5 +1,6 @@
 """The masked-copy task of Vyas et al. (arXiv:2007.04825, Appendix C.2) and its small model: the
-tokens, the settings and their checks, batches, the pre-LN encoder and the variant names
+tokens, the settings (a frozen dataclass, and its scalar fields as the ConfigDict that
+``--config.FIELD=VALUE`` sets) and their checks, batches, the pre-LN encoder and the variant names
 (``clustered:15``). Trained and reported by :mod:`lra.experiments.masked_copy`, which re-exports
 these names."""
 
@@ -12,6 +13,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from lra import attention
@@ -52,6 +54,34 @@ class Settings:
     swap_eval: tuple[str, ...] = ()
 
 
+# The settings that name several models, each set by its own flag (``--variants``, ``--swap-eval``), not as
+# a config field: a variant's options hold commas (``clustered:clusters=8,topk=4``), a field's list splits on them.
+MODEL_LISTS = ("variants", "swap_eval")
+
+
+def settings_config() -> ml_collections.ConfigDict:
+    """The settings ``--config.FIELD=VALUE`` sets (every field but :data:`MODEL_LISTS`) at
+    :class:`Settings`' defaults, the one source of them; each field is typed by its default
+    (``lra.config_fields.apply_override`` casts the text to it: ``steps=1.5`` is refused)."""
+    defaults = Settings()
+    fields = (f.name for f in dataclasses.fields(Settings) if f.name not in MODEL_LISTS)
+    return ml_collections.ConfigDict({name: getattr(defaults, name) for name in fields}, sort_keys=False)
+
+
+def settings_from_config(
+    config: ml_collections.ConfigDict, variants: tuple[str, ...], swap_eval: tuple[str, ...] = ()
+) -> Settings:
+    """The frozen settings of ``config`` (:func:`settings_config`, overridden) and the variants to train
+    and swap-evaluate, each in its one spelling (:func:`canonical_variant`: ``clustered:clusters=15``
+    is recorded as ``clustered:15``, so a call in either spelling resumes the other's runs)."""
+    settings = Settings(**config.to_dict(), variants=tuple(variants), swap_eval=tuple(swap_eval))
+    return dataclasses.replace(
+        settings,
+        variants=tuple(canonical_variant(v, settings) for v in settings.variants),
+        swap_eval=tuple(canonical_variant(v, settings) for v in settings.swap_eval),
+    )
+
+
 def settings_record(settings: Settings) -> dict[str, Any]:
     """The settings as a record stores them (JSON types; ``swap_eval`` only when used)."""
     record = json.loads(json.dumps(dataclasses.asdict(settings)))
@@ -82,14 +112,14 @@ def settings_problem(settings: Settings) -> str | None:
     for name in positive:
         value = getattr(settings, name)
         if not isinstance(value, int) or value < 1:
-            return f"--{name.replace('_', '-')} must be a positive integer, got {value!r}"
+            return f"--config.{name} must be a positive integer, got {value!r}"
     if not 0.0 < settings.mask_fraction <= 0.5:
-        return f"--mask-fraction must be in (0, 0.5] (one copy of each position), got {settings.mask_fraction}"
+        return f"--config.mask_fraction must be in (0, 0.5] (one copy of each position), got {settings.mask_fraction}"
     if 2 * (settings.seq_len + 1) > MAX_TOKENS:
         tokens = 2 * (settings.seq_len + 1)
-        return f"--seq-len {settings.seq_len} gives {tokens:,} tokens per example; at most {MAX_TOKENS:,}"
+        return f"--config.seq_len={settings.seq_len} gives {tokens:,} tokens per example; at most {MAX_TOKENS:,}"
     if not settings.learning_rate > 0 or settings.warmup_steps < 0:
-        return "--learning-rate must be > 0 and --warmup-steps >= 0"
+        return "--config.learning_rate must be > 0 and --config.warmup_steps >= 0"
     if not settings.variants:
         return "--variants: name at least one"
     labels = []
