@@ -64,6 +64,9 @@ def test_main_writes_both_files_and_refuses_unknown_or_foreign_claims(
     assert capsys.readouterr().err.startswith("error: ")
     assert replication.main([*args, "--claims", "table1-listops"]) == 2  # its records live elsewhere
     assert "read no record under" in capsys.readouterr().err
+    (tmp_path / "a_file").write_text("")
+    assert replication.main([*args, "--claims", CLAIM, "--out", str(tmp_path / "a_file" / "out")]) == 4
+    assert capsys.readouterr().err.startswith("error: ")
 
 
 def test_a_damaged_or_foreign_record_is_named_and_never_averaged(tmp_path: Path) -> None:

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from lra.reports.compare import paired
-from lra.training.run_files import result_problem, write_json_atomic, write_text_atomic
+from lra.training.run_errors import StorageError, exit_code
+from lra.training.run_files import check_can_write, result_problem, write_json_atomic, write_text_atomic
 
 
 def judge_on(claims: Sequence[Any], registered: str, replication: Path) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def seed_accuracies(run_dir: Path) -> tuple[dict[int, float], list[str]]:
 
 
 def compare_rows(registered: Path, replication: Path) -> list[dict[str, Any]]:
-    """Per row present in both folders: each side's mean and the paired replication - registered statistics."""
+    """Per row of the replication: each side's mean and, over common seeds, the paired replication - registered."""
     rows = []
     for run_dir in sorted(p for p in replication.iterdir() if p.is_dir()):
         (a, skip_a), (b, skip_b) = seed_accuracies(run_dir), seed_accuracies(registered / run_dir.name)
@@ -163,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"error: {why}", file=sys.stderr)
         return 2
+    if args.out:
+        try:
+            check_can_write(args.out, folder=True)
+        except StorageError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return exit_code(e)
     outcomes = judge_on(claims, args.registered, args.replication)
     rows = compare_rows(registry.REPO / args.registered, args.replication)
     command = "python -m lra.reports.replication " + " ".join(
