@@ -1,6 +1,6 @@
 """Fixtures shared by the tests: one finished smoke run and one finished two-seed bundle per test
 process (trained once, copied by the tests that change them); scripts/ entry points; JAX's
-persistent compilation cache in a folder of this test process's own (see pytest_configure)."""
+persistent compilation cache in one folder per test run, shared by its xdist workers (pytest_configure)."""
 
 from __future__ import annotations
 
@@ -15,26 +15,48 @@ from pathlib import Path
 import pytest
 
 _CACHE_KEY = pytest.StashKey[str]()
+_CACHE_INPUT = "lra_jax_compilation_cache"
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 COMPILATION_CACHE = "JAX_COMPILATION_CACHE_DIR"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Suite time: the tests train the same small programs again and again (every smoke run builds
-    its steps anew, so XLA compiles them anew: most of a smoke run's CPU time), so this process
-    keeps JAX's persistent compilation cache in a fresh temporary folder and a program compiled
-    once is loaded from it after (the same executable: results are the same bits). The folder is
-    this test process's alone (one per xdist worker): nothing else writes it at the same time, and
-    no test's subprocess gets it (their environments are unchanged, so a SIGKILLed child never
-    leaves a cut entry), except the documentation's commands (test_doc_commands.py), run one at a
-    time while this process waits. Removed at the end; a cache the caller set is left alone."""
-    if os.environ.get(COMPILATION_CACHE) or (config.getoption("numprocesses", None) and not _worker(config)):
-        return  # set by the caller, or the xdist controller (it runs no test)
-    import jax
+    """Suite time: the tests compile the same small programs again and again (every smoke run
+    builds its steps anew, every model test dispatches the same layers eagerly, and the two xdist
+    workers each compile what the other already has), so the whole test run keeps JAX's persistent
+    compilation cache in one fresh temporary folder and a program compiled once, by either worker,
+    is loaded from it after (the same executable: results are the same bits). Every program is
+    written, however fast its compile (min compile time 0: most are eager primitives of well under
+    a second, each compiled once per run instead of once per worker). With xdist the controller
+    makes the folder and hands it to its workers (pytest_configure_node); without, the one test
+    process makes it. The workers write it at the same time: JAX writes an entry in place, so a
+    reader can meet one half written, which fails zlib's check: JAX warns and compiles the program
+    itself (an entry is never read wrong). No test's subprocess gets the folder (their environments
+    are unchanged, so a SIGKILLed child never leaves a cut entry) except the documentation's
+    commands (test_doc_commands.py), never killed but by their timeout. Removed at the end by its
+    maker; a cache the caller set is left alone."""
+    if os.environ.get(COMPILATION_CACHE):
+        return  # set by the caller
+    if _worker(config):
+        folder = config.workerinput.get(_CACHE_INPUT)  # type: ignore[attr-defined]
+    else:
+        folder = tempfile.mkdtemp(prefix="lra-tests-jax-cache-")
+        config.stash[_CACHE_KEY] = folder
+        if config.getoption("numprocesses", None):
+            return  # the xdist controller: it runs no test, its workers use the folder
+    if folder:
+        import jax
 
-    folder = tempfile.mkdtemp(prefix="lra-tests-jax-cache-")
-    jax.config.update("jax_compilation_cache_dir", folder)
-    config.stash[_CACHE_KEY] = folder
+        jax.config.update("jax_compilation_cache_dir", folder)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist controller: each worker gets the run's compilation cache folder (pytest_configure)."""
+    folder = node.config.stash.get(_CACHE_KEY, None)
+    if folder:
+        node.workerinput[_CACHE_INPUT] = folder
 
 
 def _worker(config: pytest.Config) -> bool:
@@ -48,7 +70,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def compilation_cache_dir() -> str | None:
-    """This test process's compilation cache folder (for a subprocess that may share it), if any."""
+    """This test run's compilation cache folder (for a subprocess that may share it), if any."""
     import jax
 
     return jax.config.jax_compilation_cache_dir or None

@@ -306,8 +306,8 @@ def writes_nothing_in_repo(argv: list[str], place: Place) -> None:
 
 
 def environment(place: Place) -> dict[str, str]:
-    """The commands' environment; they share this test process's compilation cache (conftest: one
-    command at a time, never killed but by the timeout), so a program a test compiled is loaded."""
+    """The commands' environment; they share this test run's compilation cache (conftest: never
+    killed but by the timeout), so a program a test compiled is loaded."""
     cache = compilation_cache_dir()
     return {
         **os.environ,
