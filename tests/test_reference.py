@@ -128,7 +128,7 @@ def test_mask_padding_off_lets_padding_change_the_result():
         outputs[masked] = (np.asarray(model.apply(v, tokens)), np.asarray(model.apply(v, longer)))
     np.testing.assert_allclose(*outputs[True], atol=2e-5)
     assert not np.allclose(*outputs[False], atol=1e-3)
-    full = np.random.default_rng(1).integers(1, 16, size=(2, 20)).astype(np.int32)  # no padding: no difference
+    full = np.random.default_rng(1).integers(1, 16, size=tokens.shape).astype(np.int32)  # no padding: no difference
     _, on = _model("convluna", norm="post", pooling="memory")
     _, off = _model("convluna", norm="post", pooling="memory", mask_padding=False)
     v = on.init(jax.random.key(0), full)
@@ -385,7 +385,7 @@ def test_zero_padding_embedding_is_fixed_zero():
     np.testing.assert_array_equal(
         np.asarray(model.apply({"params": params}, tokens)), np.asarray(model.apply({"params": moved}, tokens))
     )
-    grads = jax.grad(lambda p: model.apply({"params": p}, tokens).sum())(params)
+    grads = jax.jit(jax.grad(lambda p: model.apply({"params": p}, tokens).sum()))(params)  # one program: suite time
     assert not np.any(np.asarray(grads["encoder"]["embed"]["embedding"][0]))
     _, learned = _model("luna", mask_padding=False)  # the default: a learned padding row that matters
     assert not np.allclose(
