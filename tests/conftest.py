@@ -30,7 +30,8 @@ def pytest_configure(config: pytest.Config) -> None:
     a second, each compiled once per run instead of once per worker). With xdist the controller
     makes the folder and hands it to its workers (pytest_configure_node); without, the one test
     process makes it. The workers write it at the same time: JAX writes an entry in place, so a
-    reader can meet one half written, which fails zlib's check: JAX warns and compiles the program
+    reader can meet one half written, which fails the decompressor's check (zlib here, zstd where
+    installed): JAX warns and compiles the program
     itself (an entry is never read wrong). No test's subprocess gets the folder (their environments
     are unchanged, so a SIGKILLed child never leaves a cut entry) except the documentation's
     commands (test_doc_commands.py), never killed but by their timeout. Removed at the end by its
