@@ -7,10 +7,10 @@ workdir. Exit codes: lra.training.run_errors.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # before jax loads: glibc reads its allocator at start-up, XLA its flags at backend start
-    from lra.training.cpu_speed import start_with_speed_settings
+if __name__ == "__main__":  # before jax loads: glibc reads its allocator settings at process start
+    from lra.training.cpu_speed import reexec_with_fast_allocator
 
-    start_with_speed_settings()
+    reexec_with_fast_allocator()
 
 import sys  # noqa: E402
 import warnings

@@ -27,10 +27,10 @@ resumes from them (``--restart`` discards them).
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # before jax loads: the speed settings are set up at process start (lra.training.cpu_speed)
-    from lra.training.cpu_speed import start_with_speed_settings
+if __name__ == "__main__":  # before jax loads: the faster allocator is set up at process start (lra.training.cpu_speed)
+    from lra.training.cpu_speed import reexec_with_fast_allocator
 
-    start_with_speed_settings()
+    reexec_with_fast_allocator()
 
 import argparse
 import pathlib

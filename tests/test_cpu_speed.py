@@ -39,7 +39,7 @@ def _train(workdir: Path, data_dir: Path, env: dict[str, str]) -> subprocess.Com
     base = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LD_PRELOAD", "MIMALLOC_PURGE_DELAY", "XLA_FLAGS")
+        if k not in ("GLIBC_TUNABLES", "LRA_FAST_ALLOC_APPLIED", "LD_PRELOAD", "MIMALLOC_PURGE_DELAY")
     }
     return subprocess.run(
         argv, cwd=REPO, env={**base, "JAX_PLATFORMS": "cpu", **env}, capture_output=True, text=True, timeout=600
@@ -65,11 +65,10 @@ def default_run(tmp_path_factory, smoke_data_dir) -> Path:
 
 @pytest.fixture(scope="module")
 def jax_default_run(tmp_path_factory, smoke_data_dir) -> Path:
-    """The same run on jax's default path: allocator, threefry and copy-insertion settings all off
-    (one child for the tests that compare against it; each checks its own setting was off)."""
+    """The same run on jax's default path: allocator and threefry settings both off (one child for
+    the two tests that compare against it; each checks its own setting was off)."""
     workdir = tmp_path_factory.mktemp("speed") / "off"
-    off = {"LRA_FAST_ALLOC": "0", cpu_speed.THREEFRY_SWITCH: "0", cpu_speed.REGION_SWITCH: "0"}
-    done = _train(workdir, smoke_data_dir, off)
+    done = _train(workdir, smoke_data_dir, {"LRA_FAST_ALLOC": "0", cpu_speed.THREEFRY_SWITCH: "0"})
     assert done.returncode == 0, done.stderr[-2000:]
     return workdir
 
@@ -190,36 +189,6 @@ def test_the_one_pass_threefry_is_the_default_and_changes_no_logged_number(defau
     assert _settings(default_run)["threefry"] == "one-pass"
     assert _settings(jax_default_run)["threefry"] == "rolled"
     assert _logged(jax_default_run) == _logged(default_run)
-
-
-def test_region_copy_insertion_is_on_by_default_and_changes_no_logged_number(default_run, jax_default_run):
-    assert _settings(default_run)["copy_insertion"] == "region-analysis"
-    assert _settings(jax_default_run)["copy_insertion"] == "default"
-    assert _logged(jax_default_run) == _logged(default_run)
-
-
-def test_this_jaxlib_knows_the_region_flag_and_an_unknown_flag_is_never_added(monkeypatch):
-    """If a jax upgrade drops the flag, the suite adds nothing (XLA would abort on an unknown flag)
-    and this fails loudly, so the setting is not silently lost."""
-    assert cpu_speed.xla_knows_flag(cpu_speed.REGION_FLAG_NAME), "update lra/training/cpu_speed.py"
-    assert not cpu_speed.xla_knows_flag("xla_cpu_no_such_flag_in_any_xla")
-    monkeypatch.setattr(cpu_speed, "xla_knows_flag", lambda name: False)
-    assert cpu_speed.with_xla_cpu_flags({"XLA_FLAGS": "--xla_dump_to=/x"}) == {"XLA_FLAGS": "--xla_dump_to=/x"}
-
-
-def test_the_region_flag_is_added_once_beside_the_users_flags_and_the_users_own_setting_wins():
-    add = cpu_speed.with_xla_cpu_flags
-    env = add({"XLA_FLAGS": "--xla_dump_to=/x"})
-    assert env["XLA_FLAGS"] == f"--xla_dump_to=/x {cpu_speed.REGION_FLAG}"
-    assert add(env) == env and cpu_speed.region_copy_insertion_in_force(env)
-    assert add({})["XLA_FLAGS"] == cpu_speed.REGION_FLAG
-    mine = {"XLA_FLAGS": f"--{cpu_speed.REGION_FLAG_NAME}=false"}
-    assert add(mine) == mine and not cpu_speed.region_copy_insertion_in_force(mine)
-    assert add({cpu_speed.REGION_SWITCH: "0"}) == {cpu_speed.REGION_SWITCH: "0"}
-    assert cpu_speed.child_environment({cpu_speed.REGION_SWITCH: "off"}).get("XLA_FLAGS") is None
-    assert cpu_speed.REGION_FLAG in cpu_speed.child_environment({"LRA_FAST_ALLOC": "0"})["XLA_FLAGS"]
-    last = {"XLA_FLAGS": f"{cpu_speed.REGION_FLAG} --{cpu_speed.REGION_FLAG_NAME}=false"}
-    assert not cpu_speed.region_copy_insertion_in_force(last)  # XLA keeps the last setting
 
 
 def test_a_threefry_setting_that_is_not_one_is_refused():

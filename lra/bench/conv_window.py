@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     from lra.training import cpu_speed, provenance
     from lra.training.run_files import write_json_atomic, write_text_atomic
 
-    cpu_speed.start_with_speed_settings()  # time the layer as lra.train runs it: mimalloc, one-pass threefry, XLA flags
+    cpu_speed.reexec_with_fast_allocator()  # time the layer as lra.train runs it: mimalloc, one-pass threefry
     cpu_speed.unroll_threefry_on_cpu()
 
     parser = argparse.ArgumentParser(

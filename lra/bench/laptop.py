@@ -3,15 +3,13 @@ suite's CPU speed settings (lra.training.cpu_speed), alternated on one machine.
 
 Each case is a config with options (``configs/listops_convluna.py:cpu,mem=16,reference``) and a
 seed count; each variant is an environment (``default``: jax as it comes, ``LRA_FAST_ALLOC=0``;
-``glibc``: glibc's allocator tunables instead of mimalloc, jax's rolled threefry, XLA's copy
-insertion as it comes; ``fast``: the suite's defaults, mimalloc, the one-pass threefry and the
-region-analysis copy insertion; ``fast-no-region``: those without the region analysis,
-``LRA_REGION_COPY_INSERTION=0``; ``fast+threefry``: jax's fused threefry instead,
-``LRA_UNROLLED_THREEFRY=1``, not bit-identical). A ``-pair`` variant (``fast-pair``,
-``default-pair``) runs two children of its base variant at once, pinned one per core after their
-first compile (``LRA_PIN_CORE``, as sweeps and ``lra.reproduce --jobs 2`` run them): its
-seed-steps/s is the machine's, the sum of the two children's, so its ratio to ``default`` is what a
-two-lane sweep gains over running today's one process at a time. Rounds run
+``glibc``: glibc's allocator tunables instead of mimalloc, jax's rolled threefry; ``fast``: the suite's
+defaults, mimalloc and the one-pass threefry; ``fast+threefry``: jax's fused threefry instead,
+``LRA_UNROLLED_THREEFRY=1``, not bit-identical). A ``-pair`` variant (``fast-pair``, ``default-pair``)
+runs two children of its base variant at once, pinned one per core after their first compile
+(``LRA_PIN_CORE``, as sweeps and ``lra.reproduce --jobs 2`` run them): its seed-steps/s is the
+machine's, the sum of the two children's, so its ratio to ``default`` is what a two-lane sweep gains
+over running today's one process at a time. Rounds run
 every (case, variant) once, in alternating order, so that a shared machine's load hits every
 variant alike; the record keeps every run and the ratios are taken within a round.
 
@@ -39,8 +37,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lra.training import cpu_speed
-
 REPO = Path(__file__).resolve().parents[2]
 CASES = (
     "configs/listops_convluna.py:cpu,mem=16,reference",
@@ -49,10 +45,9 @@ CASES = (
     "configs/listops_convluna.py:cpu",
 )
 VARIANTS: dict[str, dict[str, str]] = {
-    "default": {"LRA_FAST_ALLOC": "0", "LRA_UNROLLED_THREEFRY": "0", "LRA_REGION_COPY_INSERTION": "0"},
-    "glibc": {"LRA_FAST_ALLOC": "glibc", "LRA_UNROLLED_THREEFRY": "0", "LRA_REGION_COPY_INSERTION": "0"},
+    "default": {"LRA_FAST_ALLOC": "0", "LRA_UNROLLED_THREEFRY": "0"},
+    "glibc": {"LRA_FAST_ALLOC": "glibc", "LRA_UNROLLED_THREEFRY": "0"},
     "fast": {},
-    "fast-no-region": {"LRA_REGION_COPY_INSERTION": "0"},
     "fast+threefry": {"LRA_UNROLLED_THREEFRY": "1"},
 }
 # two children of the base variant at once, one pinned to each core (the machine's throughput)
@@ -72,12 +67,8 @@ def _clean_env(extra: dict[str, str]) -> dict[str, str]:
             "LD_PRELOAD",
             "MIMALLOC_PURGE_DELAY",
             "LRA_PIN_CORE",
-            "LRA_REGION_COPY_INSERTION",
         )
     }
-    ours = f"--{cpu_speed.REGION_FLAG_NAME}"  # the child adds it itself unless its variant switches it off
-    flags = " ".join(f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(ours))
-    env = {k: v for k, v in env.items() if k != "XLA_FLAGS"} | ({"XLA_FLAGS": flags} if flags else {})
     return {**env, "JAX_PLATFORMS": "cpu", **extra}
 
 

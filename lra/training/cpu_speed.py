@@ -17,7 +17,7 @@ Three knobs, each on by default for processes that train, each measured and reco
   ConvLuna-16 :reference 32.5k / 4.0k / 0.76k, Luna-16 :reference 50.8k / 5.9k / 0.73k, the same test
   loss to the bit (``results/bench/allocators_60steps.md``; whole-run speed: ``results/bench/laptop_*.md``).
   Both are read at process start, so a command re-executes itself once with them
-  (:func:`start_with_speed_settings`) and parents pass them to children (:func:`child_environment`).
+  (:func:`reexec_with_fast_allocator`) and parents pass them to children (:func:`child_environment`).
   ``LRA_FAST_ALLOC=glibc`` picks the tunables, ``LRA_FAST_ALLOC=0``
   neither.
 * **one-pass threefry** (``LRA_UNROLLED_THREEFRY``; default ``one-pass``): jax lowers the
@@ -27,37 +27,23 @@ Three knobs, each on by default for processes that train, each measured and reco
   not: ``LRA_UNROLLED_THREEFRY=1`` or ``fused`` opts into it, faster, logged numbers move by an ulp;
   ``0`` or ``rolled`` keeps jax's). It is the one place that touches ``jax._src``; a jax upgrade that
   moves it leaves jax's default in force, and ``tests/test_cpu_speed.py`` fails loudly then.
-* **copy insertion by region analysis** (``LRA_REGION_COPY_INSERTION``): XLA's CPU compiler decides
-  which buffers must be copied so that in-place updates (the optimizer's, the donated state's) stay
-  correct; asked to analyse the program by regions (``--xla_cpu_copy_insertion_use_region_analysis``,
-  off in XLA by default) it proves more of those copies unnecessary. A copy moves bits and computes
-  none, so fewer copies leave every number as it was (tested: 20 logged losses; every benchmarked
-  config's test loss to the bit) while the memory-bound step does less: 1.02-1.19x per step on the
-  ConvLuna-16 and Luna-16 ``:reference`` rows (``results/bench/laptop_region_cpu.md``). It is an XLA
-  flag, read when jax starts its backend, so entry points add it to ``XLA_FLAGS`` before jax loads
-  (:func:`start_with_speed_settings`) and parents pass it to children (:func:`child_environment`);
-  a user's own ``XLA_FLAGS`` are kept, and an explicit setting of the same flag wins. A jaxlib whose
-  XLA does not know the flag (it would abort on it) gets nothing added.
 * **pinning** (``LRA_PIN_CORE=N``): runners that start two programs at once pin each to its own
   core *after* XLA has started its intra-op threads (:func:`pin_process_to_core`), so each keeps
   its two threads and computes exactly what an unpinned run does. ``taskset -c N`` at start-up
   would give XLA one thread and change the losses at ulp level.
 
 ``LRA_FAST_ALLOC=0`` switches the allocator settings off (``glibc``: the tunables, not mimalloc);
-``LRA_UNROLLED_THREEFRY=0`` keeps jax's rolled threefry loop, ``=1`` picks jax's fused unrolled one;
-``LRA_REGION_COPY_INSERTION=0`` leaves XLA's copy insertion as it comes.
+``LRA_UNROLLED_THREEFRY=0`` keeps jax's rolled threefry loop, ``=1`` picks jax's fused unrolled one.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
-import mmap
 import os
 import platform
 import sys
 from collections.abc import Mapping
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 from lra.errors import InputError
@@ -65,9 +51,6 @@ from lra.errors import InputError
 ALLOC_SWITCH = "LRA_FAST_ALLOC"
 THREEFRY_SWITCH = "LRA_UNROLLED_THREEFRY"
 PIN_VARIABLE = "LRA_PIN_CORE"
-REGION_SWITCH = "LRA_REGION_COPY_INSERTION"
-REGION_FLAG_NAME = "xla_cpu_copy_insertion_use_region_analysis"
-REGION_FLAG = f"--{REGION_FLAG_NAME}=true"
 # trim_threshold is a size_t: 2**62 is "never"; mmap_max=0 and arena_max=1 as explained above.
 GLIBC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=4611686018427387904"
 _REEXEC_MARK = "LRA_FAST_ALLOC_APPLIED"
@@ -116,53 +99,10 @@ def chosen_allocator(env: Mapping[str, str] | None = None) -> str:
     return "mimalloc"
 
 
-@cache
-def xla_knows_flag(name: str) -> bool:
-    """Whether the installed jaxlib's XLA has the debug flag ``name`` (it aborts on an unknown one
-    in ``XLA_FLAGS``): the flag's name is in one of jaxlib's shared libraries, where XLA registers it."""
-    try:
-        spec = importlib.util.find_spec("jaxlib")  # the package's folder, without loading its libraries
-    except (ImportError, ValueError):
-        return False
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    needle = name.encode()
-    for folder in spec.submodule_search_locations:
-        for library in sorted(Path(folder).rglob("*.so")):
-            try:
-                with library.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    if data.find(needle) >= 0:
-                        return True
-            except (OSError, ValueError):  # unreadable, or empty (mmap refuses length 0)
-                continue
-    return False
-
-
-def with_xla_cpu_flags(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with the region-analysis copy insertion added to ``XLA_FLAGS`` (unless switched off,
-    already set by the user either way, or unknown to this jaxlib's XLA)."""
-    out = dict(env)
-    flags = out.get("XLA_FLAGS", "")
-    if not _switched_on(REGION_SWITCH, out) or f"--{REGION_FLAG_NAME}" in flags or not xla_knows_flag(REGION_FLAG_NAME):
-        return out
-    out["XLA_FLAGS"] = f"{flags} {REGION_FLAG}".strip()
-    return out
-
-
-def region_copy_insertion_in_force(env: Mapping[str, str] | None = None) -> bool:
-    """Whether ``XLA_FLAGS`` (this process's by default) turns the region analysis on: the last
-    setting of the flag is the one XLA keeps."""
-    flags = (os.environ if env is None else env).get("XLA_FLAGS", "").split()
-    settings = [f.partition("=") for f in flags]
-    values = [value or "true" for name, _, value in settings if name == f"--{REGION_FLAG_NAME}"]
-    return bool(values) and values[-1].strip().lower() in ("true", "1")
-
-
 def child_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this process's) with the allocator settings and XLA flags added for a child
-    that trains. A user's own ``LD_PRELOAD``, ``GLIBC_TUNABLES``, ``MIMALLOC_*`` and ``XLA_FLAGS`` are
-    kept, ours added beside them."""
-    out = with_xla_cpu_flags(os.environ if env is None else env)
+    """``env`` (default: this process's) with the allocator settings added for a child that trains.
+    A user's own ``LD_PRELOAD``, ``GLIBC_TUNABLES`` and ``MIMALLOC_*`` are kept, ours added beside them."""
+    out = dict(os.environ if env is None else env)
     kind = chosen_allocator(out)
     if kind == "default":
         return out
@@ -199,13 +139,11 @@ def fast_allocator_active() -> bool:
     return allocator_in_force() != "default"
 
 
-def start_with_speed_settings() -> None:
-    """A command line's first step, before jax loads: add the XLA flags to this process's
-    ``XLA_FLAGS`` (read when jax starts its backend), then re-execute this command once with the
-    allocator settings. The re-execution is skipped when they are already in force, switched off, or
-    not on glibc; without the mimalloc wheel, the glibc tunables and one line of advice; a failed
-    exec leaves the process running as it is, with one line of advice."""
-    os.environ.update(with_xla_cpu_flags(os.environ))
+def reexec_with_fast_allocator() -> None:
+    """Re-execute this command once with the allocator settings, before jax loads (a command line's
+    first step). No-op when they are already in force, switched off, or not on glibc; without the
+    mimalloc wheel, the glibc tunables and one line of advice; a failed exec leaves the process
+    running as it is, with one line of advice."""
     if not fast_allocator_wanted() or os.environ.get(_REEXEC_MARK):
         return
     if chosen_allocator() == "glibc-tunables" and os.environ.get(ALLOC_SWITCH, "").strip().lower() != "glibc":
@@ -295,5 +233,4 @@ def settings() -> dict[str, object]:
         "unrolled_threefry": _threefry_unrolled,  # jax's fused lowering (not bit-identical)
         "threefry": _threefry_in_force(),
         "pinned_core": os.environ.get(PIN_VARIABLE) or None,
-        "copy_insertion": "region-analysis" if region_copy_insertion_in_force() else "default",
     }
