@@ -507,11 +507,12 @@ def _all_cases() -> dict[str, dict[str, dict[str, tuple[Writer, str]]]]:
     from test_reproduce_agglomerative_table1 import TABLE1_CASES
     from test_reproduce_appendix import APPENDIX_CASES
     from test_reproduce_confirm import CONFIRM_CASES
+    from test_reproduce_long import LONG_CASES
     from test_reproduce_recall import RECALL_CASES
 
     return {
         **CASES,
-        "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES},
+        "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES, **LONG_CASES},
         "agglomerative": {**CASES["agglomerative"], **TABLE1_CASES},
         "cheap_linear": {**CASES["cheap_linear"], **RECALL_CASES},
     }
