@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,30 @@ from lra.training.schedules import make_optimizer
 from lra.training.seeds import run_seeds, seed_workdirs, stack, take
 from lra.training.steps import State, evaluate_split, make_init, make_steps
 from lra.training.stop_signals import StopSignals, agreed_stop
+
+SAVE_THREADS = 8  # seeds' checkpoints saved side by side in one process (1: one after another)
+
+
+def save_each(saves: list[Callable[[], None]]) -> None:
+    """Run each seed's checkpoint save; with several seeds in one process, side by side.
+
+    A save mostly waits (orbax's threads, an fsync per file), so vmapped seeds saved one after
+    another dominated a many-seed run: 20 seeds of a smoke run under cProfile spent 80 of 106 loop
+    seconds saving, and 20 small saves took 2.9-4.3 s in a row against 1.3 s in 8 threads on the
+    2-core machine. Each seed's checkpoints are its own folder and manager, so the saves do not
+    touch each other. Every save runs to its end, then the first failure in seed order is raised
+    (one after another, the seeds after it were not saved; here they are, which loses nothing).
+    Several processes save one at a time: orbax's collective saves must meet in the same order on
+    every host.
+    """
+    if len(saves) <= 1 or SAVE_THREADS <= 1 or jax.process_count() > 1:
+        for save in saves:
+            save()
+        return
+    with ThreadPoolExecutor(max_workers=min(len(saves), SAVE_THREADS), thread_name_prefix="lra-save") as pool:
+        futures = [pool.submit(save) for save in saves]
+    for future in futures:
+        future.result()
 
 
 def train_and_evaluate(
@@ -364,6 +391,7 @@ class Trainer:
         )
         best_val = np.array(self.state["best_val_accuracy"], np.float32)  # a writable copy
         best_step = np.array(self.state["best_step"], np.int32)
+        saves: list[Callable[[], None]] = []
         for run in self._active():
             metrics = val[run.index]
             if not all(np.isfinite(v) for v in metrics.values()):  # never select on a NaN
@@ -379,11 +407,11 @@ class Trainer:
             self.progress.update(step, "validation", metrics, index=run.index, label=run.label.rstrip(": "))
             if metrics["accuracy"] > float(best_val[run.index]):
                 best_val[run.index], best_step[run.index] = metrics["accuracy"], step
-                run.checkpoints.save_best(
-                    step,
-                    {"params": take(self.state["params"], run.index), "step": self.state["step"][run.index]},
-                    metrics={"accuracy": float(metrics["accuracy"])},
+                best = {"params": take(self.state["params"], run.index), "step": self.state["step"][run.index]}
+                saves.append(
+                    partial(run.checkpoints.save_best, step, best, metrics={"accuracy": float(metrics["accuracy"])})
                 )
+        save_each(saves)
         self.state["best_val_accuracy"] = self._put(best_val, np.float32)
         self.state["best_step"] = self._put(best_step, np.int32)
 
@@ -397,8 +425,7 @@ class Trainer:
             seconds, steps = multihost_utils.broadcast_one_to_all((np.float32(seconds), np.int32(steps)))
         self.state["train_seconds"] = self._put(seconds, np.float32)
         self.state["timed_steps"] = self._put(steps, np.int32)
-        for run in self._active():
-            run.checkpoints.save_latest(step, take(self.state, run.index))
+        save_each([partial(run.checkpoints.save_latest, step, take(self.state, run.index)) for run in self._active()])
 
     # -- the end -----------------------------------------------------------------------------------
 
