@@ -181,3 +181,25 @@ def test_two_writers_of_one_file_never_collide_or_tear_it(tmp_path):
         t.join()
     assert errors == [] and torn == []
     assert json.loads(path.read_text()) in versions and [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_export_warns_when_a_record_names_a_commit_this_history_lacks(tmp_path, capsys):
+    """A lent machine's records name a hand-declared commit: a typo is said at export, by name."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "rule"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    typo = head[:7] + ("0" if head[7] != "0" else "1") + head[8:]
+    for name, commit in (("good", head), ("typo", typo)):
+        run = tmp_path / "runs" / name / "seed0"
+        run.mkdir(parents=True)
+        record = {**result_record(), "git_commit": f"{commit}-declared", "git_commit_start": f"{commit}-declared"}
+        (run / "result.json").write_text(json.dumps(record))
+    exported = export_records(tmp_path / "runs", repo / "results")
+    assert len(exported) == 2  # exported all the same: the data are real, their provenance needs a word
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and typo in warnings[0] and "typo/seed0/result.json" in warnings[0]

@@ -382,4 +382,39 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
             if (run / name).exists():
                 write_bytes_atomic(target / name, (run / name).read_bytes())
         exported.append(target)
+        missing = commit_not_in_history(result, target)
+        if missing:
+            _warn(
+                f"{target / 'result.json'} names commit {missing}, which this repository's history does not have "
+                "(a mistyped LRA_GIT_COMMIT, or a commit never brought here): `python -m lra.reproduce --audit` "
+                "cannot place the run after its claim's rule; fix the declaration, or say in the record why it differs"
+            )
     return exported
+
+
+def commit_not_in_history(result: Path, where: Path) -> str | None:
+    """The commit a run's result.json started from (``git_commit_start``, else ``git_commit``; less
+    ``-declared``/``-dirty``) when the git repository holding ``where`` lacks it; None when it has it,
+    when the record names none (``unknown``), or when ``where`` is in no git repository. A lent
+    machine's records name a commit declared by hand (``LRA_GIT_COMMIT``): this catches a typo at export,
+    before the audit would call the claim exploratory (it happened once: 6f44cbb5b97e for 6f44cbb1c708)."""
+    try:
+        data = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return None
+    commit = (data.get("git_commit_start") or data.get("git_commit")) if isinstance(data, dict) else None
+    if not isinstance(commit, str):
+        return None
+    commit = commit.removesuffix("-declared").removesuffix("-dirty")
+    if not commit or commit == "unknown":
+        return None
+    try:
+        inside = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=where, capture_output=True, timeout=10)
+        if inside.returncode != 0:
+            return None
+        known = subprocess.run(
+            ["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=where, capture_output=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return None if known.returncode == 0 else commit
