@@ -37,6 +37,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lra.training.run_files import commit_base
+
 PRE_REGISTERED = "pre-registered"
 EXPLORATORY = "exploratory"
 NO_RECORDS = "no records yet"
@@ -138,12 +140,6 @@ def rule_commits(root: Path, current: dict[str, str], cache: Path | None = None)
     return found
 
 
-def _base(commit: str) -> tuple[str, bool]:
-    commit = commit.removesuffix("-declared")  # lra.training.run_files.git_commit: sent files, told their commit
-    dirty = commit.endswith("-dirty")
-    return commit.removesuffix("-dirty"), dirty
-
-
 def is_ancestor(root: Path, older: str, newer: str) -> bool | None:
     """Whether ``older`` is an ancestor of (or equal to) ``newer``; None when either is unknown here."""
     for c in (older, newer):
@@ -196,7 +192,7 @@ def judge_registration(root: Path, key: str, rule_commit: str | None, records: I
         if commit is None:
             reasons.append(f"{rel}: {field}")
             continue
-        base, _dirty = _base(commit)
+        base = commit_base(commit)  # -declared: sent files, told their commit; -dirty: counts as its commit
         after = is_ancestor(root, rule_commit, base)
         if after is None:
             reasons.append(f"{rel}: its {field} {commit[:12]} is not in this repository's history")

@@ -392,6 +392,12 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
     return exported
 
 
+def commit_base(commit: str) -> str:
+    """The commit a :func:`git_commit` value names: ``-declared`` (a copy told its commit) and ``-dirty``
+    (uncommitted changes on top) taken off."""
+    return commit.removesuffix("-declared").removesuffix("-dirty")
+
+
 def commit_not_in_history(result: Path, where: Path) -> str | None:
     """The commit a run's result.json started from (``git_commit_start``, else ``git_commit``; less
     ``-declared``/``-dirty``) when the git repository holding ``where`` lacks it; None when it has it,
@@ -405,7 +411,7 @@ def commit_not_in_history(result: Path, where: Path) -> str | None:
     commit = (data.get("git_commit_start") or data.get("git_commit")) if isinstance(data, dict) else None
     if not isinstance(commit, str):
         return None
-    commit = commit.removesuffix("-declared").removesuffix("-dirty")
+    commit = commit_base(commit)
     if not commit or commit == "unknown":
         return None
     try:
