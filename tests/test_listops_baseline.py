@@ -76,3 +76,32 @@ def test_command_line_reads_config_fields_as_lra_train_does(capsys):
     assert lb.main(["--config", "configs/listops_transformer.py:smoke", "--config.data.nope=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --config.data.nope=1: ") and "no field 'nope'" in err[0]
+
+
+def test_the_convluna_report_draws_it_from_the_rows_data(finished_smoke_run, tmp_path):
+    """Issue 35: the reproduction report's seed figure draws the baseline of the data its rows'
+    records name (their config.json) and its caption states it; rows without such a record draw none."""
+    import shutil
+
+    import ml_collections
+
+    from conftest import result_record
+    from lra.reproduce import convluna, registry, report
+
+    workdir, _ = finished_smoke_run
+    for label, acc in (("Luna-16 (reference)", 0.35), ("ConvLuna-16 (reference)", 0.41)):
+        folder = tmp_path / convluna.run_dir(label) / "seed0"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(
+            json.dumps(result_record(variant=label, seed=0, task="listops", test_accuracy=acc, num_train_steps=1500))
+        )
+        shutil.copy(workdir / "config.json", folder / "config.json")
+    expected = lb.for_config(ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text())))
+    report.write(registry.papers(), tmp_path, ["convluna"])
+    text = (tmp_path / "results/reproductions/convluna/report.md").read_text()
+    assert f"In listops_rows.png the dashed line is the {lb.line(expected, 'test')}" in text
+    assert (tmp_path / "results/reproductions/convluna/listops_rows.png").stat().st_size > 0
+    for config in tmp_path.glob("results/runs/**/config.json"):
+        config.unlink()
+    report.write(registry.papers(), tmp_path, ["convluna"])
+    assert "dashed line" not in (tmp_path / "results/reproductions/convluna/report.md").read_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from lra.reports.table_build import Table
@@ -77,22 +78,33 @@ def listops_baseline(runs: Sequence[RunResult]) -> tuple[dict[str, Any] | None, 
     """(the structure-free baseline on the data of the table's ListOps runs, or None; a sentence for
     the table). The data come from the first run's config.json; without one (older synthetic
     records) there is nothing to compute, and data that cannot be loaded are said, not guessed."""
+    for run in runs:
+        if run.task == "listops":
+            found = baseline_of_record(run.workdir / "config.json")
+            if found != (None, None):
+                return found
+    return None, None
+
+
+def baseline_of_record(config_json: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The structure-free baseline on the data a ListOps run's ``config.json`` names, and a sentence
+    for a table or report; (None, None) where the record names no ListOps data (older synthetic
+    records), (None, why) where those data cannot be loaded."""
     from lra.reports import listops_baseline as lb
 
-    for run in runs:
-        recorded = read_json_object(run.workdir / "config.json") if (run.workdir / "config.json").exists() else {}
-        if run.task == "listops" and isinstance(recorded.get("data"), dict):
-            from lra.data.types import DataError
-            from lra.defaults import task_config
+    recorded = read_json_object(config_json) if config_json.exists() else {}
+    if recorded.get("task", "listops") != "listops" or not isinstance(recorded.get("data"), dict):
+        return None, None
+    from lra.data.types import DataError
+    from lra.defaults import task_config
 
-            config = task_config("listops")  # the data section is all the baseline reads
-            try:
-                config.data_dir = recorded.get("data_dir", "")
-                for key, value in recorded["data"].items():
-                    if key in config.data:
-                        config.data[key] = tuple(value) if isinstance(value, list) else value
-                result = lb.for_config(config)
-            except (DataError, OSError, ValueError, TypeError) as e:
-                return None, f"Structure-free baseline not computed: the runs' ListOps data could not be loaded ({e})."
-            return result, f"Reference: {lb.line(result, 'test')} (`python -m lra.reports.listops_baseline`)."
-    return None, None
+    config = task_config("listops")  # the data section is all the baseline reads
+    try:
+        config.data_dir = recorded.get("data_dir", "")
+        for key, value in recorded["data"].items():
+            if key in config.data:
+                config.data[key] = tuple(value) if isinstance(value, list) else value
+        result = lb.for_config(config)
+    except (DataError, OSError, ValueError, TypeError) as e:
+        return None, f"Structure-free baseline not computed: the runs' ListOps data could not be loaded ({e})."
+    return result, f"Reference: {lb.line(result, 'test')} (`python -m lra.reports.listops_baseline`)."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -74,19 +75,25 @@ def heatmaps(grid: Mapping[tuple[str, int, int], float], lengths, clusters, path
         plt.close(fig)
 
 
-def seed_dots(rows: Mapping[str, Mapping[int, float]], path: Path, title: str) -> None:
-    """Test accuracy per seed (dots) and the mean (bar) for each row that has runs, one row per line."""
+def seed_dots(rows: Mapping[str, Mapping[int, float]], path: Path, title: str, baseline: float | None = None) -> None:
+    """Test accuracy per seed (dots) and the mean (bar) for each row that has runs, one row per line;
+    ``baseline`` (test %, e.g. ListOps's structure-free rule) as a dashed line: a row on it learned nothing."""
     plt = _pyplot()
     labels = list(rows)
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(labels) + 1.2))
+    lines = textwrap.wrap(title, 110)  # a one-line title this long is cut off at the figure's edges
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(labels) + 1.2 + 0.15 * len(lines)))
     for i, label in enumerate(labels):
         values = list(rows[label].values())
         ax.scatter(values, [i] * len(values), s=14, color="C0", zorder=3)
         ax.plot([sum(values) / len(values)] * 2, [i - 0.3, i + 0.3], color="C3", lw=2)
+    xlabel = "test accuracy (%): dots are seeds, red bars their mean"
+    if baseline is not None:
+        ax.axvline(baseline, color="0.4", ls="--", lw=1)
+        xlabel += f",\ndashed line the structure-free baseline ({baseline:.1f}%)"
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("test accuracy (%): dots are seeds, red bars their mean")
-    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel)
+    fig.suptitle("\n".join(lines), fontsize=8)  # centred on the figure: long row labels push the axes right
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from lra.reproduce import audit
 from lra.reproduce.registry import INCOMPLETE, NOT_TESTABLE, REPO, Claim, Outcome, Paper
@@ -56,7 +57,8 @@ def claim_section(paper: Paper, claim: Claim, outcome: Outcome,
 
 
 def paper_report(paper: Paper, outcomes: dict[str, Outcome], figures: list[str],
-                 registrations: dict[str, audit.Registration] | None = None) -> str:
+                 registrations: dict[str, audit.Registration] | None = None,
+                 captions: dict[str, str] | None = None) -> str:
     regs = registrations or {}
     head = [f"# {paper.title}", "", f"{paper.citation}. Regenerate: `python -m lra.reproduce {paper.key}` "
             "(runs what is missing, then rewrites this page; `--dry-run` lists the commands).", "",
@@ -65,6 +67,8 @@ def paper_report(paper: Paper, outcomes: dict[str, Outcome], figures: list[str],
     head += [f"| `{c.id}` | {_cell(c.where)} | {outcomes[c.id].verdict} | {_registration_cell(regs.get(c.id), c)} | "
              f"{_cell(outcomes[c.id].ours or '')} |" for c in paper.claims]
     head += [""] + [f"![{_alt(f)}]({f})" for f in figures] + ([""] if figures else [])
+    for caption in (captions or {}).values():
+        head += [f"*{caption}*", ""]
     return "\n".join(head + [claim_section(paper, c, outcomes[c.id], regs.get(c.id)) for c in paper.claims])
 
 
@@ -104,10 +108,25 @@ def index(results: dict[str, tuple[Paper, dict[str, Outcome]]],
     return "\n".join(lines) + "\n"
 
 
-def paper_figures(paper: Paper, root: Path) -> list[str]:
-    """Draw the paper's figures from its records into its report folder; returns their file names."""
+def structure_free_baseline(root: Path, record_dirs: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """ListOps's structure-free baseline on the data of the first run found under ``record_dirs``
+    (lra.reports.listops_baseline; every row of one study trains on the same data), and its sentence."""
+    from lra.reports.table_curves import baseline_of_record
+
+    for record_dir in record_dirs:
+        for config_json in sorted((root / record_dir).glob("seed*/config.json")):
+            found = baseline_of_record(config_json)
+            if found != (None, None):
+                return found
+    return None, None
+
+
+def paper_figures(paper: Paper, root: Path) -> tuple[list[str], dict[str, str]]:
+    """Draw the paper's figures from its records into its report folder; returns their file names
+    and, for some, a caption (what a reference line in it is)."""
     out = root / OUT / paper.key
     names: list[str] = []
+    captions: dict[str, str] = {}
     if paper.key == "clustered":
         from lra.reproduce import clustered, figures
 
@@ -118,19 +137,23 @@ def paper_figures(paper: Paper, root: Path) -> list[str]:
                                  f"{L}: {n:,}" for L, n in clustered.STEPS.items()))
             names.append("fig5_masked_copy.png")
     if paper.key == "convluna":
-        from lra.reproduce import convluna, figures
+        from lra.reports.listops_baseline import line as baseline_line
+        from lra.reproduce import convluna, convluna_confirm, figures
 
-        rows = convluna.rows_with_runs(root)
-        if rows:
-            figures.seed_dots(rows, out / "listops_rows.png", f"ConvLuna paper's ListOps rows at laptop scale: {convluna.SCALE}")
-            names.append("listops_rows.png")
-        from lra.reproduce import convluna_confirm
-
-        confirm = convluna_confirm.rows_with_runs(root)
-        if confirm:
-            figures.seed_dots(confirm, out / "listops_rows_confirm.png",
-                              f"CONFIRMATORY ListOps rows: {convluna_confirm.SCALE}")
-            names.append("listops_rows_confirm.png")
+        for module, name, title in (
+            (convluna, "listops_rows.png", f"ConvLuna paper's ListOps rows at laptop scale: {convluna.SCALE}"),
+            (convluna_confirm, "listops_rows_confirm.png", f"CONFIRMATORY ListOps rows: {convluna_confirm.SCALE}"),
+        ):
+            rows = module.rows_with_runs(root)
+            if rows:
+                baseline, sentence = structure_free_baseline(root, [module.run_dir(label) for label in rows])
+                figures.seed_dots(rows, out / name, title, None if baseline is None else 100 * baseline["test_accuracy"])
+                names.append(name)
+                if baseline is not None:
+                    captions[name] = (f"In {name} the dashed line is the {baseline_line(baseline, 'test')} "
+                                      "(`python -m lra.reports.listops_baseline`).")
+                elif sentence:
+                    captions[name] = f"{name}: {sentence}"
         if (root / PILOT_CURVES).exists():  # exploratory: it chose the confirmatory design, it judges nothing
             names.append("../../" + PILOT_CURVES.relative_to("results").as_posix())
     if paper.key == "agglomerative":
@@ -140,7 +163,7 @@ def paper_figures(paper: Paper, root: Path) -> list[str]:
         if record and record.get("rows"):
             figures.timing_plot(record, out / "fig1_timing.png")
             names.append("fig1_timing.png")
-    return names
+    return names, captions
 
 
 def write(papers: dict[str, Paper], root: Path = REPO, selected: list[str] | None = None) -> list[Path]:
@@ -156,7 +179,8 @@ def write(papers: dict[str, Paper], root: Path = REPO, selected: list[str] | Non
         path = root / OUT / key / "report.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         mine = {c.id: regs[f"{key}/{c.id}"] for c in paper.claims}
-        write_text_atomic(path, paper_report(paper, outcomes, paper_figures(paper, root), mine))
+        names, captions = paper_figures(paper, root)
+        write_text_atomic(path, paper_report(paper, outcomes, names, mine, captions))
         written.append(path)
     index_path = root / OUT / "README.md"
     write_text_atomic(index_path, index(results, regs))
