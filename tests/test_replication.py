@@ -26,6 +26,11 @@ def _copy(tmp_path: Path) -> Path:
     return out
 
 
+def _no_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The records name the 96k-example split, whose structure-free baseline would generate it (minutes)."""
+    monkeypatch.setattr(replication, "structure_free", lambda _: (None, None))
+
+
 def test_a_copy_of_the_registered_runs_gets_the_registered_verdict_and_zero_differences(tmp_path: Path) -> None:
     replica = _copy(tmp_path)
     outcome = replication.judge_on([_claim()], REGISTERED, replica)[CLAIM]
@@ -51,8 +56,9 @@ def test_the_verdict_and_the_differences_come_from_the_replication(tmp_path: Pat
 
 
 def test_main_writes_both_files_and_refuses_unknown_or_foreign_claims(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _no_baseline(monkeypatch)
     replica = _copy(tmp_path)
     args = ["--paper", "convluna", "--registered", REGISTERED, "--replication", str(replica), "--label", "copy"]
     assert replication.main([*args, "--claims", CLAIM, "--out", str(tmp_path / "out")]) == 0
@@ -78,3 +84,30 @@ def test_a_damaged_or_foreign_record_is_named_and_never_averaged(tmp_path: Path)
     assert row["common_seeds"] == list(range(12, 20))
     assert len(row["skipped"]) == 2 and "seed11" in row["skipped"][1] and "its seed is 12" in row["skipped"][1]
     assert "Records skipped" in replication.render("x", {}, [row], "cmd")
+
+
+def test_the_report_states_the_structure_free_baseline_of_the_replications_data(
+    tmp_path: Path, finished_smoke_run: tuple[Path, dict]
+) -> None:
+    """Issue 35 item 2: a ListOps replication report states the trivial baseline of its records'
+    data (here a smoke run's, put in every record: the registered 96k split would take minutes)."""
+    import ml_collections
+
+    from lra.reports import listops_baseline as lb
+
+    replica = _copy(tmp_path)
+    smoke = json.loads((finished_smoke_run[0] / "config.json").read_text())
+    for path in replica.glob("*/seed*/config.json"):
+        path.write_text(
+            json.dumps({**json.loads(path.read_text()), "data": smoke["data"], "data_dir": smoke["data_dir"]})
+        )
+    args = ["--paper", "convluna", "--registered", REGISTERED, "--replication", str(replica), "--label", "copy"]
+    assert replication.main([*args, "--claims", CLAIM, "--out", str(tmp_path / "out")]) == 0
+    saved = json.loads((tmp_path / "out" / "replication.json").read_text())
+    expected = lb.for_config(ml_collections.ConfigDict(smoke))
+    assert saved["listops_structure_free_baseline"] == expected
+    assert f"Reference: {lb.line(expected, 'test')}" in (tmp_path / "out" / "replication.md").read_text()
+    for path in replica.glob("*/seed*/config.json"):  # records that name no data: no sentence, no guess
+        path.unlink()
+    assert replication.main([*args, "--claims", CLAIM, "--out", str(tmp_path / "none")]) == 0
+    assert "structure-free" not in (tmp_path / "none" / "replication.md").read_text()

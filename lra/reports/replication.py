@@ -95,8 +95,23 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def render(label: str, outcomes: dict[str, Any], rows: list[dict[str, Any]], command: str) -> str:
-    """The markdown report: the verdicts on the replication, then the seed-by-seed comparison."""
+def structure_free(replication: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """ListOps's structure-free baseline on the data the replication's first recorded run names (its
+    rows share one data set), and the report's sentence; (None, None) for records that name no ListOps data."""
+    from lra.reports.table_curves import baseline_of_record
+
+    for config_json in sorted(replication.glob("*/seed*/config.json")):
+        found = baseline_of_record(config_json)
+        if found != (None, None):
+            return found
+    return None, None
+
+
+def render(
+    label: str, outcomes: dict[str, Any], rows: list[dict[str, Any]], command: str, reference: str | None = None
+) -> str:
+    """The markdown report: the verdicts on the replication, then the seed-by-seed comparison, then
+    ``reference`` (the trivial baseline's sentence, where there is one)."""
     lines = [
         f"# Registered claims judged on a replication: {label}",
         "",
@@ -134,6 +149,8 @@ def render(label: str, outcomes: dict[str, Any], rows: list[dict[str, Any]], com
     skipped = [s for r in rows for s in r.get("skipped", [])]
     if skipped:
         lines += ["", "Records skipped (damaged, unfinished or foreign): " + "; ".join(skipped)]
+    if reference:
+        lines += ["", reference]
     return "\n".join(lines) + "\n"
 
 
@@ -175,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m lra.reports.replication " + " ".join(
         a if " " not in a else f'"{a}"' for a in (argv if argv is not None else sys.argv[1:])
     )
-    text = render(args.label, outcomes, rows, command)
+    baseline, reference = structure_free(args.replication)
+    text = render(args.label, outcomes, rows, command, reference)
     print(text, end="")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -196,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                     for k, o in outcomes.items()
                 },
                 "rows": rows,
+                "listops_structure_free_baseline": baseline,
             },
         )
     return 0
