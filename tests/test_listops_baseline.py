@@ -80,7 +80,8 @@ def test_command_line_reads_config_fields_as_lra_train_does(capsys):
 
 def test_the_convluna_report_draws_it_from_the_rows_data(finished_smoke_run, tmp_path):
     """Issue 35: the reproduction report's seed figure draws the baseline of the data its rows'
-    records name (their config.json) and its caption states it; rows without such a record draw none."""
+    records name (their config.json) and its caption states it; a damaged record is said, rows
+    without such a record draw none."""
     import shutil
 
     import ml_collections
@@ -101,7 +102,13 @@ def test_the_convluna_report_draws_it_from_the_rows_data(finished_smoke_run, tmp
     text = (tmp_path / "results/reproductions/convluna/report.md").read_text()
     assert f"In listops_rows.png the dashed line is the {lb.line(expected, 'test')}" in text
     assert (tmp_path / "results/reproductions/convluna/listops_rows.png").stat().st_size > 0
+    for config in tmp_path.glob("results/runs/**/config.json"):  # damaged: said, not guessed, not a crash
+        config.write_text("{ damaged")
+    report.write(registry.papers(), tmp_path, ["convluna"])
+    text = (tmp_path / "results/reproductions/convluna/report.md").read_text()
+    assert "dashed line" not in text and "Structure-free baseline not computed: " in text and "unreadable" in text
     for config in tmp_path.glob("results/runs/**/config.json"):
         config.unlink()
     report.write(registry.papers(), tmp_path, ["convluna"])
-    assert "dashed line" not in (tmp_path / "results/reproductions/convluna/report.md").read_text()
+    text = (tmp_path / "results/reproductions/convluna/report.md").read_text()
+    assert "dashed line" not in text and "Structure-free baseline" not in text

@@ -98,13 +98,9 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 def structure_free(replication: Path) -> tuple[dict[str, Any] | None, str | None]:
     """ListOps's structure-free baseline on the data the replication's first recorded run names (its
     rows share one data set), and the report's sentence; (None, None) for records that name no ListOps data."""
-    from lra.reports.table_curves import baseline_of_record
+    from lra.reports.table_curves import first_baseline
 
-    for config_json in sorted(replication.glob("*/seed*/config.json")):
-        found = baseline_of_record(config_json)
-        if found != (None, None):
-            return found
-    return None, None
+    return first_baseline(sorted(replication.glob("*/seed*/config.json")))
 
 
 def render(

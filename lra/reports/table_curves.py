@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,21 +78,30 @@ def listops_baseline(runs: Sequence[RunResult]) -> tuple[dict[str, Any] | None, 
     """(the structure-free baseline on the data of the table's ListOps runs, or None; a sentence for
     the table). The data come from the first run's config.json; without one (older synthetic
     records) there is nothing to compute, and data that cannot be loaded are said, not guessed."""
-    for run in runs:
-        if run.task == "listops":
-            found = baseline_of_record(run.workdir / "config.json")
-            if found != (None, None):
-                return found
+    return first_baseline(run.workdir / "config.json" for run in runs if run.task == "listops")
+
+
+def first_baseline(config_jsons: Iterable[Path]) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`baseline_of_record` of the first record that names ListOps data (a study's rows share
+    one data set); (None, None) when none does."""
+    for config_json in config_jsons:
+        found = baseline_of_record(config_json)
+        if found != (None, None):
+            return found
     return None, None
 
 
 def baseline_of_record(config_json: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The structure-free baseline on the data a ListOps run's ``config.json`` names, and a sentence
     for a table or report; (None, None) where the record names no ListOps data (older synthetic
-    records), (None, why) where those data cannot be loaded."""
+    records), (None, why) where the record or those data cannot be read."""
     from lra.reports import listops_baseline as lb
 
-    recorded = read_json_object(config_json) if config_json.exists() else {}
+    not_computed = "Structure-free baseline not computed: "
+    try:
+        recorded = read_json_object(config_json) if config_json.exists() else {}
+    except ValueError as e:
+        return None, f"{not_computed}{config_json} is {e}."
     if recorded.get("task", "listops") != "listops" or not isinstance(recorded.get("data"), dict):
         return None, None
     from lra.data.types import DataError
@@ -106,5 +115,5 @@ def baseline_of_record(config_json: Path) -> tuple[dict[str, Any] | None, str | 
                 config.data[key] = tuple(value) if isinstance(value, list) else value
         result = lb.for_config(config)
     except (DataError, OSError, ValueError, TypeError) as e:
-        return None, f"Structure-free baseline not computed: the runs' ListOps data could not be loaded ({e})."
+        return None, f"{not_computed}the runs' ListOps data could not be loaded ({e})."
     return result, f"Reference: {lb.line(result, 'test')} (`python -m lra.reports.listops_baseline`)."

@@ -111,14 +111,9 @@ def index(results: dict[str, tuple[Paper, dict[str, Outcome]]],
 def structure_free_baseline(root: Path, record_dirs: list[str]) -> tuple[dict[str, Any] | None, str | None]:
     """ListOps's structure-free baseline on the data of the first run found under ``record_dirs``
     (lra.reports.listops_baseline; every row of one study trains on the same data), and its sentence."""
-    from lra.reports.table_curves import baseline_of_record
+    from lra.reports.table_curves import first_baseline
 
-    for record_dir in record_dirs:
-        for config_json in sorted((root / record_dir).glob("seed*/config.json")):
-            found = baseline_of_record(config_json)
-            if found != (None, None):
-                return found
-    return None, None
+    return first_baseline(path for d in record_dirs for path in sorted((root / d).glob("seed*/config.json")))
 
 
 def paper_figures(paper: Paper, root: Path) -> tuple[list[str], dict[str, str]]:
