@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lra.training.run_files import commit_base
+from lra.training.run_files import commit_base, record_commit
 
 PRE_REGISTERED = "pre-registered"
 EXPLORATORY = "exploratory"
@@ -146,22 +146,6 @@ def is_ancestor(root: Path, older: str, newer: str) -> bool | None:
         if _git(root, "cat-file", "-e", f"{c}^{{commit}}").returncode != 0:
             return None
     return _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0
-
-
-def record_commit(path: Path) -> tuple[str | None, str]:
-    """(the commit the record's data came from, which field said so)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None, "unreadable"
-    if not isinstance(data, dict):
-        return None, "not a JSON object"
-    if isinstance(data.get("git_commit_start"), str):
-        return data["git_commit_start"], "git_commit_start"
-    if isinstance(data.get("git_commit"), str):
-        field = "git_commit (end of the run)" if path.name == "result.json" else "git_commit"
-        return data["git_commit"], field
-    return None, "no commit recorded"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -398,18 +398,30 @@ def commit_base(commit: str) -> str:
     return commit.removesuffix("-declared").removesuffix("-dirty")
 
 
+def record_commit(path: Path) -> tuple[str | None, str]:
+    """(the commit the record's data came from, which field said so)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, "unreadable"
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    if isinstance(data.get("git_commit_start"), str):
+        return data["git_commit_start"], "git_commit_start"
+    if isinstance(data.get("git_commit"), str):
+        field = "git_commit (end of the run)" if path.name == "result.json" else "git_commit"
+        return data["git_commit"], field
+    return None, "no commit recorded"
+
+
 def commit_not_in_history(result: Path, where: Path) -> str | None:
     """The commit a run's result.json started from (``git_commit_start``, else ``git_commit``; less
     ``-declared``/``-dirty``) when the git repository holding ``where`` lacks it; None when it has it,
     when the record names none (``unknown``), or when ``where`` is in no git repository. A lent
     machine's records name a commit declared by hand (``LRA_GIT_COMMIT``): this catches a typo at export,
     before the audit would call the claim exploratory (it happened once: 6f44cbb5b97e for 6f44cbb1c708)."""
-    try:
-        data = json.loads(result.read_text())
-    except (OSError, ValueError):
-        return None
-    commit = (data.get("git_commit_start") or data.get("git_commit")) if isinstance(data, dict) else None
-    if not isinstance(commit, str):
+    commit, _field = record_commit(result)  # the commit the audit will judge the record by
+    if commit is None:
         return None
     commit = commit_base(commit)
     if not commit or commit == "unknown":
