@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -71,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", type=Path, default=None, help="write the record to this JSON file")
     args = p.parse_args(argv)
+    from lra.training.provenance import mark_start
+
+    mark_start()  # the record's start commit: the code the timed runs ran
     root = Path(tempfile.mkdtemp(prefix="lra-seed-saves-"))
     walls: dict[int, list[float]] = {t: [] for t in args.threads}
     outcomes: dict[int, dict[str, Any]] = {}
@@ -95,14 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     first = outcomes[args.threads[0]]
     identical = all(o == first for o in outcomes.values())
     print(f"every seed's metrics and result identical across SAVE_THREADS values: {identical}")
-    if args.out is not None:
-        from lra.training.run_files import git_commit, write_json_atomic
+    if args.out is not None:  # with the suite's provenance: start and end commits, machine, load at the end
+        from lra.reproduce.records import write_record
 
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(
+        write_record(
             args.out,
             {
-                "command": "python scripts/bench_seed_saves.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                 "config": args.config,
                 "seeds": args.seeds,
                 "steps": args.steps,
@@ -110,10 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                 "checkpoint_every": args.checkpoint_every,
                 "wall_seconds": {str(t): w for t, w in walls.items()},
                 "identical": identical,
-                "cpu_count": os.cpu_count(),
-                "load_average": os.getloadavg(),
                 "processor": platform.processor() or platform.machine(),
-                "git_commit": git_commit(),
             },
+            "python scripts/bench_seed_saves.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         )
     return 0 if identical else 1
