@@ -59,6 +59,7 @@ def baseline(data: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"rule": {_NAMES.get(t, str(t)): label for t, label in sorted(rule.items())}}
     for name, split in data.splits().items():
         out[f"{name}_accuracy"] = accuracy(rule, split, majority)
+        out[f"{name}_examples"] = len(split.labels)
         out[f"{name}_majority_accuracy"] = float(np.mean(np.asarray(split.labels) == majority))
     out["operators"] = list(OPERATORS)
     return out
@@ -141,13 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"error: --config.{item}: {e}", file=sys.stderr)
             return 2
+    from lra.training.provenance import mark_start
+
+    mark_start()
     result = for_config(config)
     print(line(result, "validation"))
     print(line(result, "test"))
     if args.json:
+        from lra.training.provenance import stamp
         from lra.training.run_files import write_json_atomic
 
-        write_json_atomic(args.json, {"config": args.config, "set": args.set, **result})
+        # with its provenance (commit, date), so a committed baseline says which code computed it
+        write_json_atomic(args.json, {**stamp(), "config": args.config, "set": args.set, **result})
     return 0
 
 
