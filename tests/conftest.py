@@ -37,7 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
     itself (an entry is never read wrong). No test's subprocess gets the folder (their environments
     are unchanged, so a SIGKILLed child never leaves a cut entry) except the documentation's
     commands (test_doc_commands.py), never killed but by their timeout. Removed at the end by its
-    maker; a cache the caller set is left alone."""
+    maker; a cache the caller set is left alone. ``python -m lra.train`` children get no cache of
+    their own either (LRA_COMPILATION_CACHE=off: lra.training.compile_cache) unless a test gives one."""
+    os.environ["LRA_COMPILATION_CACHE"] = "off"
     if os.environ.get(COMPILATION_CACHE):
         return  # set by the caller
     if _worker(config):
@@ -96,9 +98,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if modes:
         from golden_records import RTOL
 
+        tolerance = modes["tolerance"] + modes["bit-equal"]
         terminalreporter.write_line(
-            f"golden records: {modes['exact']} checked exact (records of this machine), "
-            f"{modes['tolerance']} within rtol {RTOL} (records of another machine; tests/golden_records.py)"
+            f"golden records: {modes['exact']} checked exact (records of this machine), {tolerance} within "
+            f"rtol {RTOL} (records of another machine or of none, {modes['bit-equal']} of them equal to the bit; "
+            "tests/golden_records.py)"
         )
 
 
