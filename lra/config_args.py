@@ -132,6 +132,12 @@ def _existing_config_file(path: str) -> Path:
     file = Path(path)
     if file.is_file():
         return file
+    root = Path(__file__).resolve().parent.parent  # the repository (an editable install)
+    if not file.is_absolute() and (root / file).is_file():
+        raise InputError(
+            f"--config {file}: no such file in {Path.cwd()}; config paths are relative to the repository "
+            f"root: run from there (cd {root}), where a run's runs/ folder goes too"
+        )
     folder = file.parent if file.parent.is_dir() else Path("configs")
     names = sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
     close = difflib.get_close_matches(file.name, names, n=3, cutoff=0.6)

@@ -371,7 +371,7 @@ def make_config(
     c.model.attention_kwargs = ml_collections.ConfigDict(kwargs)
     from lra import attention as registry  # local: keeps config loading light until needed
 
-    c.variant = label.format(**{**registry.option_defaults(attention), **kwargs})
+    c.variant = registry.format_label(label, {**registry.option_defaults(attention), **kwargs})
     if c.preset == "cpu" and _uses_memory(attention):
         c.log_memory_stats = True
     return c

@@ -15,14 +15,31 @@ if __name__ == "__main__":  # before jax loads: glibc reads its allocator settin
 import sys  # noqa: E402
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lra.training import Interrupted, NonFiniteLossError, train_and_evaluate
 from lra.training.run_errors import EXIT_INVALID, describe, exit_code
-from lra.training.seeds import seed_workdirs, set_command_line
-from lra.training.steps import evaluate_split, make_steps
+
+if TYPE_CHECKING:
+    from lra.training import Interrupted, NonFiniteLossError, train_and_evaluate
+    from lra.training.steps import evaluate_split, make_steps
 
 __all__ = ["Interrupted", "NonFiniteLossError", "train_and_evaluate", "make_steps", "evaluate_split"]
+# Imported on first use (PEP 562): ``--help`` and a bad flag or config file answer before jax loads.
+_LAZY = {
+    "Interrupted": "lra.training",
+    "NonFiniteLossError": "lra.training",
+    "train_and_evaluate": "lra.training",
+    "make_steps": "lra.training.steps",
+    "evaluate_split": "lra.training.steps",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fail(message: str, code: int) -> None:
@@ -61,8 +78,13 @@ def quiet_library_errors() -> None:
 def main(argv: list[str], parsed: dict[str, Any]) -> None:
     from absl import flags, logging
 
+    from lra.training import Interrupted, train_and_evaluate
+    from lra.training.compile_cache import enable as enable_compilation_cache
+    from lra.training.seeds import seed_workdirs, set_command_line
+
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
     quiet_library_errors()
+    enable_compilation_cache()  # a resume loads its compiled steps (lra.training.compile_cache)
 
     if len(argv) > 1:
         _fail(f"unexpected arguments: {' '.join(argv[1:])}", EXIT_INVALID)
@@ -122,8 +144,19 @@ def parse_flags(argv: list[str], parsed: dict[str, Any]) -> list[str]:
 
     if any(a in ("--help", "-h", "--helpfull") for a in argv[1:]):
         _help(argv)
+    # The arguments first, then the config file (building a config loads the attention registry,
+    # and so jax): a mistyped flag is answered at once.
     try:
         spec, overrides, rest = split_config_args(argv)
+    except InputError as e:
+        _fail(str(e), EXIT_INVALID)
+    try:
+        remaining = flags.FLAGS(rest)
+    except flags.Error as e:  # absl's own errors (an unknown flag, a bad --profile type) name the flag
+        _fail(str(e), EXIT_INVALID)
+    if len(remaining) > 1:
+        _fail(f"unexpected arguments: {' '.join(remaining[1:])}", EXIT_INVALID)
+    try:
         if spec is None:
             raise InputError("--config is required, e.g. --config configs/listops_transformer.py:smoke")
         config = config_from_args(spec, overrides)
@@ -131,11 +164,7 @@ def parse_flags(argv: list[str], parsed: dict[str, Any]) -> list[str]:
         _fail(str(e), EXIT_INVALID)
     config.lock()
     parsed["config"] = config
-    try:
-        return flags.FLAGS(rest)
-    except flags.Error as e:  # absl's own errors (an unknown flag, a bad --profile type) name the flag
-        _fail(str(e), EXIT_INVALID)
-    raise AssertionError("unreachable")  # _fail exits
+    return remaining
 
 
 def _define_flags() -> None:

@@ -9,8 +9,10 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
     itself (an entry is never read wrong). No test's subprocess gets the folder (their environments
     are unchanged, so a SIGKILLed child never leaves a cut entry) except the documentation's
     commands (test_doc_commands.py), never killed but by their timeout. Removed at the end by its
-    maker; a cache the caller set is left alone."""
+    maker; a cache the caller set is left alone. ``python -m lra.train`` children get no cache of
+    their own either (LRA_COMPILATION_CACHE=off: lra.training.compile_cache) unless a test gives one."""
+    os.environ["LRA_COMPILATION_CACHE"] = "off"
     if os.environ.get(COMPILATION_CACHE):
         return  # set by the caller
     if _worker(config):
@@ -68,6 +72,38 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     folder = config.stash.get(_CACHE_KEY, None)
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A golden check's mode (tests/golden_records.py: exact or tolerance) rides on its test's
+    report, so the summary counts them also when xdist workers ran the tests."""
+    outcome = yield
+    records = sys.modules.get("golden_records")
+    if call.when == "call" and records is not None and records.MODES:
+        outcome.get_result().user_properties.extend(("golden_mode", m) for m in records.MODES)
+        records.MODES.clear()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line saying how the golden records were checked: exact (this machine wrote them) or
+    within the tolerance (another machine's records)."""
+    modes = Counter(
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        for key, value in getattr(report, "user_properties", ())
+        if key == "golden_mode"
+    )
+    if modes:
+        from golden_records import RTOL
+
+        tolerance = modes["tolerance"] + modes["bit-equal"]
+        terminalreporter.write_line(
+            f"golden records: {modes['exact']} checked exact (records of this machine), {tolerance} within "
+            f"rtol {RTOL} (records of another machine or of none, {modes['bit-equal']} of them equal to the bit; "
+            "tests/golden_records.py)"
+        )
 
 
 def compilation_cache_dir() -> str | None:

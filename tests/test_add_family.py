@@ -1,7 +1,9 @@
 """A family added by the documented path (docs/adding_a_family.md): its module and one
 ``lra.attention.register`` call, nothing else. With no config file, benchmark list or sweep grid
 edited, it keeps the attention contract, trains (``configs/listops.py:family=NAME``), is a case of
-the training-step benchmark and a row of the ``lra_families`` sweep."""
+the training-step benchmark and a row of the ``lra_families`` sweep; the refactor guard
+(tests/test_bf16.py's float32 golden) fails naming the command that writes its record, and passes
+once written."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import pytest
 
+import golden_records
 from conftest import script_main
 from lra import attention
 from lra.attention.base import Attention, dense_heads, project_out, zero_padding
@@ -16,6 +19,7 @@ from lra.bench import steps as step_bench
 from lra.defaults import load_config_file
 from lra.experiments import sweep
 from lra.family_configs import CONFIGS, config_spec
+from lra.training.seeds import default_workdir
 from test_attention_contract import CHECKS
 
 NAME = "mean_pool"
@@ -46,7 +50,7 @@ def toy():
 
 
 def test_registration_is_all_a_family_needs(toy):
-    assert attention.get(NAME) is MeanPoolAttention and toy.default_label() == "MeanPool-x1.0"
+    assert attention.get(NAME) is MeanPoolAttention and toy.default_label() == "MeanPool-x1"
     assert config_spec("listops", NAME) == (CONFIGS / "listops.py", f"family={NAME}")
     config = load_config_file(CONFIGS / "text.py").get_config(f"family={NAME},cpu,scale=2")
     assert (config.task, config.model.attention, config.variant, config.preset) == ("text", NAME, "MeanPool-x2", "cpu")
@@ -63,12 +67,15 @@ def test_toy_family_trains_end_to_end(toy, smoke_data_dir, tmp_path):
     config.data_dir = str(smoke_data_dir)
     config.num_train_steps = config.eval_every = config.checkpoint_every = 2
     result = train_and_evaluate(config, tmp_path / "run")
-    assert (result["attention"], result["variant"], result["num_train_steps"]) == (NAME, "MeanPool-x1.0", 2)
+    assert (result["attention"], result["variant"], result["num_train_steps"]) == (NAME, "MeanPool-x1", 2)
+    assert default_workdir(config).parent.name == "listops_meanpool-x1_smoke"  # a whole float is an integer
+    config = load_config_file(CONFIGS / "listops.py").get_config(f"family={NAME},smoke,scale=0.5")
+    assert (config.variant, default_workdir(config).parent.name) == ("MeanPool-x0.5", "listops_meanpool-x0.5_smoke")
     assert 0.0 <= result["test_accuracy"] <= 1.0 and (tmp_path / "run" / "result.json").is_file()
 
 
 def test_toy_family_is_a_benchmark_case(toy):
-    assert step_bench.families()[-1] == NAME and step_bench.label(NAME) == "MeanPool-x1.0"
+    assert step_bench.families()[-1] == NAME and step_bench.label(NAME) == "MeanPool-x1"
     tiny = (
         ("model.num_layers", 1),
         ("model.emb_dim", 16),
@@ -87,12 +94,28 @@ def test_toy_family_is_a_sweep_row(toy, capsys):
     assert [r.variant.label for r in runs[:-1]] == [f.default_label() for f in attention.FAMILIES.values()][:-1]
     run = runs[-1]
     assert (run.variant.label, run.config_path, run.config_arg) == (
-        "MeanPool-x1.0",
+        "MeanPool-x1",
         CONFIGS / "listops.py",
         f"smoke,family={NAME}",
     )
     assert sweep.expected_steps(run) == 6  # builds the config and checks its label
     assert f"--config={CONFIGS / 'listops.py'}:smoke,family={NAME}" in run.command()
     assert script_main("sweep")(["lra_families", "--preset", "smoke", "--seeds", "0", "--list"]) == 0
-    listed = [line for line in capsys.readouterr().out.splitlines() if "MeanPool-x1.0" in line]
+    listed = [line for line in capsys.readouterr().out.splitlines() if "MeanPool-x1" in line]
     assert len(listed) == 1 and f"configs/listops.py:smoke,family={NAME}" in listed[0]
+
+
+def test_toy_family_meets_the_refactor_guard(toy, tmp_path, monkeypatch):
+    """tests/test_bf16.py's test run on the toy: with no golden record it fails, naming the command
+    that writes one (docs/adding_a_family.md, step 4); with the record written, it passes."""
+    from test_bf16 import test_bf16_training_steps_track_float32 as bf16_test
+
+    monkeypatch.setattr(golden_records, "GOLDEN", tmp_path)  # the toy's records stay out of tests/golden
+    monkeypatch.delenv(golden_records.WRITE_ENV, raising=False)
+    with pytest.raises(AssertionError, match=rf"no golden record for {NAME}'s .*LRA_WRITE_GOLDEN=1 .* -k {NAME}"):
+        bf16_test(NAME)
+    monkeypatch.setenv(golden_records.WRITE_ENV, "1")
+    bf16_test(NAME)
+    monkeypatch.delenv(golden_records.WRITE_ENV)
+    bf16_test(NAME)  # against the record just written: exact, on this machine
+    assert (tmp_path / f"steps_{NAME}.json").is_file()

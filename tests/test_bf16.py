@@ -19,6 +19,7 @@ import numpy as np
 import optax
 import pytest
 
+import golden_records
 from lra.attention import ATTENTIONS
 from lra.data.listops import NUM_CLASSES, VOCAB
 from lra.defaults import load_config_file
@@ -26,7 +27,6 @@ from lra.family_configs import config_spec
 from lra.model import build_model
 from lra.training.schedules import make_optimizer
 from lra.training.validation import validate_config
-from test_golden import assert_golden_steps
 
 STEPS = 4
 BATCH, LENGTH = 8, 48
@@ -79,8 +79,9 @@ def _batches(seed: int) -> list[dict[str, np.ndarray]]:
     return out
 
 
-def _grad_fn(config: Any) -> Any:
-    """jit(params, step, batch -> (loss, grads)) for ``config``'s model, keyed like lra.train."""
+def _grad_fn(config: Any, loss_scale: float = 1.0) -> Any:
+    """jit(params, step, batch -> (loss, grads)) for ``config``'s model, keyed like lra.train
+    (``loss_scale`` != 1: a deliberately altered loss, tests/test_golden.py)."""
     model = build_model(config.model, len(VOCAB), NUM_CLASSES, dual=False)
     base_key = _key(config.seed)
 
@@ -92,7 +93,8 @@ def _grad_fn(config: Any) -> Any:
             deterministic=False,
             rngs={"dropout": dropout_key, "attention": attention_key},
         )
-        return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), batch["labels"]).mean()
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), batch["labels"]).mean()
+        return loss * loss_scale if loss_scale != 1.0 else loss
 
     return _jit(jax.value_and_grad(loss_fn))
 
@@ -107,14 +109,15 @@ def _train_losses(grad_fn: Any, update: Any, tx: Any, params: Any, batches: list
     return losses
 
 
-@pytest.mark.parametrize("family", sorted(ATTENTIONS))
-def test_bf16_training_steps_track_float32(family):
-    c32, c16 = _smoke_config(family, "float32"), _smoke_config(family, "bfloat16")
+def start(family: str, init_seed: int = 1) -> tuple[Any, list[dict[str, np.ndarray]], Any, Any, Any]:
+    """(float32 config, batches, initial parameters, AdamW, its compiled update) of ``family``'s
+    smoke steps. One float32 initialisation serves both dtypes (parameters are float32 whatever
+    the compute dtype), and one compiled AdamW update (lra.training.schedules.make_optimizer)."""
+    c32 = _smoke_config(family, "float32")
     batches = _batches(seed=0)
     model = build_model(c32.model, len(VOCAB), NUM_CLASSES, dual=False)
-    # One float32 initialisation for both runs (parameters are float32 whatever the compute dtype),
-    # and one compiled AdamW update (lra.training.schedules.make_optimizer) shared by both.
-    params = _jit(lambda x: model.init({"params": _key(1), "attention": _key(2)}, x)["params"])(batches[0]["inputs"])
+    init = _jit(lambda x: model.init({"params": _key(init_seed), "attention": _key(2)}, x)["params"])
+    params = init(batches[0]["inputs"])
     assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(params))
     tx = make_optimizer(c32.learning_rate, c32.warmup_steps, c32.weight_decay, c32.grad_clip_norm)
 
@@ -122,10 +125,22 @@ def test_bf16_training_steps_track_float32(family):
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
-    update = _jit(update)
+    return c32, batches, params, tx, _jit(update)
+
+
+def float32_losses(family: str, init_seed: int = 1, loss_scale: float = 1.0) -> list[float]:
+    """``family``'s float32 smoke losses (what its golden ``steps_<family>.json`` records)."""
+    c32, batches, params, tx, update = start(family, init_seed)
+    return _train_losses(_grad_fn(c32, loss_scale), update, tx, params, batches)
+
+
+@pytest.mark.parametrize("family", sorted(ATTENTIONS))
+def test_bf16_training_steps_track_float32(family):
+    c32, batches, params, tx, update = start(family)
+    c16 = _smoke_config(family, "bfloat16")
     loss32 = _train_losses(_grad_fn(c32), update, tx, params, batches)
     loss16 = _train_losses(_grad_fn(c16), update, tx, params, batches)
-    assert_golden_steps(family, loss32)  # float32 to the bit: the refactor guard (tests/test_golden.py)
+    golden_records.check_steps(family, loss32)  # float32: the refactor guard (tests/golden_records.py)
     assert np.isfinite(loss16).all(), f"{family} bf16 losses {loss16}"
     assert np.isfinite(loss32).all(), f"{family} float32 losses {loss32}"
     gap = np.abs(np.asarray(loss16) - np.asarray(loss32))

@@ -119,8 +119,10 @@ def test_seeds_are_fresh():
 def test_commands_name_the_design_and_every_row():
     gpu = cl.gpu_command(*cl.ROWS)
     for field, value in cl.SETTINGS.items():
-        assert f"--set {field}={value}" in gpu and f"--set {field}={value}" in cl.sweep_command(*cl.ROWS)
-    assert all(f'"{label}"' in gpu for label in cl.ROWS) and "--seeds 30 31" in gpu and "49 --set" in gpu
+        spelled = f"--config.{field}={value}"  # the suite's override spelling (lra.config_args), not --set
+        assert spelled in gpu and spelled in cl.sweep_command(*cl.ROWS)
+    assert all(f'"{label}"' in gpu for label in cl.ROWS) and "--seeds 30 31" in gpu and "49 --config." in gpu
+    assert "--set" not in cl.sweep_command(*cl.ROWS)
     assert "--group-seeds on" in cl.sweep_command(*cl.ROWS)
 
 

@@ -295,6 +295,42 @@ def test_cli_help_lists_the_presets_and_exits_0():
     assert out.returncode == 0 and "paper, cpu, smoke" in out.stdout and "start_over" in out.stdout
 
 
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["--help"], 0, "paper, cpu, smoke"),
+        ([], 2, "error: --config is required"),
+        (["--config=configs/listops_transformr.py:smoke"], 2, "did you mean configs/listops_transformer.py"),
+        (["--config=configs/listops_transformer.py:smoke", "--wrkdir=x"], 2, "error: Unknown command line flag"),
+        (["--config=configs/listops_transformer.py:smoke", "extra"], 2, "error: unexpected arguments: extra"),
+    ],
+)
+def test_cli_answers_help_and_argument_errors_before_importing_jax(tmp_path, args, code, message):
+    """Issue 51: ``--help`` and a bad flag or config path cost no jax import (6-11 s before): run
+    with a ``jax`` that exits 99 when imported, the command answers as usual."""
+    fake = tmp_path / "fake" / "jax"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise SystemExit(99)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake.parent), str(REPO)]))
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.train", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == code and message in out.stdout + out.stderr, out.stdout[-500:] + out.stderr[-1500:]
+
+
+def test_cli_config_path_from_another_folder_says_to_run_from_the_root(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.train", "--config=configs/listops_transformer.py:smoke"],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert f"run from there (cd {REPO})" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_a_family_option_as_its_config_field_is_the_option_after_the_colon():
     """Issue 39 point 5 / 40 point 2: memory size set as a --config field, model.attention_kwargs.memory_size,
     builds exactly the config of ``:...,memory_size=8`` (the variant's name and workdir follow it)."""

@@ -80,7 +80,14 @@ class Family:
     def default_label(self) -> str:
         """The row name at the family's defaults (``Luna-16``, ``Clustered-100``): its options'
         dataclass defaults (:func:`option_defaults`) under its registered ``kwargs``."""
-        return self.label.format(**{**option_defaults(self.name), **self.kwargs})
+        return format_label(self.label, {**option_defaults(self.name), **self.kwargs})
+
+
+def format_label(label: str, options: dict[str, Any]) -> str:
+    """``label`` (``"MeanPool-x{scale}"``) filled from ``options``, a whole float written as an integer
+    (``scale=1.0`` is ``MeanPool-x1``, as ``scale=1`` is): one label and one run folder
+    (lra.training.run_config.slug) for one value, however it was typed."""
+    return label.format(**{k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in options.items()})
 
 
 FAMILIES: dict[str, Family] = {}  # name -> Family, in registration order (the tables' and benchmarks' order)

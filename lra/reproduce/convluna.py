@@ -30,7 +30,7 @@ from lra.reproduce.registry import (
 
 SEEDS = (0, 1, 2, 3, 4)
 # Training steps: None is the cpu preset's 1,500. Longer training is one line here (set it before the
-# runs, never after seeing them): the sweep then gets --set num_train_steps=N and its own folders.
+# runs, never after seeing them): the sweep then gets --config.num_train_steps=N and its own folders.
 TRAIN_STEPS: int | None = None
 _TAIL = f"_num-train-steps-{TRAIN_STEPS}" if TRAIN_STEPS else ""  # lra.experiments.sweep.default_root's suffix
 RUNS = f"results/runs/convluna_listops_cpu{_TAIL}"
@@ -52,7 +52,7 @@ def run_dir(label: str) -> str:
 def sweep_command(*labels: str) -> str:
     """The sweep of every row a claim reads (the sweep skips finished runs, so shared rows run once)."""
     rows = " ".join(f'"{label}"' for label in labels)
-    steps = f" --set num_train_steps={TRAIN_STEPS}" if TRAIN_STEPS else ""
+    steps = f" --config.num_train_steps={TRAIN_STEPS}" if TRAIN_STEPS else ""
     return f"python scripts/sweep.py convluna_listops --preset cpu{steps} --group-seeds on --variants {rows} --run"
 
 

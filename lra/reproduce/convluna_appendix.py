@@ -98,7 +98,7 @@ def run_dir(label: str) -> str:
 
 
 def sweep_command(*labels: str) -> str:
-    sets = " ".join(f"--set {k}={v}" for k, v in SETTINGS.items())
+    sets = " ".join(f"--config.{k}={v}" for k, v in SETTINGS.items())
     rows = " ".join(f'"{label}"' for label in labels)
     seeds = " ".join(str(k) for k in SEEDS)
     return (f"python scripts/sweep.py {GRID} --preset cpu --group-seeds off --seeds {seeds} "

@@ -83,7 +83,7 @@ def run_dir(label: str) -> str:
 
 def sweep_arguments(*labels: str) -> str:
     """``scripts/sweep.py`` arguments after the grid's name (``scripts/gpu_call.sh sweep`` takes the same)."""
-    sets = " ".join(f"--set {k}={v}" for k, v in SETTINGS.items())
+    sets = " ".join(f"--config.{k}={v}" for k, v in SETTINGS.items())
     rows = " ".join(f'"{label}"' for label in labels)
     seeds = " ".join(str(k) for k in SEEDS)
     return f"--preset cpu --seeds {seeds} {sets} --variants {rows}"

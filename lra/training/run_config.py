@@ -25,8 +25,10 @@ class WorkdirMismatchError(InputError):
 
 def slug(text: str) -> str:
     """File-name form of a label (``"ConvLuna-16 (reference)"`` -> ``"convluna-16-reference"``): the
-    run folders of lra.train (training.seeds.default_workdir) and of the sweeps."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    run folders of lra.train (training.seeds.default_workdir) and of the sweeps. A decimal point
+    stays (``"MeanPool-x0.5"`` -> ``"meanpool-x0.5"``, not ``x0-5``, which reads as a range)."""
+    kept = re.sub(r"(?<=\d)\.(?=\d)", "\0", text.lower())
+    return re.sub(r"[^a-z0-9\0]+", "-", kept).strip("-").replace("\0", ".")
 
 
 def config_to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
