@@ -5,7 +5,7 @@ config system lives here, importable from the package (tests, sweeps, evaluation
 from a file path. ``configs/base.py`` re-exports the task defaults.
 
 Option string (after the colon of ``--config path.py:ARGS``), comma separated:
-  * a preset: ``paper`` (default), ``cpu``, ``smoke``;
+  * a preset: ``paper`` (default), ``cpu``, ``laptop``, ``smoke``;
   * a family option ``key=value``: an attention field (``memory_size=16``) or an alias
     (``mem=16``, ``clusters=8``);
   * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna);
@@ -37,8 +37,12 @@ from lra.papers.convluna import TABLE2_TASKS
 
 TASKS = ("listops", "text", "matching", "image", "pathfinder", "pathx")
 PATHFINDER_TASKS = ("pathfinder", "pathx")  # LRA's Pathfinder (32 x 32) and Path-X (128 x 128)
-PRESETS = ("paper", "cpu", "smoke")
+PRESETS = ("paper", "cpu", "laptop", "smoke")
 BF16_OPTION = "bf16"  # bfloat16 compute, float32 parameters, optimizer and statistics (make_config)
+# ``laptop``: the ``cpu`` preset at the budget of ConvLuna's confirmatory ListOps study
+# (lra.reproduce.convluna_confirm.SETTINGS; a test keeps the two equal).
+LAPTOP_STEPS = 4000
+LAPTOP_LISTOPS_TRAIN = 96_000
 
 # Table 2 (paper scale, lra.papers.convluna.TABLE2_TASKS) and Pathfinder / Path-X's LRA settings.
 _TABLE2: dict[str, dict[str, Any]] = {
@@ -304,6 +308,13 @@ def _apply_preset(c: ml_collections.ConfigDict, preset: str) -> None:
             )
             c.model.update(max_len=256, num_layers=1)  # one layer, as LRA's Pathfinder models: 15 minutes
         return
+    if preset == "laptop":  # ~10-20 minutes on 2 cores: the cpu preset where ListOps is learned
+        _apply_preset(c, "cpu")
+        c.preset = "laptop"
+        c.num_train_steps = LAPTOP_STEPS  # warmup 1,000, validation and checkpoints every 250: cpu's
+        if c.task == "listops":  # LRA's 96k training split size: each example seen ~1.3 times
+            c.data.num_train = LAPTOP_LISTOPS_TRAIN
+        return
     raise InputError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
 
 
@@ -372,7 +383,7 @@ def make_config(
     from lra import attention as registry  # local: keeps config loading light until needed
 
     c.variant = registry.format_label(label, {**registry.option_defaults(attention), **kwargs})
-    if c.preset == "cpu" and _uses_memory(attention):
+    if c.preset in ("cpu", "laptop") and _uses_memory(attention):
         c.log_memory_stats = True
     return c
 

@@ -93,6 +93,12 @@ def main(argv: list[str], parsed: dict[str, Any]) -> None:
     set_command_line(sys.argv)  # refusals print a seed's own command built from this one
     try:
         results = train_and_evaluate(config, workdir, start_over=flags.FLAGS.start_over, profile=flags.FLAGS.profile)
+        from lra.reports.listops_baseline import beside_baseline
+
+        for result in results if isinstance(results, list) else [results]:  # ListOps: beside its floor
+            line = beside_baseline(config, result["test_accuracy"])
+            if line:
+                print(line, flush=True)
         if isinstance(results, list) and len(results) > 1:  # a bundle: its summary line
             from lra.reports.compare import mean_std_line
 

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# One step of a lent-GPU session per call (docs/gpu_runbook.md says which, in what order, and
-# what each costs). Run from the repository root on the device machine:
+# One time-boxed job on a copy of the tree on an accelerator machine (docs/gpu_runbook.md, "A
+# time-boxed job on a copy of the tree": the steps and what each writes). Run from the copy's root:
 #
 #   bash scripts/gpu_call.sh STEP        STEP: bench | cudnn | profile | dtypes | train CONFIG [SEEDS]
 #                                              | sweep GRID [sweep.py arguments]
 #
 # Work that must outlive a call (the data, the partial benchmark file, training workdirs) stays in
-# .gpu/ (git-ignored, kept on the machine while it is warm). What a call produced goes to
-# .gpu/results/STEP/ and comes back as one archive, $OUT/STEP_KIND.tgz (a call may return at most
-# 8 files), with its summaries printed last, also when the time limit stopped the call's work.
-# Environment: LRA_GIT_COMMIT (the commit sent: the device gets the files, at most a .git of its own, and records must
+# .gpu/ (git-ignored, kept on the machine between jobs). What a call produced goes to
+# .gpu/results/STEP/ and comes back as one archive, $OUT/STEP_KIND.tgz (few files to copy back), with its summaries printed
+# last, also when the time limit stopped the job's work.
+# Environment: LRA_GIT_COMMIT (the commit the copy was made from: a copy without .git cannot say it, and records must
 # name their code), KIND (a name for the files, default h100), BUDGET (seconds of work in this
-# call, default 540), JOBS (processes at once, default 4), SMOKE=1 (tiny sizes, any machine);
+# job, default 540), JOBS (processes at once, default 4), SMOKE=1 (tiny sizes, any machine);
 # for sweep: PREPARE (arguments of `lra.data prepare`, run once before the runs, which would each
 # build the data), NAME (the sweep's folder, default the grid's name), PART_BYTES (the state archive is split into
-# parts of this size, default 15000000: a file over 16 MiB does not come back from the device).
+# parts of this size, default 15000000, for a copy-back path that limits a file's size).
 set -uo pipefail
 
 STEP=${1:-help}
@@ -32,7 +32,7 @@ R=$STATE/results/$STEP
 mkdir -p "$OUT" "$R"
 export PYTHONUNBUFFERED=1 LRA_DATA_DIR=${LRA_DATA_DIR:-$STATE/data}
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
-if [ "$SMOKE" != 1 ] && compgen -G ".whl/*.whl" >/dev/null; then  # the packages the device image lacks (runbook: wheels)
+if [ "$SMOKE" != 1 ] && compgen -G ".whl/*.whl" >/dev/null; then  # packages the machine's image lacks (runbook: wheels)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PYTHONPATH:/tmp/site || exit 3
 fi
@@ -153,10 +153,10 @@ case "$STEP" in
     (cd "$STATE" && find "sweeps/$name" -name result.json -printf '%h/checkpoints\n' > "$finished" \
       && tar czf "$OUT/sweep_state_$KIND.tgz" --exclude-from="$finished" "sweeps/$name")
     du -sh "$OUT/sweep_state_$KIND.tgz"
-    # a file over the device tool's 16 MiB limit does not come back: split it (cat the parts to unpack)
+    # parts of PART_BYTES for a copy-back path that limits a file's size (cat the parts to unpack)
     if [ "$(stat -c %s "$OUT/sweep_state_$KIND.tgz")" -gt "${PART_BYTES:=15000000}" ]; then
       split -d -b "$PART_BYTES" "$OUT/sweep_state_$KIND.tgz" "$OUT/sweep_state_$KIND.tgz.part" && rm "$OUT/sweep_state_$KIND.tgz"
-      say "state archive in $(ls "$OUT"/sweep_state_"$KIND".tgz.part* | wc -l) parts (at most 6 come back with the" \
+      say "state archive in $(ls "$OUT"/sweep_state_"$KIND".tgz.part* | wc -l) parts (copy every part back with the" \
         "records): unpack with cat sweep_state_$KIND.tgz.part* | tar xz -C .gpu"
     fi
     $PY scripts/sweep.py "$grid" "$@" --group-seeds on --root "$root" --list | tail -4 ;;

@@ -121,7 +121,7 @@ def test_without_git_history_nothing_is_labelled(tmp_path):
 def test_a_commit_declared_to_a_machine_without_the_history_counts_as_that_commit(repo, tmp_path):
     _registry(repo)
     rules = _commit(repo, "register")
-    _record(repo, "a.json", git_commit_start=rules + "-declared")  # a lent GPU's record (LRA_GIT_COMMIT)
+    _record(repo, "a.json", git_commit_start=rules + "-declared")  # made on a copy without .git (LRA_GIT_COMMIT)
     _record(repo, "b.json", git_commit_start="0" * 40 + "-declared")  # a commit this history lacks
     _commit(repo, "records")
     regs = audit.audit(repo, {"p/a": CLAIMS["p/a"], "p/b": CLAIMS["p/b"]}, tmp_path / "cache")

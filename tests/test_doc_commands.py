@@ -18,12 +18,12 @@ the same every time:
   ``a`` then ``b``; pipes, ``;``, ``||``, redirections and programs other than ``python`` are
   refused (mark such a block ``skip``);
 * ``python`` / ``python3`` -> this interpreter; ``lra`` is imported from this checkout;
-* a config spec (``--config configs/X.py[:OPTIONS]``): the ``paper`` or ``cpu`` option becomes
+* a config spec (``--config configs/X.py[:OPTIONS]``): the ``paper``, ``cpu`` or ``laptop`` option becomes
   ``smoke`` in place, other options kept in order (``:cpu,reference`` -> ``:smoke,reference``);
   with no preset, ``smoke`` is put first;
 * ``--preset paper|cpu`` -> ``--preset smoke``;
   ``--config.num_train_steps=N`` -> at most the smoke preset's 6 steps;
-* ``--workdir``: a ``_cpu``/``_paper`` ending of a path part (lra.train's default
+* ``--workdir``: a ``_cpu``/``_laptop``/``_paper`` ending of a path part (lra.train's default
   ``runs/<task>_<variant>_<preset>``) becomes ``_smoke``;
 * data: ``$LRA_DATA_DIR`` is the tests' smoke data folder (conftest ``smoke_data_dir``: generated
   ListOps as test_train.py builds it); ``--data_dir`` / ``--config.data_dir`` values point there
@@ -67,7 +67,7 @@ SKIP_REASONS = (
 SHELL_LANGUAGES = ("bash", "sh", "shell", "console")
 SMOKE_STEPS = 6  # lra.defaults: the smoke preset's num_train_steps
 SMOKE_PATHFINDER_IMAGES = 64  # lra.defaults: the smoke preset's pathfinder_images
-PRESETS = ("paper", "cpu", "smoke")
+PRESETS = ("paper", "cpu", "laptop", "smoke")
 COMMAND_TIMEOUT_S = 600
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)")
@@ -248,7 +248,7 @@ def _config_spec(value: str, place: Place) -> str:
 
 
 def _workdir(value: str, place: Place) -> str:
-    parts = [re.sub(r"_(cpu|paper)$", "_smoke", part) for part in value.split("/")]
+    parts = [re.sub(r"_(cpu|laptop|paper)$", "_smoke", part) for part in value.split("/")]
     return _path("/".join(parts), place)
 
 

@@ -1,5 +1,5 @@
-"""scripts/gpu_call.sh, the lent-GPU session's steps (docs/gpu_runbook.md), at smoke sizes on CPU:
-a GPU session spends none of its device time finding a broken path."""
+"""scripts/gpu_call.sh, the time-boxed jobs on a copy of the tree (docs/gpu_runbook.md), at smoke sizes
+on CPU: an accelerator's paid time goes into none of them finding a broken path."""
 
 from __future__ import annotations
 

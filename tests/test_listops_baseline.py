@@ -112,3 +112,40 @@ def test_the_convluna_report_draws_it_from_the_rows_data(finished_smoke_run, tmp
     report.write(registry.papers(), tmp_path, ["convluna"])
     text = (tmp_path / "results/reproductions/convluna/report.md").read_text()
     assert "dashed line" not in text and "Structure-free baseline" not in text
+
+
+def test_a_listops_run_ends_beside_the_baseline_of_its_data(finished_smoke_run):
+    """Issue 51: lra.train's last line puts the run's test accuracy beside this baseline on the same
+    data, with the test set's own interval; another task gets no line."""
+    import ml_collections
+
+    workdir, result = finished_smoke_run
+    config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text()))
+    base = 100 * lb.for_config(config)["test_accuracy"]
+    line = lb.beside_baseline(config, result["test_accuracy"])
+    ours = 100 * result["test_accuracy"]
+    assert line is not None and line.startswith(f"{config.variant}: test accuracy {ours:.1f}% ")
+    assert f"against {base:.1f}% for the structure-free baseline" in line and line.endswith(
+        f"{ours - base:+.1f} points"
+    )
+    n = config.data.num_test
+    half = 196 * np.sqrt(result["test_accuracy"] * (1 - result["test_accuracy"]) / n)
+    assert f"over {n:,} test examples +-{half:.1f})" in line
+    config.task = "text"
+    assert lb.beside_baseline(config, 0.5) is None
+
+
+def test_the_laptop_preset_is_the_confirmatory_budget():
+    """``:laptop`` is the ``cpu`` preset with convluna_confirm's registered settings, nothing else: the
+    README's main job and the confirmatory ConvLuna-16 row train the same configuration (seeds aside)."""
+    from lra.defaults import load_config_file
+    from lra.reproduce.convluna_confirm import SETTINGS
+    from lra.training.run_config import config_to_dict, flatten_config
+
+    make = load_config_file("configs/listops_convluna.py").get_config
+    laptop = flatten_config(config_to_dict(make("laptop,reference")))
+    cpu = flatten_config(config_to_dict(make("cpu,reference")))
+    cpu.update(SETTINGS, preset="laptop")
+    assert laptop == cpu
+    other = flatten_config(config_to_dict(load_config_file("configs/text_convluna.py").get_config("laptop")))
+    assert other["num_train_steps"] == SETTINGS["num_train_steps"] and other["preset"] == "laptop"

@@ -123,3 +123,40 @@ def test_a_stale_verdict_count_and_a_missing_paper_are_caught(tmp_path):
     (tmp_path / "docs" / "x.md").write_text(_verdict_page("| [gamma](g.md) | 1 | 1 | 0 | 0 | 0 | 0 | |\n"))
     _, problems = checker.check_all_verdicts(tmp_path)
     assert any(p.startswith("docs/x.md:6:") and "no paper 'gamma'" in p for p in problems), problems
+
+
+def test_readme_stays_within_its_line_budget_and_its_run_numbers_are_the_current_presets():
+    """Issue 51: the front door stays short, and every README number read from a run is a run of the
+    command README gives, as the current code builds it."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= checker.README_MAX_LINES, f"README.md has {len(lines)} lines: move detail to docs/"
+    count, problems = checker.check_records_of()
+    assert not problems, "\n".join(problems)
+    assert count >= 1  # the main job's record
+
+
+def _run_page(tmp_path, *, config_change=None, extra_lines=0, tie=True):
+    record = ROOT / "results/runs/laptop_main/listops_convluna-16-reference_laptop/seed0"
+    run = tmp_path / "results/runs/x/seed0"
+    run.mkdir(parents=True)
+    config = json.loads((record / "config.json").read_text())
+    if config_change:
+        config.update(config_change)
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "result.json").write_text(json.dumps({"test_accuracy": 0.45}))
+    tied = "<!-- record-of configs/listops_convluna.py:laptop,reference results/runs/x/seed0 -->\n" if tie else ""
+    readme = tmp_path / "README.md"
+    number = "45.0%<!-- rec results/runs/x/seed0/result.json test_accuracy % -->\n"
+    readme.write_text(number + tied + "x\n" * extra_lines)
+    return checker.check_records_of(readme, tmp_path)
+
+
+def test_a_run_of_another_preset_an_untied_run_number_and_a_long_readme_are_caught(tmp_path):
+    assert _run_page(tmp_path / "ok") == (1, [])
+    _, problems = _run_page(tmp_path / "steps", config_change={"num_train_steps": 3000})
+    assert len(problems) == 1 and "num_train_steps: the record has 3000" in problems[0], problems
+    assert "README.md:2:" in problems[0] and "laptop,reference now gives 4000" in problems[0]
+    count, problems = _run_page(tmp_path / "untied", tie=False)
+    assert count == 0 and len(problems) == 1 and "no record-of comment" in problems[0], problems
+    _, problems = _run_page(tmp_path / "long", extra_lines=checker.README_MAX_LINES)
+    assert len(problems) == 1 and "over its budget" in problems[0], problems

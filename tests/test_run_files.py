@@ -79,7 +79,7 @@ def test_git_commit_outside_a_repository_is_declared_or_unknown(tmp_path):
 
     from lra.training import run_files
 
-    # a copy of the package without .git, as a lent GPU machine gets it
+    # a copy of the package without .git, as a container or cloud VM gets it
     shutil.copytree(
         Path(run_files.__file__).resolve().parent.parent, tmp_path / "lra", ignore=shutil.ignore_patterns("__pycache__")
     )
@@ -184,7 +184,7 @@ def test_two_writers_of_one_file_never_collide_or_tear_it(tmp_path):
 
 
 def test_export_warns_when_a_record_names_a_commit_this_history_lacks(tmp_path, capsys):
-    """A lent machine's records name a hand-declared commit: a typo is said at export, by name."""
+    """Records made on a copy without .git name a hand-declared commit: a typo is said at export, by name."""
     import subprocess
 
     repo = tmp_path / "repo"

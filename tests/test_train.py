@@ -292,7 +292,10 @@ def test_cli_help_lists_the_presets_and_exits_0():
     out = subprocess.run(
         [sys.executable, "-m", "lra.train", "--help"], cwd=REPO, capture_output=True, text=True, timeout=300
     )
-    assert out.returncode == 0 and "paper, cpu, smoke" in out.stdout and "start_over" in out.stdout
+    from lra.defaults import PRESETS
+
+    assert out.returncode == 0 and ", ".join(PRESETS) in out.stdout and "laptop" in PRESETS
+    assert "start_over" in out.stdout
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lra.defaults import PRESETS as PRESETS
 from lra.experiments.sweep_grids import GRIDS, Variant
 from lra.training.run_files import slug
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
-PRESETS = ("paper", "cpu", "smoke")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,10 +4,10 @@ A number is tied to its record by an HTML comment right after it (invisible when
 
     ended at 35.8%<!-- rec results/runs/.../result.json test_accuracy % --> test accuracy
 
-``rec PATH KEY [%]``: PATH is a JSON file in the repository (from its root, whichever page the
+``rec PATH KEY [%|MiB]``: PATH is a JSON file in the repository (from its root, whichever page the
 number is on), KEY a dotted path into it, ``%`` means the record holds a fraction that the page
-prints in percent. The number is the last one before the comment on its line; it must equal the
-record rounded to the page's digits.
+prints in percent, ``MiB`` a byte count that the page prints in MiB (2^20 bytes). The number is
+the last one before the comment on its line; it must equal the record rounded to the page's digits.
 
 A table of verdict counts is tied to the generated table of reproductions by a comment on the
 line above it::
@@ -22,6 +22,17 @@ Each row names a paper (the link text, as in the generated table's first column)
 each column headed by a verdict (or ``claims``) must hold the number of that paper's claims with
 that verdict (or all its claims). Other columns are free text. Every paper of the generated table
 needs a row.
+
+A number read from a run of a documented command is tied to the code as it is now by a comment
+naming the command's config and the run::
+
+    <!-- record-of configs/listops_convluna.py:laptop,reference results/runs/laptop_main/.../seed0 -->
+
+The run's ``config.json`` must equal the config that the current code builds from that spec, field
+by field: a change to the preset (or to any default it uses) fails the check until the run is
+redone and its record committed. On README.md every ``rec`` number read from a run under
+``results/runs/`` must lie in a run named by such a comment, and README.md stays within
+:data:`README_MAX_LINES` lines (the front door: the rest belongs in docs/).
 
 Pages checked: README.md and every docs/*.md.
 
@@ -40,7 +51,8 @@ from typing import Any
 from lra.reproduce.registry import VERDICTS as REPRODUCE_VERDICTS
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"<!--\s*rec\s+(\S+)\s+(\S+)(\s+%)?\s*-->")
+MARKER = re.compile(r"<!--\s*rec\s+(\S+)\s+(\S+)(?:\s+(%|MiB))?\s*-->")
+SCALE = {"%": 100.0, "MiB": 1 / 2**20, None: 1.0}  # the unit the page prints the record's number in
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 VERDICTS_MARKER = re.compile(r"^\s*<!--\s*verdicts\s+(\S+)\s*-->\s*$")
 # The verdict columns of a README table, plus the registration counts: "exploratory" (the audit's
@@ -49,6 +61,11 @@ VERDICTS_MARKER = re.compile(r"^\s*<!--\s*verdicts\s+(\S+)\s*-->\s*$")
 REGISTRATIONS = ("exploratory", "pre-registered")
 VERDICTS = (*REPRODUCE_VERDICTS, *REGISTRATIONS)
 ALL_ROWS = ("all", "total", "all papers")
+RECORD_OF = re.compile(r"<!--\s*record-of\s+(\S+)\s+(\S+)\s*-->")
+README_MAX_LINES = 150
+RUN_RECORDS = "results/runs/"
+# config.json fields that say where a run read its data, not what it computed
+_LOCAL_FIELDS = ("data_dir", "data.cache_dir", "data.tfds_dir")
 
 
 def pages(root: Path = ROOT) -> list[Path]:
@@ -76,7 +93,7 @@ def check(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, li
     for lineno, line in enumerate(readme.read_text().splitlines(), 1):
         for m in MARKER.finditer(line):
             count += 1
-            path, key, percent = m.group(1), m.group(2), bool(m.group(3))
+            path, key, unit = m.group(1), m.group(2), m.group(3)
             shown = NUMBER.findall(line[: m.start()])
             where = _where(readme, root, lineno)
             if not shown:
@@ -90,7 +107,7 @@ def check(readme: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, li
             except (OSError, KeyError, IndexError, ValueError) as e:
                 problems.append(f"{where}: cannot read {key} from {path}: {e}")
                 continue
-            expected = round(value * (100 if percent else 1), digits)
+            expected = round(value * SCALE[unit], digits)
             if abs(float(text) - expected) > 0.5 * 10**-digits * (1 + 1e-9) + 1e-12 * (not exponent):
                 shown_expected = f"{expected:.{max(digits, 0)}f}" if not exponent else f"{value:.2e}"
                 problems.append(f"{where}: the page says {text}, {path} {key} gives {shown_expected}")
@@ -208,13 +225,67 @@ def check_all_verdicts(root: Path = ROOT) -> tuple[int, list[str]]:
     return _every_page(check_verdicts, root)
 
 
+def config_problems(spec: str, run_dir: Path) -> list[str]:
+    """How ``run_dir/config.json`` differs from the config the current code builds from ``spec``
+    (``configs/X.py:OPTIONS``, relative to the repository); [] when they are equal."""
+    from lra.defaults import load_config_file
+    from lra.training.run_config import config_to_dict, flatten_config
+
+    path, _, options = spec.partition(":")
+    try:
+        recorded = flatten_config(json.loads((run_dir / "config.json").read_text()))
+    except (OSError, ValueError) as e:
+        return [f"cannot read {run_dir}/config.json: {e}"]
+    current = flatten_config(config_to_dict(load_config_file(ROOT / path).get_config(options or None)))
+    fields = sorted(k for k in set(recorded) | set(current) if k not in _LOCAL_FIELDS)
+    return [
+        f"{k}: the record has {recorded.get(k, 'nothing')!r}, {spec} now gives {current.get(k, 'nothing')!r}"
+        for k in fields
+        if recorded.get(k) != current.get(k)
+    ]
+
+
+def check_records_of(page: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, list[str]]:
+    """One page's ``record-of`` comments: (runs checked, problems). On README.md, also every ``rec``
+    number read from ``results/runs/`` that no ``record-of`` run holds, and the line budget."""
+    problems, runs = [], []
+    lines = page.read_text().splitlines()
+    for lineno, line in enumerate(lines, 1):
+        for m in RECORD_OF.finditer(line):
+            spec, run = m.group(1), m.group(2).rstrip("/")
+            runs.append(run)
+            for why in config_problems(spec, root / run):
+                problems.append(f"{_where(page, root, lineno)}: {run} is not a run of the current {spec}: {why}")
+    if page.name == "README.md" and page.parent == root:
+        if len(lines) > README_MAX_LINES:
+            problems.append(
+                f"README.md: {len(lines)} lines, over its budget of {README_MAX_LINES}: move detail to docs/"
+            )
+        for lineno, line in enumerate(lines, 1):
+            for m in MARKER.finditer(line):
+                path = m.group(1)
+                if path.startswith(RUN_RECORDS) and not any(path.startswith(run + "/") for run in runs):
+                    problems.append(
+                        f"{_where(page, root, lineno)}: {path} is a run record that no record-of comment "
+                        f"ties to a documented command (<!-- record-of CONFIG_SPEC RUN_DIR -->)"
+                    )
+    return len(runs), problems
+
+
+def check_all_records_of(root: Path = ROOT) -> tuple[int, list[str]]:
+    """Every page's ``record-of`` comments and README.md's budget: (runs checked, problems)."""
+    return _every_page(check_records_of, root)
+
+
 def main() -> int:
     count, problems = check_all()
     vcount, vproblems = check_all_verdicts()
-    for p in problems + vproblems:
+    rcount, rproblems = check_all_records_of()
+    for p in problems + vproblems + rproblems:
         print(p)
     print(f"{count} numbers in README.md and docs/*.md tied to records, {len(problems)} mismatched")
     print(
         f"{vcount} verdict counts checked against the generated table of reproductions, " f"{len(vproblems)} mismatched"
     )
-    return 1 if problems or vproblems else 0
+    print(f"{rcount} runs checked against the current code's config of their command, {len(rproblems)} problems")
+    return 1 if problems or vproblems or rproblems else 0

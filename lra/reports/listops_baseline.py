@@ -107,6 +107,29 @@ def line(result: dict[str, Any], split: str = "test") -> str:
     )
 
 
+def beside_baseline(config: Any, test_accuracy: float) -> str | None:
+    """The line a ListOps run ends with: its test accuracy beside this baseline on the same data, so a
+    reader sees at once whether the model learned more than the first token (None for another task; a
+    sentence saying why where the data cannot be read again). The interval is the normal
+    approximation to the binomial over the test examples: the test set's own noise, not the seed's."""
+    if config.task != "listops":
+        return None
+    from lra.data.types import DataError
+
+    try:
+        result = for_config(config)
+    except (DataError, OSError, ValueError) as e:
+        return f"structure-free baseline not computed: the run's ListOps data could not be read ({e})"
+    ours, base = 100 * test_accuracy, 100 * result["test_accuracy"]
+    n = int(config.data.num_test)
+    half = 196 * float(np.sqrt(test_accuracy * (1 - test_accuracy) / max(n, 1)))
+    return (
+        f"{config.variant}: test accuracy {ours:.1f}% (95% interval over {n:,} test examples +-{half:.1f}) "
+        f"against {base:.1f}% for the structure-free baseline on the same data (the outermost operator's "
+        f"most frequent training answer): {ours - base:+.1f} points"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     from lra.defaults import load_config_file
 

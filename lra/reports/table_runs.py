@@ -286,12 +286,12 @@ def group_by_scale(runs: Iterable[RunResult]) -> dict[Scale, list[RunResult]]:
     groups: dict[Scale, list[RunResult]] = {}
     for run in runs:
         groups.setdefault(scale_of(run), []).append(run)
-    preset_rank = {"paper": 0, "cpu": 1, "smoke": 2}
+    preset_rank = {"paper": 0, "laptop": 1, "cpu": 2, "smoke": 3}
     return dict(
         sorted(
             groups.items(),
             key=lambda kv: (
-                preset_rank.get(kv[0].preset, 3),
+                preset_rank.get(kv[0].preset, 4),
                 kv[0].preset,
                 kv[0].steps is not None,
                 -(kv[0].steps or 0),

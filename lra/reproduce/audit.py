@@ -16,8 +16,8 @@ field of any other record. A claim is **pre-registered** when its rule commit is
 descend from the rule commit (the data existed first), when a run recorded only its end commit
 (the start is unknown: a run may have begun before the rule), or when a record carries no commit
 at all. A ``-dirty`` commit counts as the commit it was dirty on (the uncommitted part is not
-evidence either way; the audit says so). A ``-declared`` commit (a machine without this history,
-such as a lent GPU, was told which commit its files are: ``LRA_GIT_COMMIT``) counts as that commit. Without git history (an export, a tarball) the audit
+evidence either way; the audit says so). A ``-declared`` commit (a copy of the tree without ``.git``
+was told which commit its files are: ``LRA_GIT_COMMIT``) counts as that commit. Without git history (an export, a tarball) the audit
 says so and labels nothing.
 
 Not covered, by design and said in reports: helpers a judge calls in other modules (statistics in

@@ -20,8 +20,8 @@ verdicts stay as registered.
 * **Seeds.** 30-49, disjoint from every committed ListOps record (0-4, 10-19, 20-29, the pilot's 100).
 * **Rows.** Table 1's pair (ConvLuna-16 and Luna-16, ``reference``) and Figure 2's ConvLuna rows at
   memory 1, 16 and 256 (``reference``): four setups, each with its 20 seeds vmapped in one program
-  (``--group-seeds on``; the ListOps ``cpu`` preset has no length buckets, so each seed draws exactly
-  its single-seed batches). Planned for a lent GPU (``docs/gpu_runbook.md``, ``python -m
+  (``--group-seeds on``; these rows' ``reference`` configs have no length buckets, so each seed draws
+  exactly its single-seed batches). Planned for a GPU (``docs/gpu_runbook.md``, ``python -m
   lra.reproduce.convluna_long --commands``); on a CPU the same commands run, slowly.
 * **Seed count by power** (``power_table``; ``python -m lra.reproduce.convluna_long``): the paired
   spreads of the 4,000-step H100 replication. Figure 2's two equivalences within +-2 points (paired
@@ -94,7 +94,8 @@ def sweep_command(*labels: str) -> str:
 
 
 def gpu_command(*labels: str) -> str:
-    """The lent-GPU call (docs/gpu_runbook.md): every row at once, the data prepared first."""
+    """The time-boxed GPU job (docs/gpu_runbook.md, scripts/gpu_call.sh): every row at once, the data
+    prepared first."""
     return (f'KIND=h100 JOBS={len(labels)} BUDGET=520 NAME=convluna_listops_long PREPARE="{PREPARE}" '
             f"bash scripts/gpu_call.sh sweep {GRID} {sweep_arguments(*labels)}")
 

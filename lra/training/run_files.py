@@ -273,12 +273,12 @@ def _kept(record: dict[str, Any], step: int) -> bool:
 def git_commit() -> str:
     """The commit of the code that ran (``-dirty`` when the tree has uncommitted changes).
 
-    ``$LRA_GIT_COMMIT`` declares the commit a copy of the tree was made from (a lent GPU machine gets
-    the files, docs/gpu_runbook.md sets it): unless the local git's HEAD is that very commit, the
-    declared one is reported with ``-declared`` appended, since nothing there can check it. The local
-    git does not win: a device copy can carry a ``.git`` of its own, a snapshot commit that names
-    nothing in this repository (it happened: records of 2026-11-26 first named 08af3b7-dirty).
-    Without either: ``unknown``."""
+    ``$LRA_GIT_COMMIT`` declares the commit a copy of the tree was made from (a machine that gets the
+    files without ``.git``: a container, a cloud VM, docs/gpu_runbook.md): unless the local git's HEAD
+    is that very commit, the declared one is reported with ``-declared`` appended, since nothing
+    there can check it. The local git does not win: a copy can carry a ``.git`` of its own, a
+    snapshot commit that names nothing in this repository (it happened: records of 2026-11-26 first
+    named 08af3b7-dirty). Without either: ``unknown``."""
     root = Path(__file__).resolve().parent.parent
     declared = os.environ.get("LRA_GIT_COMMIT", "").strip()
     fallback = f"{declared}-declared" if declared else "unknown"
@@ -417,9 +417,10 @@ def record_commit(path: Path) -> tuple[str | None, str]:
 def commit_not_in_history(result: Path, where: Path) -> str | None:
     """The commit a run's result.json started from (``git_commit_start``, else ``git_commit``; less
     ``-declared``/``-dirty``) when the git repository holding ``where`` lacks it; None when it has it,
-    when the record names none (``unknown``), or when ``where`` is in no git repository. A lent
-    machine's records name a commit declared by hand (``LRA_GIT_COMMIT``): this catches a typo at export,
-    before the audit would call the claim exploratory (it happened once: 6f44cbb5b97e for 6f44cbb1c708)."""
+    when the record names none (``unknown``), or when ``where`` is in no git repository. Records made
+    on a copy of the tree without ``.git`` name a commit declared by hand (``LRA_GIT_COMMIT``): this
+    catches a typo at export, before the audit would call the claim exploratory (it happened once:
+    6f44cbb5b97e for 6f44cbb1c708)."""
     commit, _field = record_commit(result)  # the commit the audit will judge the record by
     if commit is None:
         return None
