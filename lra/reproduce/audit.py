@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lra.reproduce import record_evidence
 from lra.training.run_files import commit_base, record_commit
 
 PRE_REGISTERED = "pre-registered"
@@ -154,6 +155,13 @@ class Registration:
     label: str  # PRE_REGISTERED, EXPLORATORY, NO_RECORDS, NO_HISTORY, NOT_COMMITTED
     rule_commit: str | None
     reasons: tuple[str, ...] = ()  # why exploratory: one per failing record (a few named, then a count)
+    # what the label rests on that later records prove and these do not (lra.reproduce.record_evidence):
+    # e.g. "70 of 70 records predate code-tree hashes"; and notes (a correction applied)
+    old_evidence: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    # lra.reproduce.fingerprint: the files the judge runs, and each one's changes after the first record
+    fingerprint: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
 
     @property
     def short(self) -> str:
@@ -171,8 +179,12 @@ def judge_registration(root: Path, key: str, rule_commit: str | None, records: I
     if not present:
         return Registration(key, NO_RECORDS, rule_commit)
     reasons = []
+    old_counts: dict[str, int] = {}
+    notes: list[str] = []
     for rel in present:
         commit, field = record_commit(root / rel)
+        commit, field, corrections = record_evidence.corrected_commit(root / rel, commit, field)
+        notes += [f"{rel}: {n}" for n in corrections]
         if commit is None:
             reasons.append(f"{rel}: {field}")
             continue
@@ -184,10 +196,15 @@ def judge_registration(root: Path, key: str, rule_commit: str | None, records: I
             reasons.append(f"{rel}: ran at {base[:7]}, not after the rule's commit {rule_commit[:7]}")
         elif field != "git_commit_start":
             reasons.append(f"{rel}: only its end commit is recorded (the run may have started before the rule)")
+        evidence = record_evidence.check(root, root / rel, commit)  # its code trees and its seal
+        reasons += [f"{rel}: {problem}" for problem in evidence.problems]
+        for what in evidence.old:
+            old_counts[what] = old_counts.get(what, 0) + 1
+    old_evidence = tuple(f"{n} of {len(present)} records: {what}" for what, n in old_counts.items())
     if reasons:
         shown = reasons[:3] + ([f"and {len(reasons) - 3} more"] if len(reasons) > 3 else [])
-        return Registration(key, EXPLORATORY, rule_commit, tuple(shown))
-    return Registration(key, PRE_REGISTERED, rule_commit)
+        return Registration(key, EXPLORATORY, rule_commit, tuple(shown), old_evidence, tuple(notes))
+    return Registration(key, PRE_REGISTERED, rule_commit, (), old_evidence, tuple(notes))
 
 
 def current_signatures(root: Path) -> dict[str, str]:
@@ -205,7 +222,10 @@ def audit(root: Path, claims: Mapping[str, Iterable[str]] | None = None, cache: 
         return {key: Registration(key, NO_HISTORY, None) for key in claims}
     current = current_signatures(root)
     commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache)
-    return {key: judge_registration(root, key, commits.get(key), records) for key, records in claims.items()}
+    regs = {key: judge_registration(root, key, commits.get(key), records) for key, records in claims.items()}
+    from lra.reproduce import fingerprint
+
+    return fingerprint.apply(root, regs, {k: tuple(r) for k, r in claims.items()}, cache)
 
 
 def default_cache() -> Path:
@@ -213,10 +233,29 @@ def default_cache() -> Path:
 
 
 def audit_table(registrations: dict[str, Registration]) -> str:
-    lines = ["| claim | registration | why |", "|---|---|---|"]
+    """The labels (why, and what older evidence each rests on), then each claim's fingerprint."""
+    lines = ["| claim | registration | why | rests on older evidence |", "|---|---|---|---|"]
     for key, reg in registrations.items():
-        lines.append(f"| `{key}` | {reg.short} | {'; '.join(reg.reasons).replace('|', '/')} |")
+        lines.append(f"| `{key}` | {reg.short} | {'; '.join(reg.reasons + reg.notes).replace('|', '/')} | "
+                     f"{'; '.join(reg.old_evidence)} |")
+    lines += ["", "Fingerprints: the files each claim's judge runs (lra.reproduce.fingerprint), "
+              "and those changed after its first record.", "",
+              "| claim | files | changed after its first record |", "|---|---|---|"]
+    for key, reg in registrations.items():
+        files = ", ".join(f.removeprefix("lra/") for f in reg.fingerprint)
+        lines.append(f"| `{key}` | {files} | {'; '.join(reg.changed)} |")
     return "\n".join(lines)
+
+
+def older_evidence_summary(registrations: dict[str, Registration]) -> str:
+    """Which labels rest on records written before code trees and seals (their commits as recorded)."""
+    old = [k for k, r in registrations.items() if r.old_evidence and r.label in (PRE_REGISTERED, EXPLORATORY)]
+    pre = [k for k in old if registrations[k].label == PRE_REGISTERED]
+    if not old:
+        return "every label rests on records with code-tree hashes and seals"
+    return (f"{len(old)} labels rest on records that predate code-tree hashes and seals (their commits taken as "
+            f"recorded, not checked against the code that ran), {len(pre)} of them pre-registered: "
+            + ", ".join(pre))
 
 
 def as_json(registrations: dict[str, Registration]) -> dict[str, Any]:
