@@ -15,13 +15,20 @@ field of any other record. A claim is **pre-registered** when its rule commit is
 (or equal to) every record's run commit. It is **exploratory** when any record's commit does not
 descend from the rule commit (the data existed first), when a run recorded only its end commit
 (the start is unknown: a run may have begun before the rule), or when a record carries no commit
-at all. A ``-dirty`` commit counts as the commit it was dirty on (the uncommitted part is not
-evidence either way; the audit says so). A ``-declared`` commit (a machine without this history,
-such as a lent GPU, was told which commit its files are: ``LRA_GIT_COMMIT``) counts as that commit. Without git history (an export, a tarball) the audit
-says so and labels nothing.
+at all. A ``-declared`` commit (a machine without this history, such as a cloud GPU machine, was told which
+commit its files are: ``LRA_GIT_COMMIT``) counts as that commit. Without git history (an export, a
+tarball) the audit says so and labels nothing.
 
-Not covered, by design and said in reports: helpers a judge calls in other modules (statistics in
-``evidence``, grids in ``lra.experiments.sweep``) are not part of the signature.
+What each record proves about its code (lra.reproduce.record_evidence, issue 53): a record written
+since code trees were recorded is checked against its commit's trees (``git rev-parse <commit>:lra``):
+a record that **ran on uncommitted code** (the trees differ on a ``-dirty`` commit), whose code is
+not its declared commit's, or that was **edited after it was written** (its seal) makes its claim
+exploratory. A ``-dirty`` record from before code trees ran on code nothing can recover: exploratory
+too. Older records (no trees, no seal) keep their labels; the audit says which labels rest on them.
+
+What a claim's judge runs (lra.reproduce.fingerprint): the files its judge's code ran (traced) and
+imports; a change to one after the claim's first record is named, and a pre-registered claim stays so
+only when the same-outcome check shows the change behaviour-preserving on its records.
 """
 
 from __future__ import annotations
