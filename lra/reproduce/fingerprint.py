@@ -186,7 +186,7 @@ class Change:
     commits: tuple[tuple[str, str], ...]  # (commit, date), newest first
 
     def sentence(self) -> str:
-        latest = ", ".join(f"{c[:7]} ({d})" for c, d in self.commits[:2])
+        latest = ", ".join("uncommitted edits" if c == "uncommitted" else f"{c[:7]} ({d})" for c, d in self.commits[:2])
         more = f" and {len(self.commits) - 2} earlier" if len(self.commits) > 2 else ""
         return f"{self.path} changed in {latest}{more}"
 
