@@ -174,7 +174,7 @@ def test_a_record_that_ran_on_uncommitted_code_is_never_pre_registered(repo, tmp
     _record(repo, git_commit_start=rules + "-dirty", code_start=code)
     _commit(repo, "record")
     reg = _label(repo, tmp_path)
-    assert reg.label == audit.EXPLORATORY
+    assert reg.label == audit.EXPLORATORY and reg.short == "exploratory (ran on uncommitted code)"
     assert "ran on uncommitted code: its configs/ tree is not" in reg.reasons[0]
 
 
@@ -220,7 +220,7 @@ def test_a_record_edited_after_writing_is_named_and_a_correction_is_applied(repo
     path.write_text(json.dumps({**data, "git_commit_start": rules}))  # a hand edit instead of a correction
     _commit(repo, "edit in place")
     reg = _label(repo, tmp_path)
-    assert reg.label == audit.EXPLORATORY
+    assert reg.label == audit.EXPLORATORY and reg.short == "exploratory (record edited after it was written)"
     assert any("a.json was changed after it was written" in r for r in reg.reasons)
 
 

@@ -156,6 +156,24 @@ def is_ancestor(root: Path, older: str, newer: str) -> bool | None:
     return _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0
 
 
+# What makes a claim exploratory, by the words of its reasons (the first that matches names the label).
+_EXPLORATORY_KINDS = (
+    (("not after the rule", "only its end commit", "no commit recorded", "not in this repository's history",
+      "unreadable", "not a JSON object"), "rule written after the data"),
+    (("ran on uncommitted code",), "ran on uncommitted code"),
+    (("the code that ran is not its commit's",), "code not its commit's"),
+    (("changed after it was written", "seal"), "record edited after it was written"),
+    (("NOT behaviour-preserving", "could not be run"), "judge's code changed after the data"),
+)
+
+
+def why_exploratory(reasons: tuple[str, ...]) -> str:
+    for words, kind in _EXPLORATORY_KINDS:
+        if any(w in r for r in reasons for w in words):
+            return kind
+    return "rule written after the data"
+
+
 @dataclasses.dataclass(frozen=True)
 class Registration:
     key: str  # paper/claim
@@ -173,7 +191,7 @@ class Registration:
     @property
     def short(self) -> str:
         commit = f" at {self.rule_commit[:7]}" if self.rule_commit else ""
-        return {PRE_REGISTERED: f"pre-registered{commit}", EXPLORATORY: "exploratory (rule written after the data)",
+        return {PRE_REGISTERED: f"pre-registered{commit}", EXPLORATORY: f"exploratory ({why_exploratory(self.reasons)})",
                 NO_RECORDS: f"rule fixed{commit}, no records yet", NO_HISTORY: "cannot tell (no git history)",
                 NOT_COMMITTED: "rule not committed as it is now"}[self.label]
 

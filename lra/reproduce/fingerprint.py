@@ -380,7 +380,8 @@ def apply(root: Path, registrations: dict, claims: dict[str, tuple[str, ...]], c
         if result.preserved:
             out[key] = dataclasses.replace(reg, notes=(*reg.notes, f"changed after its first record; {result.sentence}"))
         else:
-            files = "; ".join(c.sentence() for c in changed[key][:3])
+            named = "; ".join(c.sentence() for c in changed[key][:3])
+            more = f" and {len(changed[key]) - 3} more files" if len(changed[key]) > 3 else ""
             out[key] = dataclasses.replace(reg, label="exploratory", reasons=(
-                *reg.reasons, f"{files} after its first record ({result.old[:7]}); {result.sentence}"))
+                *reg.reasons, f"{named}{more} after its first record ({result.old[:7]}); {result.sentence}"))
     return out

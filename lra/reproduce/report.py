@@ -28,7 +28,8 @@ def rule_heading(registration: audit.Registration | None) -> str:
         return f"Rule (committed in {registration.rule_commit[:7]}; no records yet)"
     if registration.label == audit.NOT_COMMITTED:
         return "Rule (not committed as it reads here)"
-    return "Rule (EXPLORATORY: written after the data, by git: " + "; ".join(registration.reasons) + ")"
+    why = audit.why_exploratory(registration.reasons)
+    return f"Rule (EXPLORATORY: {why}, by git: " + "; ".join(registration.reasons) + ")"
 
 
 def claim_section(paper: Paper, claim: Claim, outcome: Outcome,
@@ -102,7 +103,7 @@ def _registration_cell(registration: audit.Registration | None, claim: Claim) ->
         return ""
     if registration is None:
         return "not checked"
-    older = " (its records predate code-tree hashes)" if any(
+    older = " (its records predate code-tree hashes)" if registration.label == audit.PRE_REGISTERED and any(
         record_evidence.PREDATES in e for e in registration.old_evidence) else ""
     return registration.short + older
 
