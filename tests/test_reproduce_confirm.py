@@ -127,8 +127,10 @@ def test_table3_without_a_significant_pair_gain_is_not_reproduced(tmp_path):
 def test_fig2_inconclusive_is_said(tmp_path):
     # a 1-point shift with a large spread: neither within +-2 nor beyond it is shown
     _fig2(1.0, 0.0, jitter=8.0)(tmp_path)
-    outcome = registry.find("convluna", "confirm-fig2-memory-size")[1][0].outcome(tmp_path)
-    assert outcome.verdict == NOT_REPRODUCED and outcome.detail.startswith("inconclusive"), outcome
+    claim = registry.find("convluna", "confirm-fig2-memory-size")[1][0]
+    outcome = claim.outcome(tmp_path)
+    assert outcome.verdict == registry.INCONCLUSIVE and outcome.detail.startswith("inconclusive"), outcome
+    assert claim.judge(tmp_path).verdict == NOT_REPRODUCED  # the registered judge's own words, unchanged
 
 
 def test_records_of_another_design_are_missing_by_name(tmp_path):

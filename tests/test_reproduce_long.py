@@ -92,7 +92,10 @@ def test_fig2_difference_and_inconclusive_are_said(tmp_path):
     other = tmp_path / "other"
     _fig2(1.0, 0.0, jitter=25.0)(other)  # a 1-point shift with a wide spread: neither shown
     outcome = _outcome(other, "long-fig2-memory-size")
-    assert outcome.verdict == NOT_REPRODUCED and outcome.detail.startswith("inconclusive"), outcome
+    assert outcome.verdict == registry.INCONCLUSIVE and outcome.detail.startswith("inconclusive"), outcome
+    assert (
+        registry.find("convluna", "long-fig2-memory-size")[1][0].judge(other).verdict == NOT_REPRODUCED
+    )  # the registered judge's own words, unchanged
 
 
 def test_the_statistic_describes_the_late_curve(tmp_path):

@@ -291,6 +291,7 @@ def markdown(record: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from lra.training import cpu_speed, provenance
+    from lra.training.record_seal import seal
     from lra.training.run_files import write_json_atomic, write_text_atomic
 
     cpu_speed.reexec_with_fast_allocator()  # time the layer as lra.train runs it: mimalloc, one-pass threefry
@@ -330,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, record)
+    seal(args.out)  # an edit after this is found by the audit (lra.training.record_seal)
     write_text_atomic(args.out.with_suffix(".md"), markdown(record))
     print(markdown(record))
     return 0

@@ -301,6 +301,7 @@ def run_resumable(
     variant trains from the seed alone); ``results.json`` and ``results.md`` are written atomically
     at the end and the partial file removed. One process per folder (``out/.lock``)."""
     from lra.training.provenance import mark_start, stamp
+    from lra.training.record_seal import seal
     from lra.training.run_files import append_jsonl, write_text_atomic
     from lra.training.workdir_lock import WorkdirLock
 
@@ -338,6 +339,7 @@ def run_resumable(
         if starts:  # a resumed call: the record's data began with the first variant's process
             result["git_commit_start"] = starts[0]
         write_text_atomic(out / "results.json", json.dumps(result, indent=2) + "\n")
+        seal(out / "results.json")  # an edit after this is found by the audit (lra.training.record_seal)
         write_text_atomic(out / "results.md", markdown_report(result, command))
         partial.unlink(missing_ok=True)
     return result

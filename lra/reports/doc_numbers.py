@@ -34,6 +34,15 @@ redone and its record committed. On README.md every ``rec`` number read from a r
 ``results/runs/`` must lie in a run named by such a comment, and README.md stays within
 :data:`README_MAX_LINES` lines (the front door: the rest belongs in docs/).
 
+A sentence that counts claims of a kind ties its number to the generated table the same way::
+
+    15<!-- count results/reproductions/README.md exploratory --> claims are exploratory, and
+    two<!-- count results/reproductions/README.md inconclusive "not reproduced" paper=convluna --> ...
+
+``count SOURCE KIND... [paper=NAME]``: the number (digits, or a word up to twenty) before the marker
+must equal the claims of SOURCE's table with any of the KINDs (a verdict, or "exploratory" /
+"pre-registered"; quote a kind with spaces), over all papers or the one named.
+
 Pages checked: README.md and every docs/*.md.
 
     python scripts/check_readme_numbers.py          # exit 1 and one line per mismatch
@@ -277,10 +286,76 @@ def check_all_records_of(root: Path = ROOT) -> tuple[int, list[str]]:
     return _every_page(check_records_of, root)
 
 
+COUNT_MARKER = re.compile(r"<!--\s*count\s+(.+?)\s*-->")
+NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}
+COUNT_NUMBER = re.compile(r"\b(\d[\d,]*|" + "|".join(NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+def count_of(table: Path, kinds: list[str], paper: str | None = None) -> int:
+    """The claims of the generated table ``table`` with any of ``kinds`` (verdicts or registrations),
+    over all papers or ``paper``'s; KeyError naming an unknown kind or paper."""
+    unknown = [k for k in kinds if k not in VERDICTS]
+    if unknown:
+        raise KeyError(f"unknown kind {unknown[0]!r}; one of {', '.join(VERDICTS)}")
+    counts = verdict_counts(table)
+    if paper is not None and paper not in counts:
+        raise KeyError(f"{table.name} has no paper {paper!r}")
+    chosen = [counts[paper]] if paper is not None else list(counts.values())
+    return sum(c[k] for c in chosen for k in kinds)
+
+
+def check_counts(page: Path = ROOT / "README.md", root: Path = ROOT) -> tuple[int, list[str]]:
+    """One page's counting sentences (``count`` markers): (numbers checked, problems)."""
+    import shlex
+
+    problems, count = [], 0
+    for lineno, line in enumerate(page.read_text().splitlines(), 1):
+        for m in COUNT_MARKER.finditer(line):
+            count += 1
+            where = _where(page, root, lineno)
+            try:
+                source, *args = shlex.split(m.group(1))
+            except ValueError as e:
+                problems.append(f"{where}: cannot read the count marker: {e}")
+                continue
+            paper = next((a.split("=", 1)[1].lower() for a in args if a.startswith("paper=")), None)
+            kinds = [a.lower() for a in args if not a.startswith("paper=")]
+            shown = COUNT_NUMBER.findall(line[: m.start()])
+            if not shown or not kinds:
+                problems.append(f"{where}: a count marker needs a number before it and a kind")
+                continue
+            text = shown[-1].lower().replace(",", "")
+            got = NUMBER_WORDS[text] if text in NUMBER_WORDS else int(text)
+            try:
+                want = count_of(root / source, kinds, paper)
+            except (OSError, KeyError) as e:
+                problems.append(f"{where}: cannot count {' + '.join(kinds)} in {source}: {e}")
+                continue
+            if got != want:
+                problems.append(
+                    f"{where}: the page says {shown[-1]} {' + '.join(kinds)}"
+                    f"{f' of {paper}' if paper else ''}, {source} gives {want}"
+                )
+    return count, problems
+
+
+def check_all_counts(root: Path = ROOT) -> tuple[int, list[str]]:
+    """Every page's counting sentences: (numbers checked in all, problems)."""
+    return _every_page(check_counts, root)
+
+
 def main() -> int:
     count, problems = check_all()
     vcount, vproblems = check_all_verdicts()
     rcount, rproblems = check_all_records_of()
+    ccount, cproblems = check_all_counts()
+    vcount, vproblems = vcount + ccount, vproblems + cproblems
     for p in problems + vproblems + rproblems:
         print(p)
     print(f"{count} numbers in README.md and docs/*.md tied to records, {len(problems)} mismatched")

@@ -15,13 +15,20 @@ field of any other record. A claim is **pre-registered** when its rule commit is
 (or equal to) every record's run commit. It is **exploratory** when any record's commit does not
 descend from the rule commit (the data existed first), when a run recorded only its end commit
 (the start is unknown: a run may have begun before the rule), or when a record carries no commit
-at all. A ``-dirty`` commit counts as the commit it was dirty on (the uncommitted part is not
-evidence either way; the audit says so). A ``-declared`` commit (a copy of the tree without ``.git``
-was told which commit its files are: ``LRA_GIT_COMMIT``) counts as that commit. Without git history (an export, a tarball) the audit
-says so and labels nothing.
+at all. A ``-declared`` commit (a copy of the tree without ``.git``, e.g. on a cloud GPU machine, was told which
+commit its files are: ``LRA_GIT_COMMIT``) counts as that commit. Without git history (an export, a
+tarball) the audit says so and labels nothing.
 
-Not covered, by design and said in reports: helpers a judge calls in other modules (statistics in
-``evidence``, grids in ``lra.experiments.sweep``) are not part of the signature.
+What each record proves about its code (lra.reproduce.record_evidence, issue 53): a record written
+since code trees were recorded is checked against its commit's trees (``git rev-parse <commit>:lra``):
+a record that **ran on uncommitted code** (the trees differ on a ``-dirty`` commit), whose code is
+not its declared commit's, or that was **edited after it was written** (its seal) makes its claim
+exploratory. A ``-dirty`` record from before code trees ran on code nothing can recover: exploratory
+too. Older records (no trees, no seal) keep their labels; the audit says which labels rest on them.
+
+What a claim's judge runs (lra.reproduce.fingerprint): the files its judge's code ran (traced) and
+imports; a change to one after the claim's first record is named, and a pre-registered claim stays so
+only when the same-outcome check shows the change behaviour-preserving on its records.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lra.reproduce import record_evidence
 from lra.training.run_files import commit_base, record_commit
 
 PRE_REGISTERED = "pre-registered"
@@ -46,7 +54,7 @@ NO_HISTORY = "no git history"
 NOT_COMMITTED = "rule not committed"
 
 # Run in a child with an old tree first on sys.path: only APIs every registry version has.
-_SIGNATURE_SNIPPET = r'''
+_SIGNATURE_SNIPPET = r"""
 import hashlib, inspect, json, sys
 sys.path.insert(0, sys.argv[1])
 from lra.reproduce import registry
@@ -69,7 +77,7 @@ def signature(claim):
 
 out = {f"{key}/{claim.id}": signature(claim) for key, paper in registry.papers().items() for claim in paper.claims}
 print(json.dumps(out))
-'''
+"""
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -85,8 +93,13 @@ def has_history(root: Path) -> bool:
 
 def signatures_of_tree(tree: Path) -> dict[str, str]:
     """Every claim's signature in the lra package under ``tree`` (a child process imports it)."""
-    proc = subprocess.run([sys.executable, "-c", _SIGNATURE_SNIPPET, str(tree)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(tree), "JAX_PLATFORMS": "cpu"})
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNATURE_SNIPPET, str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tree), "JAX_PLATFORMS": "cpu"},
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"the registry under {tree} did not import: {proc.stderr.strip()[-300:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -101,8 +114,9 @@ def signatures_at(root: Path, commit: str, cache: Path | None = None) -> dict[st
         except ValueError:
             pass
     with tempfile.TemporaryDirectory(prefix="lra_audit_") as tmp:
-        archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", commit, "lra"],
-                                 capture_output=True, timeout=120)
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", "--format=tar", commit, "lra"], capture_output=True, timeout=120
+        )
         if archive.returncode != 0:
             result = None
         else:
@@ -148,19 +162,57 @@ def is_ancestor(root: Path, older: str, newer: str) -> bool | None:
     return _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0
 
 
+# What makes a claim exploratory, by the words of its reasons (the first that matches names the label).
+_EXPLORATORY_KINDS = (
+    (
+        (
+            "not after the rule",
+            "only its end commit",
+            "no commit recorded",
+            "not in this repository's history",
+            "unreadable",
+            "not a JSON object",
+        ),
+        "rule written after the data",
+    ),
+    (("ran on uncommitted code",), "ran on uncommitted code"),
+    (("the code that ran is not its commit's",), "code not its commit's"),
+    (("changed after it was written", "seal"), "record edited after it was written"),
+    (("NOT behaviour-preserving", "could not be run"), "judge's code changed after the data"),
+)
+
+
+def why_exploratory(reasons: tuple[str, ...]) -> str:
+    for words, kind in _EXPLORATORY_KINDS:
+        if any(w in r for r in reasons for w in words):
+            return kind
+    return "rule written after the data"
+
+
 @dataclasses.dataclass(frozen=True)
 class Registration:
     key: str  # paper/claim
     label: str  # PRE_REGISTERED, EXPLORATORY, NO_RECORDS, NO_HISTORY, NOT_COMMITTED
     rule_commit: str | None
     reasons: tuple[str, ...] = ()  # why exploratory: one per failing record (a few named, then a count)
+    # what the label rests on that later records prove and these do not (lra.reproduce.record_evidence):
+    # e.g. "70 of 70 records predate code-tree hashes"; and notes (a correction applied)
+    old_evidence: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    # lra.reproduce.fingerprint: the files the judge runs, and each one's changes after the first record
+    fingerprint: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
 
     @property
     def short(self) -> str:
         commit = f" at {self.rule_commit[:7]}" if self.rule_commit else ""
-        return {PRE_REGISTERED: f"pre-registered{commit}", EXPLORATORY: "exploratory (rule written after the data)",
-                NO_RECORDS: f"rule fixed{commit}, no records yet", NO_HISTORY: "cannot tell (no git history)",
-                NOT_COMMITTED: "rule not committed as it is now"}[self.label]
+        return {
+            PRE_REGISTERED: f"pre-registered{commit}",
+            EXPLORATORY: f"exploratory ({why_exploratory(self.reasons)})",
+            NO_RECORDS: f"rule fixed{commit}, no records yet",
+            NO_HISTORY: "cannot tell (no git history)",
+            NOT_COMMITTED: "rule not committed as it is now",
+        }[self.label]
 
 
 def judge_registration(root: Path, key: str, rule_commit: str | None, records: Iterable[str]) -> Registration:
@@ -171,8 +223,12 @@ def judge_registration(root: Path, key: str, rule_commit: str | None, records: I
     if not present:
         return Registration(key, NO_RECORDS, rule_commit)
     reasons = []
+    old_counts: dict[str, int] = {}
+    notes: list[str] = []
     for rel in present:
         commit, field = record_commit(root / rel)
+        commit, field, corrections = record_evidence.corrected_commit(root / rel, commit, field)
+        notes += [f"{rel}: {n}" for n in corrections]
         if commit is None:
             reasons.append(f"{rel}: {field}")
             continue
@@ -184,18 +240,24 @@ def judge_registration(root: Path, key: str, rule_commit: str | None, records: I
             reasons.append(f"{rel}: ran at {base[:7]}, not after the rule's commit {rule_commit[:7]}")
         elif field != "git_commit_start":
             reasons.append(f"{rel}: only its end commit is recorded (the run may have started before the rule)")
+        evidence = record_evidence.check(root, root / rel, commit)  # its code trees and its seal
+        reasons += [f"{rel}: {problem}" for problem in evidence.problems]
+        for what in evidence.old:
+            old_counts[what] = old_counts.get(what, 0) + 1
+    old_evidence = tuple(f"{n} of {len(present)} records: {what}" for what, n in old_counts.items())
     if reasons:
         shown = reasons[:3] + ([f"and {len(reasons) - 3} more"] if len(reasons) > 3 else [])
-        return Registration(key, EXPLORATORY, rule_commit, tuple(shown))
-    return Registration(key, PRE_REGISTERED, rule_commit)
+        return Registration(key, EXPLORATORY, rule_commit, tuple(shown), old_evidence, tuple(notes))
+    return Registration(key, PRE_REGISTERED, rule_commit, (), old_evidence, tuple(notes))
 
 
 def current_signatures(root: Path) -> dict[str, str]:
     return signatures_of_tree(root)
 
 
-def audit(root: Path, claims: Mapping[str, Iterable[str]] | None = None, cache: Path | None = None
-          ) -> dict[str, Registration]:
+def audit(
+    root: Path, claims: Mapping[str, Iterable[str]] | None = None, cache: Path | None = None
+) -> dict[str, Registration]:
     """Every claim's Registration (``claims``: key -> its record paths; default: the registry's)."""
     if claims is None:
         from lra.reproduce.registry import papers
@@ -205,7 +267,10 @@ def audit(root: Path, claims: Mapping[str, Iterable[str]] | None = None, cache: 
         return {key: Registration(key, NO_HISTORY, None) for key in claims}
     current = current_signatures(root)
     commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache)
-    return {key: judge_registration(root, key, commits.get(key), records) for key, records in claims.items()}
+    regs = {key: judge_registration(root, key, commits.get(key), records) for key, records in claims.items()}
+    from lra.reproduce import fingerprint
+
+    return fingerprint.apply(root, regs, {k: tuple(r) for k, r in claims.items()}, cache)
 
 
 def default_cache() -> Path:
@@ -213,10 +278,37 @@ def default_cache() -> Path:
 
 
 def audit_table(registrations: dict[str, Registration]) -> str:
-    lines = ["| claim | registration | why |", "|---|---|---|"]
+    """The labels (why, and what older evidence each rests on), then each claim's fingerprint."""
+    lines = ["| claim | registration | why | rests on older evidence |", "|---|---|---|---|"]
     for key, reg in registrations.items():
-        lines.append(f"| `{key}` | {reg.short} | {'; '.join(reg.reasons).replace('|', '/')} |")
+        lines.append(
+            f"| `{key}` | {reg.short} | {'; '.join(reg.reasons + reg.notes).replace('|', '/')} | "
+            f"{'; '.join(reg.old_evidence)} |"
+        )
+    lines += [
+        "",
+        "Fingerprints: the files each claim's judge runs (lra.reproduce.fingerprint), "
+        "and those changed after its first record.",
+        "",
+        "| claim | files | changed after its first record |",
+        "|---|---|---|",
+    ]
+    for key, reg in registrations.items():
+        files = ", ".join(f.removeprefix("lra/") for f in reg.fingerprint)
+        lines.append(f"| `{key}` | {files} | {'; '.join(reg.changed)} |")
     return "\n".join(lines)
+
+
+def older_evidence_summary(registrations: dict[str, Registration]) -> str:
+    """Which labels rest on records written before code trees and seals (their commits as recorded)."""
+    old = [k for k, r in registrations.items() if r.old_evidence and r.label in (PRE_REGISTERED, EXPLORATORY)]
+    pre = [k for k in old if registrations[k].label == PRE_REGISTERED]
+    if not old:
+        return "every label rests on records with code-tree hashes and seals"
+    return (
+        f"{len(old)} labels rest on records that predate code-tree hashes and seals (their commits taken as "
+        f"recorded, not checked against the code that ran), {len(pre)} of them pre-registered: " + ", ".join(pre)
+    )
 
 
 def as_json(registrations: dict[str, Registration]) -> dict[str, Any]:

@@ -376,7 +376,10 @@ PAPER = Paper(
               "the grid on (clustered no later than improved) and each needs less memory than full attention from "
               "some N on; partly if only the time or only the memory part holds; else not reproduced. Where the "
               "crossovers fall is reported against the paper's GPU numbers, not judged (another machine)",
-              _fig4, (FIG4_COMMAND,), (FIG4,), cpu_minutes=15),
+              _fig4, (FIG4_COMMAND,), (FIG4,), cpu_minutes=15,
+              cannot_fail=f"full attention's cost grows as N^2, clustered's as N x clusters: on a grid up to "
+                          f"N = {FIG4_LENGTHS[-1]:,} a crossover somewhere is near certain; where it falls is the "
+                          "finding, and it is reported, not judged"),
         not_testable("speech-wsj-switchboard", "Tables 1-2, Figures 2-3",
                      "Clustered attention matches full attention's phone/word error rate on WSJ and Switchboard "
                      "at a fraction of the GPU time.",

@@ -11,8 +11,10 @@ from typing import Any
 
 def write_record(path: Path, record: dict[str, Any], command: str | None = None) -> None:
     """Write ``record`` atomically with its provenance (lra.training.provenance: the start and end
-    commits, the date); ``command`` defaults to this process's command line as typed."""
+    commits, the date, the code trees at the start), then its seal beside it (lra.training.record_seal);
+    ``command`` defaults to this process's command line as typed."""
     from lra.training.provenance import stamp
+    from lra.training.record_seal import seal
     from lra.training.run_files import write_json_atomic
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -25,6 +27,7 @@ def write_record(path: Path, record: dict[str, Any], command: str | None = None)
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {**provenance, **record})
+    seal(path)
 
 
 def measure_main(description: str, default_out: str, measure: Callable[[], dict[str, Any]],

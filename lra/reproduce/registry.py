@@ -23,7 +23,11 @@ INCOMPLETE = "incomplete"
 # built (a lookup reads a fixed k x k matrix; a count the module was written to match), so its test
 # could only fail through a bug. Its judge's "reproduced" is reported under this name.
 HOLDS_BY_CONSTRUCTION = "holds by construction"
-VERDICTS = (REPRODUCED, HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, PARTLY, NOT_TESTABLE, INCOMPLETE)
+# Neither the effect nor its absence shown: a judge's NOT_REPRODUCED whose detail begins "inconclusive"
+# (the registered rules of Figure 2's equivalence tests say so in words) is counted as this kind, apart
+# from "not reproduced" (evidence against the claim). The judge's outcome itself is unchanged.
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (REPRODUCED, HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, INCONCLUSIVE, PARTLY, NOT_TESTABLE, INCOMPLETE)
 EMPIRICAL, CONSTRUCTION = "empirical", "construction"
 
 
@@ -63,6 +67,9 @@ class Claim:
     # root -> the commands that produce only the records still missing (None: all of ``commands``).
     # Committed records count as finished: a fresh clone never retrains (and re-exports) them.
     plan: Callable[[Path], tuple[str, ...]] | None = None
+    # Why the rule could not fail at the scale it runs, said in its row (e.g. "faster from some N on" on a
+    # grid where a crossover is near certain); empty: it could.
+    cannot_fail: str = ""
 
     def commands_needed(self, root: Path = REPO) -> tuple[str, ...]:
         return self.plan(root) if self.plan is not None else self.commands
@@ -77,6 +84,8 @@ class Claim:
             outcome = self.judge(root)
             if self.kind == CONSTRUCTION and outcome.verdict == REPRODUCED:
                 return dataclasses.replace(outcome, verdict=HOLDS_BY_CONSTRUCTION)
+            if outcome.verdict == NOT_REPRODUCED and outcome.detail.lower().startswith(INCONCLUSIVE):
+                return dataclasses.replace(outcome, verdict=INCONCLUSIVE)
             return outcome
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
             # A record with a field missing, of the wrong type or with short rows: this claim is

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lra.reproduce import audit
-from lra.reproduce.registry import INCOMPLETE, NOT_TESTABLE, REPO, Claim, Outcome, Paper
+from lra.reproduce import audit, record_evidence, sampling_noise
+from lra.reproduce.registry import INCOMPLETE, INCONCLUSIVE, NOT_TESTABLE, REPO, Claim, Outcome, Paper
 
 OUT = Path("results/reproductions")
 PILOT_CURVES = Path("results/listops_pilot/curves.png")  # the ConvLuna ListOps pilot (issue 35), drawn apart
@@ -28,11 +28,12 @@ def rule_heading(registration: audit.Registration | None) -> str:
         return f"Rule (committed in {registration.rule_commit[:7]}; no records yet)"
     if registration.label == audit.NOT_COMMITTED:
         return "Rule (not committed as it reads here)"
-    return "Rule (EXPLORATORY: written after the data, by git: " + "; ".join(registration.reasons) + ")"
+    why = audit.why_exploratory(registration.reasons)
+    return f"Rule (EXPLORATORY: {why}, by git: " + "; ".join(registration.reasons) + ")"
 
 
 def claim_section(paper: Paper, claim: Claim, outcome: Outcome,
-                  registration: audit.Registration | None = None) -> str:
+                  registration: audit.Registration | None = None, root: Path | None = None) -> str:
     lines = [f"## `{claim.id}`: {claim.where}: **{outcome.verdict}**", "", f"*Claim.* {claim.statement}", "",
              f"*Paper.* {claim.paper_numbers}", ""]
     if claim.testable:
@@ -41,6 +42,14 @@ def claim_section(paper: Paper, claim: Claim, outcome: Outcome,
         lines += [f"*What would test it.* {claim.experiment}", ""]
     if outcome.ours:
         lines += [f"*Ours.* {outcome.ours}", ""]
+    if claim.cannot_fail:
+        lines += [f"*Could not fail at this scale.* {claim.cannot_fail}", ""]
+    if outcome.verdict == INCONCLUSIVE:
+        lines += ["*Kind.* inconclusive: its rule's verdict is \"not reproduced\" with neither the effect nor its "
+                  "absence shown; counted apart from \"not reproduced\" (evidence against the claim)", ""]
+    noise = sampling_noise.sentence(root, claim.records) if claim.testable and root is not None else ""
+    if noise:
+        lines += [f"*Test-set noise.* {noise[0].upper()}{noise[1:]}", ""]
     if outcome.statistic:
         lines += [f"*Statistic.* {outcome.statistic}", ""]
     if outcome.detail and claim.testable:
@@ -58,40 +67,64 @@ def claim_section(paper: Paper, claim: Claim, outcome: Outcome,
 
 def paper_report(paper: Paper, outcomes: dict[str, Outcome], figures: list[str],
                  registrations: dict[str, audit.Registration] | None = None,
-                 captions: dict[str, str] | None = None) -> str:
+                 captions: dict[str, str] | None = None, root: Path | None = None) -> str:
     regs = registrations or {}
     head = [f"# {paper.title}", "", f"{paper.citation}. Regenerate: `python -m lra.reproduce {paper.key}` "
             "(runs what is missing, then rewrites this page; `--dry-run` lists the commands).", "",
             "Verdicts are computed by `lra/reproduce/" + paper.key + ".py` from the records named under each claim.",
-            "", "| claim | where | verdict | registration | ours |", "|---|---|---|---|---|"]
+            "", "| claim | where | verdict | registration | ours | test-set 95% (Wilson) |", "|---|---|---|---|---|---|"]
     head += [f"| `{c.id}` | {_cell(c.where)} | {outcomes[c.id].verdict} | {_registration_cell(regs.get(c.id), c)} | "
-             f"{_cell(outcomes[c.id].ours or '')} |" for c in paper.claims]
+             f"{_cell(_ours(c, outcomes[c.id].ours or ''))} | {_cell(_noise_cell(root, c))} |" for c in paper.claims]
     head += [""] + [f"![{_alt(f)}]({f})" for f in figures] + ([""] if figures else [])
     for caption in (captions or {}).values():
         head += [f"*{caption}*", ""]
-    return "\n".join(head + [claim_section(paper, c, outcomes[c.id], regs.get(c.id)) for c in paper.claims])
+    return "\n".join(head + [claim_section(paper, c, outcomes[c.id], regs.get(c.id), root) for c in paper.claims])
 
 
 def _alt(figure: str) -> str:
     return "EXPLORATORY ListOps pilot (one seed per row): learning curves" if "listops_pilot" in figure else figure
 
 
+def _ours(claim: Claim, ours: str) -> str:
+    """Our numbers, after the warning that the rule could not fail at this scale (when it could not)."""
+    return f"could not fail at this scale (see its report); {ours}" if claim.cannot_fail and ours else ours
+
+
+def _noise_cell(root: Path | None, claim: Claim) -> str:
+    """Each accuracy row's Wilson interval over its test examples (lra.reproduce.sampling_noise)."""
+    if root is None or not claim.testable:
+        return ""
+    return "; ".join(f"{row} [{100 * lo:.1f}, {100 * hi:.1f}]" for row, _, _, (lo, hi) in
+                     sampling_noise.rows(root, claim.records))
+
+
 def _registration_cell(registration: audit.Registration | None, claim: Claim) -> str:
     if not claim.testable:
         return ""
-    return registration.short if registration else "not checked"
+    if registration is None:
+        return "not checked"
+    older = " (its records predate code-tree hashes)" if registration.label == audit.PRE_REGISTERED and any(
+        record_evidence.PREDATES in e for e in registration.old_evidence) else ""
+    return registration.short + older
 
 
 def index(results: dict[str, tuple[Paper, dict[str, Outcome]]],
-          registrations: dict[str, audit.Registration] | None = None) -> str:
+          registrations: dict[str, audit.Registration] | None = None, root: Path | None = None) -> str:
     regs = registrations or {}
     lines = ["# Reproductions: each paper's claims at laptop scale", "",
              "One row per claim, verdicts computed from committed records by `python -m lra.reproduce PAPER` "
              "(`--list` prints this table). \"not testable here\" names the data or hardware that would test it; "
-             "\"incomplete\" lists the missing runs in the paper's report.", "",
+             "\"incomplete\" lists the missing runs in the paper's report; \"inconclusive\" is a test that showed "
+             "neither the effect nor its absence, counted apart from \"not reproduced\" (evidence against). The "
+             "last column is the test set's own noise: the binomial 95% interval (Wilson) of one seed's accuracy at "
+             "each row's mean on its test examples (`lra/reproduce/sampling_noise.py`).", "",
              "The registration column is `python -m lra.reproduce --audit`'s: *pre-registered* where git shows the "
-             "rule (words and judge code) committed before every record it judges, *exploratory* where it does not.",
-             "", "| paper | claim | where | verdict | registration | ours |", "|---|---|---|---|---|---|"]
+             "rule (words and judge code) committed before every record it judges, *exploratory* where it does not, or "
+             "where a record ran on uncommitted code, is not its commit's code or was edited after it was written, or "
+             "where a file its judge runs changed after the data and no check shows the outcome unchanged. Records "
+             "written before code-tree hashes (issue 53) name their commit without proving it: such labels say so.",
+             "", "| paper | claim | where | verdict | registration | ours | test-set 95% (Wilson) |",
+             "|---|---|---|---|---|---|---|"]
     for key, (paper, outcomes) in results.items():
         for c in paper.claims:
             o = outcomes[c.id]
@@ -99,7 +132,7 @@ def index(results: dict[str, tuple[Paper, dict[str, Outcome]]],
                 f"missing {len(o.missing)} record(s)" if o.verdict == INCOMPLETE else "")
             reg = _registration_cell(regs.get(f"{key}/{c.id}"), c)
             lines.append(f"| [{key}]({key}/report.md) | `{c.id}` | {_cell(c.where)} | {o.verdict} | {reg} | "
-                         f"{_cell(ours)} |")
+                         f"{_cell(_ours(c, ours))} | {_cell(_noise_cell(root, c))} |")
     counts: dict[str, int] = {}
     for _, outcomes in results.values():
         for o in outcomes.values():
@@ -175,8 +208,8 @@ def write(papers: dict[str, Paper], root: Path = REPO, selected: list[str] | Non
         path.parent.mkdir(parents=True, exist_ok=True)
         mine = {c.id: regs[f"{key}/{c.id}"] for c in paper.claims}
         names, captions = paper_figures(paper, root)
-        write_text_atomic(path, paper_report(paper, outcomes, names, mine, captions))
+        write_text_atomic(path, paper_report(paper, outcomes, names, mine, captions, root))
         written.append(path)
     index_path = root / OUT / "README.md"
-    write_text_atomic(index_path, index(results, regs))
+    write_text_atomic(index_path, index(results, regs, root))
     return written + [index_path]

@@ -43,6 +43,7 @@ from lra.training import cpu_speed, distributed
 from lra.training.memory_stats import log_memory_stats
 from lra.training.profiling import ProfileWindow
 from lra.training.progress import Progress
+from lra.training.record_seal import seal
 from lra.training.run_errors import Interrupted, NonFiniteLossError
 from lra.training.run_files import config_to_dict, git_commit, write_json_atomic
 from lra.training.run_result import seed_result
@@ -465,6 +466,7 @@ class Trainer:
             )
             if self.primary:
                 write_json_atomic(run.workdir / "result.json", result)
+                seal(run.workdir / "result.json")  # an edit after this is found by the audit
             self.progress.message(
                 f"{run.label}test accuracy {test[i]['accuracy']:.4f} at the best validation step "
                 f"{result['best_step']} (validation {result['best_val_accuracy']:.4f}); {run.workdir}/result.json"

@@ -4,7 +4,9 @@ A record that names only the commit at its end cannot show that its rule was com
 the data (lra.reproduce.audit): the tree may have changed while it ran. Every command that writes
 an experiment record calls :func:`mark_start` first; :func:`stamp` then gives the fields to store:
 ``git_commit_start`` (and ``git_commit`` at the end, ``-dirty`` when the tree had uncommitted
-changes), the date, and the command as it was typed.
+changes), the date, the command as it was typed, and ``code_start``: the git tree ids of the
+``lra/`` and ``configs/`` files on disk when the process started (lra.training.code_tree), which the
+audit compares with the named commit's trees.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-_start: dict[str, str] | None = None
+_start: dict[str, Any] | None = None
 
 
 def command_line() -> str:
@@ -28,13 +30,14 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def mark_start() -> dict[str, str]:
-    """Record this process's start commit and date (first call wins)."""
+def mark_start() -> dict[str, Any]:
+    """Record this process's start commit, date and code trees (first call wins)."""
     global _start
     if _start is None:
+        from lra.training.code_tree import code_evidence
         from lra.training.run_files import git_commit
 
-        _start = {"git_commit_start": git_commit(), "started": _now()}
+        _start = {"git_commit_start": git_commit(), "started": _now(), "code_start": code_evidence()}
     return _start
 
 
@@ -43,7 +46,7 @@ def stamp() -> dict[str, Any]:
     from lra.training.run_files import git_commit
 
     # None: the command never marked its start
-    start: Mapping[str, str | None] = {"git_commit_start": None, "started": None} if _start is None else _start
+    start: Mapping[str, Any] = {"git_commit_start": None, "started": None} if _start is None else _start
     end = git_commit()
     return {
         "command": command_line(),

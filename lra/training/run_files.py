@@ -167,6 +167,7 @@ def run_traces(workdir: Path) -> list[str]:
 RUN_OUTPUTS = (
     "checkpoints",
     "result.json",
+    "result.json.seal",
     "metrics.jsonl",
     "tensorboard",
     "evaluations.jsonl",
@@ -305,11 +306,15 @@ def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str,
     """Append one line to ``workdir/sessions.jsonl`` for a process that starts (or resumes) the run at
     ``step``: its date, commit (``-dirty`` when the tree has changes), command line and ``extra``
     (the speed settings). The first line is the run's start: provenance that a later resume on
-    another commit cannot overwrite. A line torn by a full disk is cut off before appending."""
+    another commit cannot overwrite. ``code_start``: the tree ids of the code on disk as this process
+    starts (lra.training.code_tree). A line torn by a full disk is cut off before appending."""
+    from lra.training.code_tree import code_evidence
+
     record = {
         "step": step,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
+        "code_start": code_evidence(),
         "argv": list(sys.argv),
         **extra,
     }
@@ -360,7 +365,15 @@ def truncate_to_last_newline(path: Path) -> None:
 
 
 # What a run's record is made of: enough to rebuild every table and plot, no checkpoints.
-RECORD_FILES = ("config.json", "metrics.jsonl", "result.json", "sweep_run.json", "evaluations.jsonl", "sessions.jsonl")
+RECORD_FILES = (
+    "config.json",
+    "metrics.jsonl",
+    "result.json",
+    "result.json.seal",
+    "sweep_run.json",
+    "evaluations.jsonl",
+    "sessions.jsonl",
+)
 
 
 def export_records(runs_root: Path, out_root: Path) -> list[Path]:

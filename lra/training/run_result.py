@@ -28,6 +28,7 @@ def seed_result(
     seeds_in_program: int,
 ) -> dict[str, Any]:
     """result.json's contents for ``run`` (``seeds_in_program`` > 1: recorded, the seeds trained together)."""
+    first_session = (read_sessions(run.workdir) or [{"git_commit": commit}])[0]
     result = {
         "task": config.task,
         "attention": config.model.attention,
@@ -49,8 +50,10 @@ def seed_result(
         "num_devices": jax.device_count(),
         "jax_version": jax.__version__,
         "git_commit": commit,
-        # Provenance of the start: the commit of the process that began the run (sessions.jsonl)
-        "git_commit_start": (read_sessions(run.workdir) or [{"git_commit": commit}])[0]["git_commit"],
+        # Provenance of the start: the commit of the process that began the run (sessions.jsonl) and
+        # the tree ids of the code it had on disk (absent from runs begun before they were recorded)
+        "git_commit_start": first_session["git_commit"],
+        **({"code_start": first_session["code_start"]} if "code_start" in first_session else {}),
         "speed_settings": cpu_speed.settings(),
     }
     if seeds_in_program > 1:
