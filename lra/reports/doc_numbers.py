@@ -237,7 +237,7 @@ def check_all_verdicts(root: Path = ROOT) -> tuple[int, list[str]]:
 def config_problems(spec: str, run_dir: Path) -> list[str]:
     """How ``run_dir/config.json`` differs from the config the current code builds from ``spec``
     (``configs/X.py:OPTIONS``, relative to the repository); [] when they are equal."""
-    from lra.defaults import load_config_file
+    from lra.defaults import LEGACY_FIELDS, load_config_file
     from lra.training.run_config import config_to_dict, flatten_config
 
     path, _, options = spec.partition(":")
@@ -246,6 +246,10 @@ def config_problems(spec: str, run_dir: Path) -> list[str]:
     except (OSError, ValueError) as e:
         return [f"cannot read {run_dir}/config.json: {e}"]
     current = flatten_config(config_to_dict(load_config_file(ROOT / path).get_config(options or None)))
+    # a field added since the run, at the value that reproduces what the run did, is no difference
+    for key, value in LEGACY_FIELDS.items():
+        if key not in recorded and current.get(key) == value:
+            recorded[key] = value
     fields = sorted(k for k in set(recorded) | set(current) if k not in _LOCAL_FIELDS)
     return [
         f"{k}: the record has {recorded.get(k, 'nothing')!r}, {spec} now gives {current.get(k, 'nothing')!r}"
