@@ -452,3 +452,16 @@ def test_implementation_option():
     config_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(config_module)
     assert config_module.get_config("smoke,implementation=gather").model.attention_kwargs.implementation == "gather"
+
+
+def test_gather_arrays_are_sub_quadratic():
+    # The largest array of "gather" (forward + backward) is the gathered rows, K x N x H x Dh with
+    # K ~ 2 sqrt(2N) live offsets (fused into reductions on a GPU), never N x N: it grows as N^1.5.
+    from attention_checks import largest_intermediate
+
+    sizes = {}
+    for n in (1024, 4096):
+        module = DispersedAttention(num_heads=2, qkv_dim=16, implementation="gather")
+        sizes[n] = largest_intermediate(module, n, dim=16)
+        assert sizes[n] == len(dispersed.live_offsets(n)) * n * 16
+    assert sizes[4096] / sizes[1024] < (4096 / 1024) ** 2 / 1.9  # 7.96, against 16 for an N x N array
