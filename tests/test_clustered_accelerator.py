@@ -214,3 +214,23 @@ def test_accelerator_program_has_no_loops_and_no_scatter_in_the_clustering(name)
         assert small["sort"] <= 1 and small["scatter"] <= 2, small
     cpu = compiled_ops(name, "cpu", 64)
     assert cpu["while"] > 0 and cpu["scatter"] > small["scatter"]  # the test can tell the two apart
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bfloat16_runs_and_matches_the_cpu_implementation(name):
+    x = np.random.default_rng(7).normal(size=(2, 24, 16)).astype(np.float32)
+    mask = np.arange(24)[None, :] < np.array([[17], [24]])
+    out = {}
+    for implementation in ("cpu", "accelerator"):
+        m = module(name, implementation, kmeans_init="first", dtype=jnp.bfloat16)
+        variables = m.init(jax.random.key(0), x, mask)
+
+        def loss(params, m=m):
+            return jnp.sum(m.apply(params, x, mask)[0].astype(jnp.float32) ** 2)
+
+        out[implementation] = jax.jit(jax.value_and_grad(loss))(variables)
+    (l_cpu, g_cpu), (l_acc, g_acc) = out["cpu"], out["accelerator"]
+    np.testing.assert_allclose(float(l_acc), float(l_cpu), rtol=1e-2)
+    for a, b in zip(jax.tree.leaves(g_acc), jax.tree.leaves(g_cpu), strict=True):
+        a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+        assert np.all(np.isfinite(a)) and np.abs(a - b).max() <= 0.02 * np.abs(b).max() + 1e-6

@@ -68,7 +68,8 @@ from lra.attention.clustered import (
 from lra.errors import InputError
 
 DEFAULT_INIT = "first"  # kmeans_init="auto" on accelerators: fast-transformers' CUDA seeding (see above)
-HIGHEST = jax.lax.Precision.HIGHEST  # one-hot GEMMs: exact one-hot side; no TF32 rounding of q or g
+
+HIGHEST = jax.lax.Precision.HIGHEST  # one-hot GEMMs, in float32: no TF32 rounding of q or g on a GPU
 
 
 # ----------------------------------------------------------------------------------- clustering
@@ -202,12 +203,10 @@ def _take_bwd(onehot_BxHxNxC, g_BxHxNx___):
     b, h, n = g_BxHxNx___.shape[:3]
     shape, dtype = (b, h, onehot_BxHxNxC.shape[-1]) + g_BxHxNx___.shape[3:], g_BxHxNx___.dtype  # the table's
     g_BxHxNxF = g_BxHxNx___.reshape(b, h, n, -1)
+    # float32 operands whatever the model dtype (small GEMMs; XLA's CPU backend has no bfloat16 x
+    # bfloat16 -> float32 dot of this shape), as the CPU path sums in float32
     d_BxHxCxF = jnp.einsum(
-        "bhnc,bhnf->bhcf",
-        onehot_BxHxNxC.astype(g_BxHxNxF.dtype),
-        g_BxHxNxF,
-        precision=HIGHEST,
-        preferred_element_type=jnp.float32,
+        "bhnc,bhnf->bhcf", onehot_BxHxNxC.astype(jnp.float32), g_BxHxNxF.astype(jnp.float32), precision=HIGHEST
     )
     return d_BxHxCxF.reshape(shape).astype(dtype), None, None
 
@@ -224,7 +223,10 @@ def _centroid_attention(
     """Centroids (eq. 3) by one-hot GEMMs and their logits and softmax A^c (eq. 4), B x H x C x N."""
     real_BxHxNxC = onehot_BxHxNxC * mask_BxN[:, None, :, None].astype(onehot_BxHxNxC.dtype)
     sums_BxHxCxD = jnp.einsum(
-        "bhnc,bnhd->bhcd", real_BxHxNxC, q_BxNxHxD, precision=HIGHEST, preferred_element_type=jnp.float32
+        "bhnc,bnhd->bhcd",
+        real_BxHxNxC.astype(jnp.float32),
+        q_BxNxHxD.astype(jnp.float32),  # float32 sums, as the CPU path's
+        precision=HIGHEST,
     )
     counts_BxHxC = real_BxHxNxC.astype(jnp.float32).sum(2)
     centroids_BxHxCxD = (sums_BxHxCxD / jnp.maximum(counts_BxHxC, 1.0)[..., None]).astype(q_BxNxHxD.dtype)
@@ -237,7 +239,7 @@ def _centroid_attention(
 
 
 def _one_hot(clusters_BxHxN: jax.Array, num_clusters: int, dtype) -> jax.Array:
-    # float32 models: a float32 one-hot (exact either way; HIGHEST keeps the other operand exact)
+    # in the model's dtype: 0/1 are exact in any float type
     return jax.lax.stop_gradient(one_hot_clusters(clusters_BxHxN, num_clusters, dtype))
 
 
