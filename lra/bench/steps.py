@@ -199,7 +199,7 @@ def compile_case(case: Case) -> dict[str, Any]:
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     from lra.bench.hlo_launches import summary
 
-    launches = summary(train_compiled.as_text())
+    launches = summary(train_compiled.as_text() or "")
     return {
         "config": config,
         "mesh": mesh,

@@ -158,7 +158,7 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
         if payload["target"]["kind"] == "gpu":  # kernel launches per step (lra.bench.hlo_launches)
             from lra.bench.hlo_launches import summary
 
-            result["launches"] = summary(compiled.as_text())
+            result["launches"] = summary(compiled.as_text() or "")
             result["xla_flags"] = os.environ.get("XLA_FLAGS", "")
         if payload.get("measure_steps") and payload["target"]["kind"] == "cpu":
             stage = "measurement"
