@@ -84,7 +84,8 @@ def test_cudnn_args_equal_ours_at_real_queries(dtype, atol, prefix):
         mask = mask.at[1].set(jnp.arange(mask.shape[1]) % 2 == 0)
         mask = mask.at[2].set((jnp.arange(mask.shape[1]) >= 4) & (jnp.arange(mask.shape[1]) < 8))
     ours = np.asarray(dot_product_attention(q, k, v, mask), np.float32)
-    theirs = jax.nn.dot_product_attention(**softmax_module.cudnn_args(q, k, v, mask), implementation="xla")
+    args = softmax_module.cudnn_args(q, k, v, mask, assume_prefix_mask=prefix)
+    theirs = jax.nn.dot_product_attention(**args, implementation="xla")[:, : q.shape[1]]
     assert theirs.dtype == dtype and theirs.shape == ours.shape
     theirs = np.asarray(theirs, np.float32)
     assert np.isfinite(theirs).all()  # padded queries and the row without real keys included
@@ -96,8 +97,10 @@ def test_cudnn_args_equal_ours_at_real_queries(dtype, atol, prefix):
 
 def test_cudnn_args_keep_a_prefix_mask_in_place():
     q, k, v, mask = _qkv_mask(jnp.float32)
-    args = softmax_module.cudnn_args(q, k, v, mask)
-    np.testing.assert_array_equal(np.asarray(args["key"]), np.asarray(k))
+    args = softmax_module.cudnn_args(q, k, v, mask, assume_prefix_mask=False)
+    assert args["key"].shape[1] == 12  # 11 padded to an even length
+    np.testing.assert_array_equal(np.asarray(args["key"][:, :11]), np.asarray(k))
+    np.testing.assert_array_equal(np.asarray(args["key"][:, 11:]), 0.0)
     np.testing.assert_array_equal(np.asarray(args["key_value_seq_lengths"]), [11, 7, 3, 1, 1])
     assert args["key_value_seq_lengths"].dtype == jnp.int32
     assert args["scale"] == pytest.approx(8**-0.5)
@@ -107,7 +110,7 @@ def test_cudnn_module_wiring_equals_xla_module(monkeypatch):
     # The module's cudnn branch (dtype check, zeroed padding, output projection), with the fused
     # call redirected to jax's xla implementation so that it runs on CPU.
     real = softmax_module.fused_attention
-    monkeypatch.setattr(softmax_module, "fused_attention", lambda *a: real(*a, implementation="xla"))
+    monkeypatch.setattr(softmax_module, "fused_attention", lambda *a, **kw: real(*a, **kw, implementation="xla"))
     x, mask = _inputs(lengths=(5, 9))
     xla = attention.get("softmax")(num_heads=2, qkv_dim=16, dtype=jnp.bfloat16)
     cudnn = attention.get("softmax")(num_heads=2, qkv_dim=16, dtype=jnp.bfloat16, implementation="cudnn")
@@ -122,7 +125,7 @@ def test_cudnn_module_wiring_equals_xla_module(monkeypatch):
 def test_cudnn_refuses_dropout_float32_and_unknown_names():
     with pytest.raises(ValueError, match="attention_dropout_rate=0"):
         attention.get("softmax")(num_heads=2, qkv_dim=16, dropout_rate=0.1, implementation="cudnn")
-    with pytest.raises(ValueError, match="implementation='flash'.*valid: xla, cudnn"):
+    with pytest.raises(ValueError, match="implementation='flash'.*valid: auto, xla, cudnn"):
         attention.get("softmax")(num_heads=2, qkv_dim=16, implementation="flash")
     m = attention.get("softmax")(num_heads=2, qkv_dim=16, implementation="cudnn")  # float32
     x, mask = _inputs()
@@ -149,3 +152,100 @@ def test_cudnn_on_gpu_equals_xla_at_real_positions():
     y_cudnn = np.asarray(jax.jit(cudnn.apply)(v, x, mask)[0], np.float32)
     np.testing.assert_allclose(y_cudnn[mask], y_xla[mask], atol=3e-2)
     assert np.isfinite(y_cudnn).all()
+
+
+# --- the cuDNN path at the suite's lengths: N + 1 with the [CLS] token is odd (2,001 text and
+# matching, 4,001, 4,097 ListOps at 4K), and cuDNN's training path needs even lengths; the padded
+# arguments must compute the same attention, outputs and gradients, as our XLA path.
+
+
+def _suite_case(n, prefix, dtype=jnp.float32, b=2, h=1, dh=8):
+    rng = np.random.default_rng(n)
+    q, k, v = (jnp.asarray(rng.normal(size=(b, n, h, dh)), dtype) for _ in range(3))
+    lengths = np.array([n, max(1, (2 * n) // 3)])[:b]
+    mask = np.arange(n)[None, :] < lengths[:, None]
+    if not prefix:  # real keys scattered through row 1
+        mask[1] = rng.random(n) < 0.6
+        mask[1, 0] = True
+    return q, k, v, jnp.asarray(mask)
+
+
+@pytest.mark.parametrize("n", [9, 65, 257, *(pytest.param(n, marks=pytest.mark.slow) for n in (2001, 4001, 4097))])
+@pytest.mark.parametrize("prefix", [True, False])
+def test_cudnn_args_at_suite_lengths_equal_xla_outputs_and_gradients(n, prefix):
+    q, k, v, mask = _suite_case(n, prefix)
+    args = softmax_module.cudnn_args(q, k, v, mask, assume_prefix_mask=prefix)
+    for name in ("query", "key", "value"):  # what cuDNN's training path accepts
+        assert args[name].shape[1] % softmax_module.CUDNN_LENGTH_MULTIPLE == 0
+        assert args[name].shape[1] - n < softmax_module.CUDNN_LENGTH_MULTIPLE
+    assert args["key_value_seq_lengths"].dtype == jnp.int32 and args["key_value_seq_lengths"].shape == (2,)
+    cot = jnp.asarray(np.random.default_rng(1).normal(size=q.shape), jnp.float32)
+    keep = mask[:, :, None, None]  # the module zeroes padded queries' outputs
+
+    def loss(fn):
+        return lambda q, k, v: jnp.sum(jnp.where(keep, fn(q, k, v) * cot, 0.0))
+
+    ours = loss(lambda q, k, v: dot_product_attention(q, k, v, mask))
+    theirs = loss(
+        lambda q, k, v: softmax_module.fused_attention(q, k, v, mask, implementation="xla", assume_prefix_mask=prefix)
+    )
+    y_ours = dot_product_attention(q, k, v, mask)
+    y_theirs = softmax_module.fused_attention(q, k, v, mask, implementation="xla", assume_prefix_mask=prefix)
+    assert y_theirs.shape == y_ours.shape
+    np.testing.assert_allclose(np.asarray(y_theirs), np.asarray(y_ours), atol=2e-5, rtol=0)
+    g_ours = jax.jit(jax.grad(ours, argnums=(0, 1, 2)))(q, k, v)
+    g_theirs = jax.jit(jax.grad(theirs, argnums=(0, 1, 2)))(q, k, v)
+    for a, b in zip(g_theirs, g_ours, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=0)
+    # padded and masked keys get no gradient
+    for g in g_theirs[1:]:
+        np.testing.assert_array_equal(np.asarray(g)[~np.asarray(mask)], 0.0)
+
+
+def test_cudnn_args_bf16_at_an_odd_suite_length():
+    q, k, v, mask = _suite_case(2001, True, jnp.bfloat16)
+    ours = np.asarray(dot_product_attention(q, k, v, mask), np.float32)
+    theirs = softmax_module.fused_attention(q, k, v, mask, implementation="xla")
+    assert theirs.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(theirs, np.float32), ours, atol=3e-2, rtol=0)
+
+
+def test_assumed_prefix_mask_is_checked_not_trusted():
+    # A mask that is not a prefix under assume_prefix_mask=True: that row's outputs are NaN (the
+    # run's non-finite check stops it), the prefix rows are exact.
+    q, k, v, mask = _suite_case(33, prefix=False)
+    np.testing.assert_array_equal(np.asarray(softmax_module.is_prefix_mask(mask)), [True, False])
+    y = np.asarray(softmax_module.fused_attention(q, k, v, mask, implementation="xla"))
+    assert np.isnan(y[1]).all()
+    np.testing.assert_allclose(y[0], np.asarray(dot_product_attention(q, k, v, mask))[0], atol=2e-5)
+    exact = softmax_module.fused_attention(q, k, v, mask, implementation="xla", assume_prefix_mask=False)
+    assert np.isfinite(np.asarray(exact)).all()
+    # every prefix form: full, partial, a lone [CLS], none at all (count 0 counted as 1)
+    masks = jnp.asarray(np.arange(6)[None, :] < np.array([6, 3, 1, 0])[:, None])
+    assert bool(jnp.all(softmax_module.is_prefix_mask(masks)))
+
+
+def test_auto_chooses_cudnn_only_where_it_applies():
+    choose = softmax_module.choose_implementation
+    assert choose("auto", jnp.bfloat16, 0.0, 32, on_gpu=True) == "cudnn"
+    assert choose("auto", jnp.float16, 0.0, 8, on_gpu=True) == "cudnn"
+    assert choose("auto", jnp.float32, 0.0, 32, on_gpu=True) == "xla"  # no float32 kernel
+    assert choose("auto", jnp.bfloat16, 0.1, 32, on_gpu=True) == "xla"  # the paper's rows: attention dropout
+    assert choose("auto", jnp.bfloat16, 0.0, 12, on_gpu=True) == "xla"  # head size not a multiple of 8
+    assert choose("auto", jnp.bfloat16, 0.0, 256, on_gpu=True) == "xla"
+    assert choose("auto", jnp.bfloat16, 0.0, 32, on_gpu=False) == "xla"
+    assert choose("xla", jnp.bfloat16, 0.0, 32, on_gpu=True) == "xla"
+    assert choose("cudnn", jnp.float32, 0.1, 12, on_gpu=False) == "cudnn"  # explicit: the module refuses it
+    if jax.default_backend() == "cpu":
+        assert choose("auto", jnp.bfloat16, 0.0, 32) == "xla"
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_auto_on_cpu_is_the_xla_path_bit_for_bit(dtype):
+    # The default ("auto") must not move a CPU number: identical to implementation="xla".
+    x, mask = _inputs(lengths=(5, 9))
+    auto = attention.get("softmax")(num_heads=2, qkv_dim=16, dtype=dtype)
+    assert auto.implementation == "auto"
+    xla = attention.get("softmax")(num_heads=2, qkv_dim=16, dtype=dtype, implementation="xla")
+    v = xla.init(jax.random.key(0), x, mask)
+    np.testing.assert_array_equal(np.asarray(auto.apply(v, x, mask)[0]), np.asarray(xla.apply(v, x, mask)[0]))

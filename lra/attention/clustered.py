@@ -3,7 +3,9 @@
 Paper: *Fast Transformers with Clustered Attention*, arXiv:2007.04825.
 
 One thing, over 400 lines: the clustered attention family (hashing, Hamming K-means, both
-attentions with their custom gradients, and their two Flax modules), kept whole.
+attentions with their custom gradients, and their two Flax modules), kept whole. What follows is
+the CPU-tuned implementation (``implementation="cpu"``, the default on CPU);
+:mod:`lra.attention.clustered_accelerator` computes the same for GPUs and TPUs (the default there).
 
 Clustered attention (Sec. 3.2) groups the *queries* into C clusters, attends once per cluster
 centroid (a C x N attention matrix A^c instead of N x N) and gives every query the output of its
@@ -48,7 +50,8 @@ Choices where the paper is silent (they follow the authors' released code unless
     rather than angular distance); ``hash_bias=False`` gives the plain sign of the projection.
     The planes are not parameters: they are drawn from the ``attention`` rng stream (a fixed
     key when none is given), shared by the heads and the batch, like the released code.
-  * K-means initialisation (``kmeans_init``): ``"farthest"`` (default) is greedy farthest-point
+  * K-means initialisation (``kmeans_init``): ``"farthest"`` (default on CPU; ``"auto"`` is
+    ``"first"`` on accelerators, where C - 1 sequential picks are C - 1 launches) is greedy farthest-point
     seeding in Hamming space, starting at the first real query: deterministic, and when the
     queries have at most C distinct hashes every one gets its own centroid, so C >= (distinct
     queries) reproduces softmax attention exactly. ``"first"`` seeds with the first C real
@@ -103,6 +106,8 @@ from lra.attention.base import (
 from lra.errors import InputError
 
 INITS = ("farthest", "first", "random")
+KMEANS_INITS = ("auto",) + INITS  # the module option: "auto" is the implementation's own default
+IMPLEMENTATIONS = ("auto", "cpu", "accelerator")
 WORD_BITS = 32  # hash bits per packed word (uint32: no need for jax's x64 mode)
 ASSIGN_UNROLL = 10  # centroids per unrolled step of the assignment loop (fastest of 4-25)
 TOP_BLOCK = 128  # queries per step of improved clustered's top-k attention (fastest of 64-1024)
@@ -594,6 +599,20 @@ def attention_matrix(
 # -------------------------------------------------------------------------------------- modules
 
 
+def resolve_implementation(implementation: str) -> str:
+    """``"auto"`` -> ``"cpu"`` on JAX's CPU backend, ``"accelerator"`` on a GPU or TPU; else as given."""
+    if implementation != "auto":
+        return implementation
+    return "cpu" if jax.default_backend() == "cpu" else "accelerator"
+
+
+def _accelerator():
+    """:mod:`lra.attention.clustered_accelerator`, imported on use (it imports this module)."""
+    from lra.attention import clustered_accelerator
+
+    return clustered_accelerator
+
+
 class ClusteredAttention(Attention):
     """Clustered attention: one softmax row per query cluster, broadcast to its members.
 
@@ -604,14 +623,23 @@ class ClusteredAttention(Attention):
       hash_bias: random thresholds b ~ N(0, 1) on the hyperplanes (else sign of projection).
       kmeans_init: K-means seeding: ``"farthest"`` (ours, deterministic), ``"first"``
         (fast-transformers <= 0.3.0) or ``"random"`` (fast-transformers 0.4.0; seeds drawn from
-        the ``attention`` rng stream); see the module docstring.
+        the ``attention`` rng stream); see the module docstring. ``"auto"`` (default): the
+        implementation's own, ``"farthest"`` on ``"cpu"`` (a sequential loop: cheap on a CPU) and
+        ``"first"`` on ``"accelerator"`` (no loop; fast-transformers' CUDA seeding).
+      implementation: ``"cpu"`` (this module: loops and scatters tuned for a CPU),
+        ``"accelerator"`` (:mod:`lra.attention.clustered_accelerator`: one-hot GEMMs, all-centroid
+        assignment, no loop growing with N) or ``"auto"`` (default): ``"cpu"`` when JAX's default
+        backend is the CPU, else ``"accelerator"``. Same clusters (given the same seeding) and
+        the same attention up to float rounding. A deviceless compile for a GPU or TPU target runs
+        on the CPU backend, so it must name ``"accelerator"`` to compile what that device runs.
     """
 
     num_clusters: int = 100
     bits: int = 63
     iterations: int = 10
     hash_bias: bool = True
-    kmeans_init: str = "farthest"
+    kmeans_init: str = "auto"
+    implementation: str = "auto"
 
     def _check(self) -> None:
         if self.num_clusters < 1 or self.bits < 1 or self.iterations < 0:
@@ -620,11 +648,20 @@ class ClusteredAttention(Attention):
                 f"must be >= 1 and iterations={self.iterations} >= 0 "
                 "(config.model.attention_kwargs)"
             )
-        if self.kmeans_init not in INITS:
-            raise InputError(f"{type(self).__name__}: kmeans_init={self.kmeans_init!r} is not one of {INITS}")
+        if self.kmeans_init not in KMEANS_INITS:
+            raise InputError(f"{type(self).__name__}: kmeans_init={self.kmeans_init!r} is not one of {KMEANS_INITS}")
+        if self.implementation not in IMPLEMENTATIONS:
+            raise InputError(
+                f"{type(self).__name__}: implementation={self.implementation!r} is not one of {IMPLEMENTATIONS} "
+                "(config.model.attention_kwargs)"
+            )
+
+    def _accelerated(self) -> bool:
+        return resolve_implementation(self.implementation) == "accelerator"
 
     def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
-        return clustered_attention(
+        attend = _accelerator().clustered_attention if self._accelerated() else clustered_attention
+        return attend(
             q, k, v, mask, clusters, self.num_clusters, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng
         )
 
@@ -639,9 +676,12 @@ class ClusteredAttention(Attention):
         self._check()
         q, k, v = project_qkv(self, x_BxNxD)
         rng = self.make_rng("attention") if self.has_rng("attention") else jax.random.key(0)
-        clusters_BxHxN = cluster_queries(
-            q, mask_BxN, rng, self.num_clusters, self.bits, self.iterations, self.hash_bias, self.kmeans_init
-        )
+        accelerated = self._accelerated()
+        init = self.kmeans_init
+        if init == "auto":
+            init = _accelerator().DEFAULT_INIT if accelerated else "farthest"
+        cluster = _accelerator().cluster_queries if accelerated else cluster_queries
+        clusters_BxHxN = cluster(q, mask_BxN, rng, self.num_clusters, self.bits, self.iterations, self.hash_bias, init)
         dropout_rng = self.dropout_rng(deterministic)
         y_BxNxHxDh = self._attend(q, k, v, mask_BxN, clusters_BxHxN, dropout_rng)
         y = project_out(self, zero_padding(y_BxNxHxDh, mask_BxN), x_BxNxD.shape[-1])
@@ -664,6 +704,7 @@ class ImprovedClusteredAttention(ClusteredAttention):
 
     def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
         topk = min(self.topk, k.shape[1])  # clip here too: one compilation for every topk >= N
-        return improved_clustered_attention(
+        attend = _accelerator().improved_clustered_attention if self._accelerated() else improved_clustered_attention
+        return attend(
             q, k, v, mask, clusters, self.num_clusters, topk, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng
         )

@@ -86,6 +86,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lra.attention.base import MASK_LOGIT, Attention, Dtype, project_out, project_qkv, zero_padding
+from lra.attention.dispersed_gather import gather_attention
 from lra.errors import InputError
 
 PAPER_WINDOW = 4  # Table 1 ("the window size is normalized at w = 4")
@@ -97,6 +98,7 @@ PAPER_MAX_GAP = 180  # Algorithm 2's gap sequence [2, 3, ..., 180]
 DEFAULT_BLOCK_SIZE = 16
 ALIAS_PAD = 48  # extra columns per plane (see the module docstring)
 DEFAULT_CHUNK_SIZE = 256  # positions per chunk (see the module docstring)
+IMPLEMENTATIONS = ("auto", "chunks", "gather")  # see dispersed_attention
 
 
 def offsets(window: int = PAPER_WINDOW, max_gap: int = PAPER_MAX_GAP) -> np.ndarray:
@@ -378,6 +380,31 @@ def _group_size(num_offsets: int, block_size: int) -> int:
     return min(range(max(1, most // 2), most + 1), key=lambda g: (-(-num_offsets // g) * g - num_offsets, -g))
 
 
+def _chunks_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    mask_BxN: jax.Array,
+    dropout_rng: jax.Array | None,
+    *,
+    live: tuple[int, ...],
+    dropout_rate: float,
+    block_size: int,
+    chunk_size: int,
+) -> jax.Array:
+    """The CPU-tuned implementation (``"chunks"``): scans over query chunks (module docstring)."""
+    b, n, h, dh = q.shape
+    key = (live, n, _chunk_length(chunk_size, n, b * h, dh), block_size)
+    t = _tiling(*key)
+    mask2_BxM = _padded(jnp.pad(mask_BxN.astype(bool), [(0, 0), (0, t.n_pad - n)]), t.chunk)
+    keep = None
+    if dropout_rng is not None:
+        shape = (t.n_pad // t.chunk, t.rows_q, b, h, t.chunk)
+        kept = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, shape)
+        keep = jnp.where(kept, 1.0 / (1.0 - dropout_rate), 0.0).astype(jnp.float32)
+    return _pattern_attention(q, k, v, mask2_BxM, keep, key)
+
+
 def dispersed_attention(
     q_BxNxHxD: jax.Array,
     k_BxNxHxD: jax.Array,
@@ -391,30 +418,43 @@ def dispersed_attention(
     deterministic: bool = True,
     block_size: int = DEFAULT_BLOCK_SIZE,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    implementation: str = "auto",
 ) -> jax.Array:
     """Softmax attention of each query over the keys at relative offsets ``offs`` (static).
 
     Keys outside ``[0, N)`` and padded keys are excluded; logits and softmax are float32.
-    Memory is O(N x K) forward and backward (module docstring). ``block_size`` (offsets per step
-    of the weighted sums) and ``chunk_size`` (positions per chunk) change speed only. Dropout
+    Memory is O(N x K) forward and backward (module docstring). ``implementation``: ``"chunks"``
+    (the CPU-tuned scans), ``"gather"`` (gathers over the offset table, for accelerators:
+    :mod:`lra.attention.dispersed_gather`) or ``"auto"`` (``"chunks"`` where the program is
+    lowered for a CPU, ``"gather"`` elsewhere; chosen at lowering by ``lax.platform_dependent``,
+    so a program compiled on this CPU for a GPU target gets the GPU's). Both compute the same
+    function; dropout draws its mask in each implementation's own layout, so with dropout on
+    they drop different entries. ``block_size`` (offsets per step of the weighted sums) and
+    ``chunk_size`` (positions per chunk) change the speed of ``"chunks"`` only; its dropout
     drops entries of the chunks' offset x position weights, one draw for the whole sequence.
     """
-    b, n, h, dh = q_BxNxHxD.shape
+    if implementation not in IMPLEMENTATIONS:
+        raise InputError(f"dispersed implementation={implementation!r}; valid: {', '.join(IMPLEMENTATIONS)}")
+    n, dh = q_BxNxHxD.shape[1], q_BxNxHxD.shape[3]
     offs = np.sort(np.asarray(offs))
     live = tuple(int(d) for d in offs[np.abs(offs) < n])
     if scale is None:
         scale = dh**-0.5
-    key = (live, n, _chunk_length(chunk_size, n, b * h, dh), block_size)
-    t = _tiling(*key)
-    mask2_BxM = _padded(jnp.pad(mask_BxN.astype(bool), [(0, 0), (0, t.n_pad - n)]), t.chunk)
-    keep = None
-    if not deterministic and dropout_rate > 0.0:
+    if deterministic or dropout_rate <= 0.0:
+        dropout_rng = None
+    else:
         assert dropout_rng is not None, "dropout in training needs dropout_rng"
-        shape = (t.n_pad // t.chunk, t.rows_q, b, h, t.chunk)
-        kept = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, shape)
-        keep = jnp.where(kept, 1.0 / (1.0 - dropout_rate), 0.0).astype(jnp.float32)
     q = q_BxNxHxD * jnp.asarray(scale, q_BxNxHxD.dtype)
-    return _pattern_attention(q, k_BxNxHxD, v_BxNxHxD, mask2_BxM, keep, key)
+    chunks = partial(
+        _chunks_attention, live=live, dropout_rate=dropout_rate, block_size=block_size, chunk_size=chunk_size
+    )
+    gather = partial(gather_attention, live=live, dropout_rate=dropout_rate)
+    args = (q, k_BxNxHxD, v_BxNxHxD, mask_BxN, dropout_rng)
+    if implementation == "chunks":
+        return chunks(*args)
+    if implementation == "gather":
+        return gather(*args)
+    return jax.lax.platform_dependent(*args, cpu=chunks, default=gather)
 
 
 class DispersedAttention(Attention):
@@ -426,6 +466,9 @@ class DispersedAttention(Attention):
       scale_scores: scale scores by Dh^-1/2 (default); False: the paper's plain dot product.
       block_size: offsets per step of the weighted-sum scans (speed only; same result).
       chunk_size: positions per chunk, at most (speed only; same result up to float rounding).
+      implementation: ``"auto"`` (default: ``"chunks"`` on CPU, ``"gather"`` on GPU/TPU),
+        ``"chunks"`` (the CPU-tuned scans) or ``"gather"`` (gathers over the offset table, a
+        constant number of kernels at every N); the same function (``dispersed_attention``).
     """
 
     window: int = PAPER_WINDOW
@@ -433,6 +476,14 @@ class DispersedAttention(Attention):
     scale_scores: bool = True
     block_size: int = DEFAULT_BLOCK_SIZE
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    implementation: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.implementation not in IMPLEMENTATIONS:
+            raise InputError(
+                f"attention_kwargs.implementation={self.implementation!r}; valid: {', '.join(IMPLEMENTATIONS)}"
+            )
 
     @nn.compact
     def __call__(
@@ -456,6 +507,7 @@ class DispersedAttention(Attention):
             deterministic=deterministic,
             block_size=self.block_size,
             chunk_size=self.chunk_size,
+            implementation=self.implementation,
         )
         y = project_out(self, zero_padding(y_BxNxHxDh, mask_BxN), x_BxNxD.shape[-1])
         return y, None

@@ -1,0 +1,345 @@
+"""Clustered and improved clustered attention for GPUs and TPUs: the same maths, few large kernels.
+
+Paper: *Fast Transformers with Clustered Attention* (Vyas, Katharopoulos & Fleuret), arXiv:2007.04825.
+
+:mod:`lra.attention.clustered` holds the CPU-tuned implementation (``implementation="cpu"``, the
+default on CPU); this module is ``implementation="accelerator"`` (the default on GPU and TPU). Both
+compute the same clustering (given the same seeds) and the same attention, up to float summation
+order (tests/test_clustered_accelerator.py). Where they differ is how, because an accelerator runs
+one large fused kernel in about the time a CPU core runs a small one, while a loop of tiny kernels
+pays a launch (and, for a ``while`` loop on a GPU, a host round trip) per step:
+
+  * Assignment (:func:`nearest_centroids`): XOR + popcount of every query's packed hash against
+    every centroid at once, then one ``argmin`` (ties: the lowest index, as the CPU loop's strict
+    ``<``): one fused reduction over B x H x N x C, where the CPU path loops over the C centroids.
+  * Counts and sums: one-hot GEMMs. The majority votes of a Lloyd step are ``onehot^T @ [bits, 1]``
+    in bfloat16 with float32 accumulation: 0/1 operands are exact in bfloat16 and integer sums
+    below 2^24 are exact in float32, so the counts are exact (the CPU path scatter-adds uint16).
+    The centroids' query sums (differentiated) are ``onehot^T @ q``, whose gradient is
+    ``onehot @ g``: no float scatter-add forward or backward.
+  * Per-query broadcasts (each query takes its cluster's row, eq. 6) are gathers whose gradient is
+    the one-hot GEMM above (:func:`take_clusters`), not the scatter-add ``jax`` would derive.
+  * Lloyd iterations are unrolled (``iterations`` is a config constant, 10 in the paper): no
+    ``while`` loop, no loop over centroids, nothing whose count grows with N.
+  * Seeding: the paper does not say how K-means starts. fast-transformers' CUDA clustering seeds
+    with the first C hashes of each sequence (releases up to 0.3.0), and from 0.4.0 draws C
+    distinct positions at random; our CPU default, greedy farthest-point seeding, is C - 1
+    dependent picks, a sequential loop of ~3 kernels each. Here ``kmeans_init="auto"`` is
+    ``"first"`` (fast-transformers' CUDA choice), found without a sort: the real queries' ranks
+    are a cumulative sum and seed c is the real query of rank c. ``"random"`` (one sort of B x N
+    priorities) and ``"farthest"`` (the CPU path's sequential loop, for identical clusters) are
+    available.
+  * Improved clustered: the top-k keys per cluster come from ``lax.top_k`` over the centroid
+    logits (not differentiated). A dense C x N top-k mask (a compare against the k indices) gives
+    m^_j and V^b (eq. 17) as an elementwise sum and one C x N x D GEMM of the masked A^c, with no
+    gather of A^c. Each query's exact softmax over its cluster's k keys (eq. 16) runs over all N
+    queries at once: the C x K x D tables of top keys and values are gathered per query inside
+    :func:`jax.checkpoint`, so the N x K x D per-query copies are transient (recomputed in the
+    backward, never saved between the passes), and their gradient reaches the tables through the
+    one-hot GEMM. The top keys' and values' own gather from the N keys keeps its scatter-add
+    gradient: C x K rows per head (independent of N) into N rows.
+
+Nothing is N x N: the largest arrays are C x N (centroid attention, the top-k mask), N x C (the
+one-hot, the assignment's distances) and, transiently, N x K x D (the per-query top keys).
+
+The hash planes, the padding rules, the dropout draws and every choice listed in
+:mod:`lra.attention.clustered` are the same, so a model trained with one implementation evaluates
+with the other (up to the seeding, when ``kmeans_init`` is left ``"auto"``).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from lra.attention.base import MASK_LOGIT, key_mask_bias
+from lra.attention.clustered import (
+    INITS,
+    _dropout,
+    _farthest_point_init,
+    _random_real_indices,
+    hash_bits,
+    lsh_planes,
+    pack_bits,
+    softmax,
+)
+from lra.errors import InputError
+
+DEFAULT_INIT = "first"  # kmeans_init="auto" on accelerators: fast-transformers' CUDA seeding (see above)
+HIGHEST = jax.lax.Precision.HIGHEST  # one-hot GEMMs: exact one-hot side; no TF32 rounding of q or g
+
+
+# ----------------------------------------------------------------------------------- clustering
+
+
+def one_hot_clusters(clusters_BxHxN: jax.Array, num_clusters: int, dtype=jnp.float32) -> jax.Array:
+    """The assignment as a B x H x N x C one-hot matrix (S of Sec. 3.2, transposed)."""
+    return (clusters_BxHxN[..., None] == jnp.arange(num_clusters, dtype=clusters_BxHxN.dtype)).astype(dtype)
+
+
+def nearest_centroids(words_WxBxHxN: jax.Array, centroids_WxBxHxC: jax.Array) -> jax.Array:
+    """Index of the nearest centroid in Hamming distance (ties: the lowest index), B x H x N.
+
+    All centroids at once: the N x C distances (XOR + popcount of the W packed words) feed one
+    ``argmin``, which XLA fuses into a single reduction.
+    """
+    d_BxHxNxC = jnp.zeros(words_WxBxHxN.shape[1:] + centroids_WxBxHxC.shape[-1:], jnp.int32)
+    for w in range(words_WxBxHxN.shape[0]):
+        x = words_WxBxHxN[w][..., :, None] ^ centroids_WxBxHxC[w][..., None, :]
+        d_BxHxNxC = d_BxHxNxC + jax.lax.population_count(x).astype(jnp.int32)
+    return jnp.argmin(d_BxHxNxC, axis=-1).astype(jnp.int32)
+
+
+def cluster_votes(x_BxHxNxF: jax.Array, clusters_BxHxN: jax.Array, mask_BxN: jax.Array, num_clusters: int) -> jax.Array:
+    """Per-cluster sums of 0/1 (or small integer) rows over the real queries, exact: int32 B x H x C x F.
+
+    One GEMM ``onehot^T @ x`` in bfloat16 with float32 accumulation (exact: the operands are 0/1 and
+    the sums integers below 2^24). Padded queries get a zero one-hot row, so they never count.
+    """
+    if x_BxHxNxF.shape[2] >= 2**24:
+        raise InputError(f"cluster_votes: {x_BxHxNxF.shape[2]} queries; float32 counts are exact below 2^24")
+    onehot_BxHxNxC = one_hot_clusters(clusters_BxHxN, num_clusters, jnp.bfloat16)
+    onehot_BxHxNxC = onehot_BxHxNxC * mask_BxN[:, None, :, None].astype(jnp.bfloat16)
+    sums = jnp.einsum(
+        "bhnc,bhnf->bhcf", onehot_BxHxNxC, x_BxHxNxF.astype(jnp.bfloat16), preferred_element_type=jnp.float32
+    )
+    return sums.astype(jnp.int32)
+
+
+def first_real_indices(mask_BxN: jax.Array, count: int) -> jax.Array:
+    """Positions (B x count) of the first ``count`` real tokens, the last repeated when short.
+
+    Without a sort: a real token's rank is the cumulative count of real tokens up to it, and seed c
+    is the real token of rank min(c, length - 1), found by one compare-and-argmax over B x C x N.
+    Equal to :func:`lra.attention.clustered._first_real_indices` (tested).
+    """
+    rank_BxN = jnp.cumsum(mask_BxN.astype(jnp.int32), axis=-1) - 1
+    lengths_B = jnp.maximum(mask_BxN.sum(-1), 1)
+    want_BxC = jnp.minimum(jnp.arange(count)[None, :], lengths_B[:, None] - 1)
+    hit_BxCxN = mask_BxN[:, None, :] & (rank_BxN[:, None, :] == want_BxC[:, :, None])
+    return jnp.argmax(hit_BxCxN, axis=-1).astype(jnp.int32)
+
+
+def hamming_kmeans_bits(
+    bits_BxHxNxR: jax.Array,
+    mask_BxN: jax.Array,
+    num_clusters: int,
+    iterations: int = 10,
+    init: str = DEFAULT_INIT,
+    rng: jax.Array | None = None,
+) -> jax.Array:
+    """Hamming K-means of boolean hashes (B x H x N): :func:`lra.attention.clustered.hamming_kmeans_bits`
+    with all-centroid assignment, one-hot GEMM votes and unrolled Lloyd steps."""
+    if init not in INITS:
+        raise InputError(f"unknown K-means init {init!r}; valid: {', '.join(INITS)}")
+    if init == "random" and rng is None:
+        raise ValueError("hamming_kmeans(init='random') draws its seeds from rng: pass a jax key")
+    r = bits_BxHxNxR.shape[-1]
+    words_WxBxHxN = jnp.moveaxis(pack_bits(bits_BxHxNxR), -1, 0)
+    if init == "farthest":
+        centroids_WxBxHxC = _farthest_point_init(words_WxBxHxN, mask_BxN[:, None, :], num_clusters)
+    else:
+        if init == "first":
+            idx_BxC = first_real_indices(mask_BxN, num_clusters)
+        else:
+            assert rng is not None  # refused above
+            idx_BxC = _random_real_indices(mask_BxN, num_clusters, rng)
+        centroids_WxBxHxC = jnp.take_along_axis(words_WxBxHxN, idx_BxC[None, :, None, :], axis=-1)
+
+    ones = jnp.ones(bits_BxHxNxR.shape[:3] + (1,), bits_BxHxNxR.dtype)
+    votes_in_BxHxNxR1 = jnp.concatenate([bits_BxHxNxR, ones], -1)
+    clusters_BxHxN = nearest_centroids(words_WxBxHxN, centroids_WxBxHxC)
+    for _ in range(iterations):  # a config constant (10): unrolled, no while loop
+        votes = cluster_votes(votes_in_BxHxNxR1, clusters_BxHxN, mask_BxN, num_clusters)
+        # Bitwise majority: set where more than half the members have the bit (ties: 0).
+        majority_WxBxHxC = jnp.moveaxis(pack_bits(2 * votes[..., :r] > votes[..., r:]), -1, 0)
+        centroids_WxBxHxC = jnp.where(votes[..., r] > 0, majority_WxBxHxC, centroids_WxBxHxC)  # empty: keep
+        clusters_BxHxN = nearest_centroids(words_WxBxHxN, centroids_WxBxHxC)
+    return clusters_BxHxN
+
+
+@partial(jax.jit, static_argnames=("num_clusters", "bits", "iterations", "hash_bias", "init"))
+def cluster_queries(
+    q_BxNxHxD: jax.Array,
+    mask_BxN: jax.Array,
+    rng: jax.Array,
+    num_clusters: int,
+    bits: int = 63,
+    iterations: int = 10,
+    hash_bias: bool = True,
+    init: str = DEFAULT_INIT,
+) -> jax.Array:
+    """LSH + Hamming K-means of the queries (not differentiated): cluster ids, B x H x N.
+
+    The same hash planes and seed draws as :func:`lra.attention.clustered.cluster_queries`.
+    """
+    q_BxHxNxD = jax.lax.stop_gradient(q_BxNxHxD).transpose(0, 2, 1, 3)
+    planes, thresholds = lsh_planes(rng, bits, q_BxHxNxD.shape[-1], hash_bias)
+    clusters = hamming_kmeans_bits(
+        hash_bits(q_BxHxNxD, planes, thresholds), mask_BxN, num_clusters, iterations, init, jax.random.fold_in(rng, 1)
+    )
+    return jax.lax.stop_gradient(clusters)
+
+
+# ------------------------------------------------------------------------------------ attention
+
+
+@jax.custom_vjp
+def take_clusters(table_BxHxCx___: jax.Array, clusters_BxHxN: jax.Array, onehot_BxHxNxC: jax.Array) -> jax.Array:
+    """Each query's row of a per-cluster table (eq. 6), B x H x N x ...: a gather forward, and
+    backward the one-hot GEMM ``onehot^T @ g`` (no scatter-add). ``onehot`` is not differentiated."""
+    idx = clusters_BxHxN.reshape(clusters_BxHxN.shape + (1,) * (table_BxHxCx___.ndim - 3))
+    return jnp.take_along_axis(table_BxHxCx___, idx, axis=2)
+
+
+def _take_fwd(table, clusters, onehot):
+    return take_clusters(table, clusters, onehot), onehot
+
+
+def _take_bwd(onehot_BxHxNxC, g_BxHxNx___):
+    b, h, n = g_BxHxNx___.shape[:3]
+    shape, dtype = (b, h, onehot_BxHxNxC.shape[-1]) + g_BxHxNx___.shape[3:], g_BxHxNx___.dtype  # the table's
+    g_BxHxNxF = g_BxHxNx___.reshape(b, h, n, -1)
+    d_BxHxCxF = jnp.einsum(
+        "bhnc,bhnf->bhcf",
+        onehot_BxHxNxC.astype(g_BxHxNxF.dtype),
+        g_BxHxNxF,
+        precision=HIGHEST,
+        preferred_element_type=jnp.float32,
+    )
+    return d_BxHxCxF.reshape(shape).astype(dtype), None, None
+
+
+take_clusters.defvjp(_take_fwd, _take_bwd)
+
+
+def _centroid_attention(
+    q_BxNxHxD: jax.Array,
+    k_BxNxHxD: jax.Array,
+    mask_BxN: jax.Array,
+    onehot_BxHxNxC: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Centroids (eq. 3) by one-hot GEMMs and their logits and softmax A^c (eq. 4), B x H x C x N."""
+    real_BxHxNxC = onehot_BxHxNxC * mask_BxN[:, None, :, None].astype(onehot_BxHxNxC.dtype)
+    sums_BxHxCxD = jnp.einsum(
+        "bhnc,bnhd->bhcd", real_BxHxNxC, q_BxNxHxD, precision=HIGHEST, preferred_element_type=jnp.float32
+    )
+    counts_BxHxC = real_BxHxNxC.astype(jnp.float32).sum(2)
+    centroids_BxHxCxD = (sums_BxHxCxD / jnp.maximum(counts_BxHxC, 1.0)[..., None]).astype(q_BxNxHxD.dtype)
+    scale = q_BxNxHxD.shape[-1] ** -0.5
+    logits_BxHxCxN = (
+        jnp.einsum("bhcd,bnhd->bhcn", centroids_BxHxCxD, k_BxNxHxD, preferred_element_type=jnp.float32) * scale
+    )
+    logits_BxHxCxN = logits_BxHxCxN + key_mask_bias(mask_BxN)
+    return logits_BxHxCxN, softmax(logits_BxHxCxN)
+
+
+def _one_hot(clusters_BxHxN: jax.Array, num_clusters: int, dtype) -> jax.Array:
+    # float32 models: a float32 one-hot (exact either way; HIGHEST keeps the other operand exact)
+    return jax.lax.stop_gradient(one_hot_clusters(clusters_BxHxN, num_clusters, dtype))
+
+
+@partial(jax.jit, static_argnames=("num_clusters", "dropout_rate"))
+def clustered_attention(
+    q_BxNxHxD: jax.Array,
+    k_BxNxHxD: jax.Array,
+    v_BxNxHxD: jax.Array,
+    mask_BxN: jax.Array,
+    clusters_BxHxN: jax.Array,
+    num_clusters: int,
+    *,
+    dropout_rate: float = 0.0,
+    dropout_rng: jax.Array | None = None,
+) -> jax.Array:
+    """Clustered attention (eqs. 3-6) for a given clustering: B x N x H x D."""
+    onehot = _one_hot(clusters_BxHxN, num_clusters, q_BxNxHxD.dtype)
+    _, a_BxHxCxN = _centroid_attention(q_BxNxHxD, k_BxNxHxD, mask_BxN, onehot)
+    a_BxHxCxN = _dropout(a_BxHxCxN, dropout_rate, dropout_rng)
+    vc_BxHxCxD = jnp.einsum("bhcn,bnhd->bhcd", a_BxHxCxN.astype(v_BxNxHxD.dtype), v_BxNxHxD)
+    return take_clusters(vc_BxHxCxD, clusters_BxHxN, onehot).transpose(0, 2, 1, 3)
+
+
+@jax.checkpoint
+def _top_attention(
+    q_BxHxNxD: jax.Array,
+    ktop_BxHxCxKxD: jax.Array,
+    vtop_BxHxCxKxD: jax.Array,
+    real_BxHxCxK: jax.Array,
+    mass_BxHxC: jax.Array,
+    clusters_BxHxN: jax.Array,
+    onehot_BxHxNxC: jax.Array,
+    keep_BxHxNxK: jax.Array | None,
+) -> jax.Array:
+    """V^t (eq. 16) for all N queries at once, B x H x N x D: each query's softmax over its
+    cluster's top-k keys, scaled by m^_j. Rematerialised: the per-query N x K x D keys and values
+    are gathered again in the backward instead of being kept."""
+    scale = q_BxHxNxD.shape[-1] ** -0.5
+    k_BxHxNxKxD = take_clusters(ktop_BxHxCxKxD, clusters_BxHxN, onehot_BxHxNxC)
+    logits_BxHxNxK = jnp.einsum("bhnd,bhnkd->bhnk", q_BxHxNxD, k_BxHxNxKxD, preferred_element_type=jnp.float32) * scale
+    real_BxHxNxK = jnp.take_along_axis(real_BxHxCxK, clusters_BxHxN[..., None], axis=2)  # not differentiated
+    logits_BxHxNxK = jnp.where(real_BxHxNxK, logits_BxHxNxK, MASK_LOGIT)
+    w_BxHxNxK = softmax(logits_BxHxNxK) * take_clusters(mass_BxHxC, clusters_BxHxN, onehot_BxHxNxC)[..., None]
+    if keep_BxHxNxK is not None:
+        w_BxHxNxK = w_BxHxNxK * keep_BxHxNxK
+    v_BxHxNxKxD = take_clusters(vtop_BxHxCxKxD, clusters_BxHxN, onehot_BxHxNxC)
+    return jnp.einsum("bhnk,bhnkd->bhnd", w_BxHxNxK.astype(vtop_BxHxCxKxD.dtype), v_BxHxNxKxD)
+
+
+@partial(jax.jit, static_argnames=("num_clusters", "topk", "dropout_rate"))
+def improved_clustered_attention(
+    q_BxNxHxD: jax.Array,
+    k_BxNxHxD: jax.Array,
+    v_BxNxHxD: jax.Array,
+    mask_BxN: jax.Array,
+    clusters_BxHxN: jax.Array,
+    num_clusters: int,
+    topk: int,
+    *,
+    dropout_rate: float = 0.0,
+    dropout_rng: jax.Array | None = None,
+) -> jax.Array:
+    """Improved clustered attention (eqs. 9-10, 15-17) for a given clustering: B x N x H x D.
+
+    The same dropout draws as the CPU implementation (A^c's, then the per-query top-k weights').
+    """
+    onehot = _one_hot(clusters_BxHxN, num_clusters, q_BxNxHxD.dtype)
+    logits_BxHxCxN, a_BxHxCxN = _centroid_attention(q_BxNxHxD, k_BxNxHxD, mask_BxN, onehot)
+    k_top = min(topk, k_BxNxHxD.shape[1])
+    _, top_BxHxCxK = jax.lax.top_k(jax.lax.stop_gradient(logits_BxHxCxN), k_top)
+    # The top-k keys of each cluster as a dense C x N mask: one compare-and-reduce over the k indices.
+    n = k_BxNxHxD.shape[1]
+    is_top_BxHxCxN = jnp.any(top_BxHxCxK[..., None, :] == jnp.arange(n)[:, None], axis=-1)
+    mass_BxHxC = jnp.where(is_top_BxHxCxN, a_BxHxCxN, 0.0).sum(-1)  # m^_j, eq. 9
+    rng_bottom = rng_top = None
+    if dropout_rng is not None:
+        rng_bottom, rng_top = jax.random.split(dropout_rng)
+
+    # V^b (eq. 17): the centroid attention on the keys outside the cluster's top-k, one GEMM.
+    a_BxHxCxN = _dropout(a_BxHxCxN, dropout_rate, rng_bottom)
+    a_bottom_BxHxCxN = jnp.where(is_top_BxHxCxN, 0.0, a_BxHxCxN)
+    vb_BxHxCxD = jnp.einsum("bhcn,bnhd->bhcd", a_bottom_BxHxCxN.astype(v_BxNxHxD.dtype), v_BxNxHxD)
+
+    def top_rows(x_BxNxHxD: jax.Array) -> jax.Array:  # the top keys/values: B x H x C x K x D
+        per_head = jax.vmap(jax.vmap(lambda x_NxD, i_CxK: x_NxD[i_CxK]))
+        return per_head(x_BxNxHxD.transpose(0, 2, 1, 3), top_BxHxCxK)
+
+    # V^t (eq. 16): each query's exact softmax over its cluster's top-k keys, scaled by m^_j.
+    real_BxHxCxK = jax.vmap(lambda m_N, i_HxCxK: m_N[i_HxCxK])(mask_BxN, top_BxHxCxK)
+    keep = None
+    if rng_top is not None and dropout_rate > 0.0:
+        b, _, h, _ = q_BxNxHxD.shape
+        kept = jax.random.bernoulli(rng_top, 1.0 - dropout_rate, (b, h, n, k_top))
+        keep = jnp.where(kept, 1.0 / (1.0 - dropout_rate), 0.0)
+    vt_BxHxNxD = _top_attention(
+        q_BxNxHxD.transpose(0, 2, 1, 3),
+        top_rows(k_BxNxHxD),
+        top_rows(v_BxNxHxD),
+        real_BxHxCxK,
+        mass_BxHxC,
+        clusters_BxHxN,
+        onehot,
+        keep,
+    )
+    return (vt_BxHxNxD + take_clusters(vb_BxHxCxD, clusters_BxHxN, onehot)).transpose(0, 2, 1, 3)
