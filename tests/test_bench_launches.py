@@ -221,3 +221,45 @@ def test_a_gpu_compile_of_a_known_loop_counts_its_trips(tmp_path):
     out = {int(k): v for k, v in __import__("json").loads(done.stdout.strip().splitlines()[-1]).items()}
     assert out[6]["trips"] == [6] and out[6]["body"] >= 2  # a GEMM and the tanh-add
     assert out[6]["total"] - out[2]["total"] == 4 * out[6]["body"]
+
+
+@pytest.mark.skipif(
+    not (os.environ.get("LRA_PREFLIGHT_GPU_SPECS") and _has_cuda_plugin()),
+    reason="no CUDA plugin for LRA_PREFLIGHT_GPU_PYTHON or LRA_PREFLIGHT_GPU_SPECS unset (docs/accelerators.md)",
+)
+def test_clustered_auto_compiles_the_accelerator_path_for_a_gpu_target(tmp_path):
+    """A deviceless compile for the H100 runs on the CPU backend: ``implementation="auto"`` must
+    still pick what the GPU runs (no sequential seeding loop), as ``"accelerator"`` does, not the
+    CPU path (``"cpu"``: farthest-point seeding, a while loop)."""
+    from lra.preflight import targets
+    from lra.preflight.check import child_environment, gpu_target_config
+
+    code = textwrap.dedent(
+        """
+        import json, sys, jax, jax.numpy as jnp
+        from jax.experimental import topologies
+        from lra.attention.clustered import ClusteredAttention
+        from lra.bench import hlo_launches
+        topo = topologies.get_topology_desc(platform="cuda", target_config=open(sys.argv[1]).read(), topology="1x1x1")
+        sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
+        x = jax.ShapeDtypeStruct((2, 64, 32), jnp.float32, sharding=sharding)
+        mask = jax.ShapeDtypeStruct((2, 64), jnp.bool_, sharding=sharding)
+        out = {}
+        for impl in ("auto", "accelerator", "cpu"):
+            m = ClusteredAttention(num_heads=2, qkv_dim=32, num_clusters=5, implementation=impl)
+            params = jax.eval_shape(lambda x, mask: m.init({"params": jax.random.key(0)}, x, mask), x, mask)
+            f = jax.jit(lambda p, x, mask: m.apply(p, x, mask, rngs={"attention": jax.random.key(1)})[0])
+            module = hlo_launches.parse(f.lower(params, x, mask).compile().as_text())
+            out[impl] = hlo_launches.static_counts(module)["while_loops_static"]
+        print(json.dumps(out))
+        """
+    )
+    target = targets.parse("h100")
+    spec = tmp_path / "spec.txtpb"
+    spec.write_text(gpu_target_config(target))
+    done = subprocess.run(
+        [GPU_PYTHON, "-c", code, str(spec)], capture_output=True, text=True, env=child_environment(target), timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loops = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert loops["cpu"] > 0 and loops["auto"] == loops["accelerator"] == 0, loops
