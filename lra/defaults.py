@@ -141,6 +141,9 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.model.zero_padding_embedding = False
     c.model.cls_position = True
     c.model.param_init = "xavier"  # "xavier" (this suite) | "pytorch"
+    # Recompute each encoder block's activations in the backward pass (jax.checkpoint) instead of
+    # storing them: memory of one block instead of num_layers, at about one more forward pass.
+    c.model.remat = False
 
     c.batch_size = t["batch_size"]
     c.eval_batch_size = t["batch_size"]
@@ -149,6 +152,9 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.weight_decay = t["weight_decay"]
     c.warmup_steps = t["warmup_steps"]
     c.grad_clip_norm = 0.0  # 0: off (Table 2 clips nothing)
+    # Gradient accumulation: each train step runs the batch as this many microbatches (a divisor of
+    # batch_size) and sums their gradients: the same step in less memory (lra.training.microbatch).
+    c.microbatches = 1
     c.eval_every = 1000
     c.checkpoint_every = 1000
     c.log_every = 100
@@ -203,6 +209,8 @@ LEGACY_FIELDS: dict[str, Any] = {
     "model.zero_padding_embedding": False,
     "model.cls_position": True,
     "model.param_init": "xavier",
+    "microbatches": 1,
+    "model.remat": False,
 }
 
 

@@ -203,8 +203,11 @@ class Encoder(nn.Module):
             mem0 = self.param("memory", nn.initializers.normal(stddev=cfg.memory_init_scale), (cells, cfg.emb_dim))
             memory = jnp.broadcast_to(mem0, (batch, cells, cfg.emb_dim)).astype(dtype)
 
+        # remat: each block's activations are recomputed in the backward pass, not stored (the
+        # same function and parameter tree; ``deterministic`` is static, argument 4 counting self).
+        block = nn.remat(EncoderBlock, static_argnums=(4,)) if cfg.get("remat", False) else EncoderBlock
         for i in range(cfg.num_layers):
-            x, memory = EncoderBlock(cfg, name=f"block_{i}")(x, mask, memory, deterministic)
+            x, memory = block(cfg, name=f"block_{i}")(x, mask, memory, deterministic)
         if cfg.norm == "pre":
             x = nn.LayerNorm(dtype=dtype, param_dtype=jnp.float32, name="final_norm")(x)
             if memory is not None:

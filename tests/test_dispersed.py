@@ -4,6 +4,7 @@ dense masked-softmax reference, softmax equivalence, padding, jit, gradients, li
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import jax
@@ -287,3 +288,167 @@ def test_chunk_length_avoids_4k_aligned_planes():
     assert 128 <= c <= 256 and c % 8 == 0 and (4 * 4 * c) % 4096 != 0
     assert len({(p * 16 * c % 4096) // 64 for p in range(32)}) == 32  # 32 distinct L1 sets
     assert dispersed._chunk_length(256, 100, 4, 32) == 100  # one chunk: the whole sequence
+
+
+# --- the accelerator implementation ("gather") against the CPU-tuned one ("chunks") ---------------
+
+
+def _impl_core(impl, mask, offs, **kwargs):
+    return lambda q, k, v: dispersed.dispersed_attention(q, k, v, mask, offs, implementation=impl, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "n,lengths,window,max_gap",
+    [
+        (64, (51, 64), 4, 12),
+        (33, (20, 33), 4, 12),
+        (127, (1, 90), 6, 20),
+        (200, (187, 200), 4, 180),
+        (600, (599, 371), 4, 180),
+    ],
+)
+def test_gather_equals_chunks_outputs_and_gradients(n, lengths, window, max_gap):
+    # Odd and even lengths, padded rows (one with a single real token), the paper's pattern at 1K.
+    q, k, v, r, mask = _core_inputs(n, lengths, seed=n)
+    offs = offsets(window, max_gap)
+    real = mask[..., None, None]
+    results = {}
+    for impl in ("chunks", "gather"):
+        core = _impl_core(impl, mask, offs, chunk_size=48)
+        loss = lambda q, k, v, core=core: jnp.sum(jnp.where(real, core(q, k, v), 0.0) * r)  # noqa: E731
+        results[impl] = (jax.jit(core)(q, k, v), jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v))
+    (y_c, g_c), (y_g, g_g) = results["chunks"], results["gather"]
+    np.testing.assert_allclose(np.asarray(y_g * real), np.asarray(y_c * real), atol=2e-5)
+    for got, want in zip(g_g, g_c, strict=True):
+        assert np.abs(np.asarray(want)).max() > 1e-3
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=5e-5)
+
+
+@pytest.mark.parametrize("fused_elements", [None, 1, 2 * 20 * 8 * 23])
+def test_gather_groups_change_nothing(fused_elements):
+    # Rows cut into groups (one per batch row and head, or whole rows) give the same result.
+    from lra.attention.dispersed_gather import gather_attention
+
+    n = 40
+    q, k, v, r, mask = _core_inputs(n, (29, 40), seed=2)
+    live = tuple(int(d) for d in dispersed.live_offsets(n, 4, 12))
+    rng = jax.random.key(5)
+    core = lambda q, k, v, fe: gather_attention(q, k, v, mask, rng, live=live, dropout_rate=0.3, fused_elements=fe)  # noqa: E731
+    loss = lambda fe: (lambda q, k, v: jnp.sum(core(q, k, v, fe) * r))  # noqa: E731
+    np.testing.assert_allclose(np.asarray(core(q, k, v, fused_elements)), np.asarray(core(q, k, v, None)), atol=1e-6)
+    for got, want in zip(
+        jax.grad(loss(fused_elements), argnums=(0, 1, 2))(q, k, v),
+        jax.grad(loss(None), argnums=(0, 1, 2))(q, k, v),
+        strict=True,
+    ):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6)
+
+
+def test_gather_backward_matches_autodiff_with_dropout():
+    # The hand-written VJP (key/value gradients from the negated offsets) against JAX's own
+    # differentiation of the same forward pass, dropout on, padded keys and out-of-sequence slots.
+    from lra.attention import dispersed_gather as dg
+
+    n = 70
+    q, k, v, r, mask = _core_inputs(n, (57, 70), seed=1)
+    live = tuple(int(d) for d in dispersed.live_offsets(n, 4, 12))
+    kept = jax.random.bernoulli(jax.random.key(3), 0.7, (2, len(live), n, 2))
+    custom = lambda q, k, v: jnp.sum(dg._gather_core(q, k, v, mask, kept, live, 0.3) * r)  # noqa: E731
+    plain = lambda q, k, v: jnp.sum(dg._gather_core_fwd(q, k, v, mask, kept, live, 0.3)[0] * r)  # noqa: E731
+    got = jax.grad(custom, argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(plain, argnums=(0, 1, 2))(q, k, v)
+    for g, w in zip(got, want, strict=True):
+        assert np.abs(np.asarray(w)).max() > 1e-3
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
+
+
+def test_gather_matches_dense_reference_and_bf16():
+    n = 70
+    q, k, v, r, mask = _core_inputs(n, (57, 70), seed=4)
+    offs = offsets(4, 12)
+    dense = _dense_core(q, k, v, mask, pattern(n, 4, 12))
+    real = np.asarray(mask)[..., None, None]
+    got = jax.jit(_impl_core("gather", mask, offs))(q, k, v)
+    np.testing.assert_allclose(np.asarray(got) * real, np.asarray(dense) * real, atol=2e-5)
+    bf = [x.astype(jnp.bfloat16) for x in (q, k, v)]
+    got16 = jax.jit(_impl_core("gather", mask, offs))(*bf)
+    assert got16.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(got16, np.float32) * real, np.asarray(dense) * real, atol=5e-2)
+
+
+def test_auto_is_chunks_on_cpu_to_the_bit():
+    # CPU numbers must not change: "auto" lowers to exactly today's CPU implementation here.
+    n = 64
+    q, k, v, r, mask = _core_inputs(n, (51, 64))
+    offs = offsets(4, 12)
+    rng = jax.random.key(7)
+    kw = dict(dropout_rate=0.2, dropout_rng=rng, deterministic=False, chunk_size=16)
+    out = {}
+    for impl in ("auto", "chunks"):
+        core = _impl_core(impl, mask, offs, **kw)
+        loss = lambda q, k, v, core=core: jnp.sum(core(q, k, v) * r)  # noqa: E731
+        out[impl] = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(q, k, v)
+    for a, b in zip(jax.tree.leaves(out["auto"]), jax.tree.leaves(out["chunks"]), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _grad_program(n, impl, platform=None):
+    x = jax.ShapeDtypeStruct((2, n, 2, 8), jnp.float32)
+    mask = jax.ShapeDtypeStruct((2, n), jnp.bool_)
+    offs = offsets()
+
+    def loss(q, k, v, mask):
+        return jnp.sum(dispersed.dispersed_attention(q, k, v, mask, offs, implementation=impl) ** 2)
+
+    traced = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(x, x, x, mask)
+    if platform is not None:
+        return traced.lower(lowering_platforms=(platform,)).as_text()
+    return traced.lower().compile().as_text()
+
+
+def _while_trip_counts(hlo_text):
+    """Trip counts of the compiled program's while loops (None where XLA does not know one)."""
+    loops = [line for line in hlo_text.splitlines() if " while(" in line]
+    counts = []
+    for line in loops:
+        found = re.search(r'"known_trip_count":\{"n":"(\d+)"', line)
+        counts.append(int(found.group(1)) if found else None)
+    return sorted(counts, key=str)
+
+
+def test_gather_program_has_no_loop_growing_with_n():
+    # The compiled forward + backward of "gather" at two lengths (K = 45 and 91 live offsets):
+    # no while loop at either (the chunks path has loops whose trip counts grow with N), and about
+    # the same number of instructions (kernels do not multiply with N).
+    small, large = _grad_program(256, "gather"), _grad_program(1024, "gather")
+    assert _while_trip_counts(small) == _while_trip_counts(large) == []
+    entry = lambda text: [ln for ln in text[text.index("ENTRY") :].splitlines() if " = " in ln]  # noqa: E731
+    assert len(entry(large)) <= 1.25 * len(entry(small))
+    chunks_small, chunks_large = _grad_program(256, "chunks"), _grad_program(1024, "chunks")
+    assert _while_trip_counts(chunks_small) and _while_trip_counts(chunks_small) != _while_trip_counts(chunks_large)
+
+
+def test_auto_lowers_gather_for_accelerators():
+    # "auto" is resolved when lowering: scans for a CPU, gathers for a GPU or TPU (no device needed).
+    cpu, cuda, tpu = (_grad_program(512, "auto", p) for p in ("cpu", "cuda", "tpu"))
+    assert "stablehlo.while" in cpu and "gather" not in cpu
+    for text in (cuda, tpu):
+        assert "stablehlo.while" not in text and "gather" in text
+
+
+def test_implementation_option():
+    assert "implementation" in lra.attention.option_names("dispersed")
+    assert DispersedAttention(num_heads=2, qkv_dim=16).implementation == "auto"
+    with pytest.raises(ValueError, match="implementation"):
+        DispersedAttention(num_heads=2, qkv_dim=16, implementation="cuda")
+    x, mask = _inputs()
+    ys = {}
+    for impl in ("chunks", "gather"):
+        module = DispersedAttention(num_heads=2, qkv_dim=16, implementation=impl)
+        ys[impl], _ = jax.jit(module.apply)(module.init(jax.random.key(0), x, mask), x, mask)
+    np.testing.assert_allclose(np.asarray(ys["gather"]), np.asarray(ys["chunks"]), atol=2e-5)
+    path = Path(__file__).resolve().parents[1] / "configs" / "listops_dispersed.py"
+    spec = importlib.util.spec_from_file_location("listops_dispersed", path)
+    config_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(config_module)
+    assert config_module.get_config("smoke,implementation=gather").model.attention_kwargs.implementation == "gather"

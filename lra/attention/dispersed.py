@@ -33,7 +33,13 @@ Memory is O(N x K) for K pattern offsets (at most 2h + 1 + 2 (max_gap - 1), 363 
 offsets with ``|d| >= N`` are dropped when tracing, so K ~ 2 sqrt(2N): 181 at N = 4096), forward
 and backward. The N x N pattern is never built: ``pattern()`` exists for tests and plots only.
 
-Implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: 40-50 ms,
+Two implementations of the same function (``implementation``, an ``attention_kwargs`` option):
+``"chunks"``, described below, tuned for a CPU; ``"gather"`` (:mod:`lra.attention.dispersed_gather`)
+for GPUs and TPUs, where each scan step below would be a kernel launch: the pattern as gathers
+over the offset table fused into reductions, with no loop. ``"auto"`` (default) takes
+``"chunks"`` where the program is lowered for a CPU and ``"gather"`` elsewhere.
+
+The ``"chunks"`` implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: 40-50 ms,
 was ~70 ms with whole-sequence offset scans and ~350 ms with per-query gathers; the history:
 results/bench/dispersed_impl.md and results/bench/peers.md). Scores and weighted sums are
 computed offset by offset from shifted windows of whole sequences, never gathered per query, and

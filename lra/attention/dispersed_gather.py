@@ -19,9 +19,13 @@ With ``K`` live offsets ``d_j`` (``|d_j| < N``) and the table ``key[i, j] = i + 
   q_{m - d_j}`` and ``dv_m = sum_j Wd[m - d_j, j] dy_{m - d_j}`` (``Wd``: the weights after
   dropout), slots whose query lies outside ``[0, N)`` dropped.
 
-Each product is written as a multiply and a sum (not an einsum, which XLA would make a dot of a
-materialised B x N x K x H x D gather), so XLA fuses the gather into the reduction that reads
-it. Memory is O(N x K) (the B x N x K x H weights, kept for the backward pass, and as large
+On accelerators each product is written as a multiply and a sum (not an einsum, which XLA would
+make a dot of a materialised B x K x N x H x D gather), so XLA fuses the gather into the reduction
+that reads it. On a CPU the same sums are einsums: jaxlib 0.10.2's CPU compiler miscomputes the
+multiply-and-sum form when it fuses it with its neighbours into a YNNPACK kernel (results off by
+O(1) at N = 1000, found by tests/test_dispersed.py; ``XLA_FLAGS=
+--xla_cpu_experimental_ynn_fusion_type=`` restores them), and the CPU default is ``"chunks"``
+anyway. Memory is O(N x K) (the B x N x K x H weights, kept for the backward pass, and as large
 again transiently); no N x N array is built.
 
 Out-of-sequence slots (``i + d_j`` outside ``[0, N)``) read a clipped, real key and get the
@@ -63,7 +67,7 @@ def _rows(x_BxNx___: jax.Array, index_KxN: jax.Array) -> jax.Array:
     """``x[:, index]``: B x K x N x ... (one gather; indices are already in range). Slot-major, so
     for one slot consecutive queries read consecutive rows (coalesced) and the sums over slots
     are reductions of a major dimension, which XLA fuses with the gather at every N."""
-    return x_BxNx___.at[:, index_KxN].get(mode="promise_in_bounds")
+    return x_BxNx___.at[:, index_KxN].get(mode="clip")
 
 
 def _slots(x_BxKxNxH: jax.Array, query_KxN: jax.Array) -> jax.Array:
@@ -75,12 +79,21 @@ def _slots(x_BxKxNxH: jax.Array, query_KxN: jax.Array) -> jax.Array:
 
 def _dots(a_BxNxHxD: jax.Array, rows_BxKxNxHxD: jax.Array) -> jax.Array:
     """``out[b, j, n, h] = a[b, n, h] . rows[b, j, n, h]`` in float32: B x K x N x H."""
-    return jnp.sum(a_BxNxHxD.astype(F32)[:, None] * rows_BxKxNxHxD.astype(F32), axis=-1)
+    a, rows = a_BxNxHxD.astype(F32), rows_BxKxNxHxD.astype(F32)
+    return jax.lax.platform_dependent(
+        a, rows, cpu=partial(jnp.einsum, "bnhd,bknhd->bknh"), default=lambda a, r: jnp.sum(a[:, None] * r, axis=-1)
+    )
 
 
 def _mix(w_BxKxNxH: jax.Array, rows_BxKxNxHxD: jax.Array) -> jax.Array:
     """``out[b, n, h] = sum_j w[b, j, n, h] rows[b, j, n, h]`` in float32: B x N x H x D."""
-    return jnp.sum(w_BxKxNxH[..., None] * rows_BxKxNxHxD.astype(F32), axis=1)
+    rows = rows_BxKxNxHxD.astype(F32)
+    return jax.lax.platform_dependent(
+        w_BxKxNxH,
+        rows,
+        cpu=partial(jnp.einsum, "bknh,bknhd->bnhd"),
+        default=lambda w, r: jnp.sum(w[..., None] * r, axis=1),
+    )
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(5, 6))
@@ -96,8 +109,8 @@ def _gather_core_fwd(q, k, v, mask_BxN, kept, live, rate):
     n = q.shape[1]
     key_KxN, inside_KxN = _table(live, n, +1)
     real_BxKxN = _rows(mask_BxN.astype(bool), key_KxN) & inside_KxN[None]
-    bias_BxKxN = jnp.where(real_BxKxN, 0.0, jnp.where(inside_KxN, MASK_LOGIT, 2 * MASK_LOGIT)[None])
-    s_BxKxNxH = _dots(q, _rows(k, key_KxN)) + bias_BxKxN[..., None].astype(F32)
+    masked_BxKxN = jnp.broadcast_to(jnp.where(inside_KxN, MASK_LOGIT, 2 * MASK_LOGIT).astype(F32), real_BxKxN.shape)
+    s_BxKxNxH = jnp.where(real_BxKxN[..., None], _dots(q, _rows(k, key_KxN)), masked_BxKxN[..., None])
     e_BxKxNxH = jnp.exp(s_BxKxNxH - jnp.max(s_BxKxNxH, axis=1, keepdims=True))
     w_BxKxNxH = e_BxKxNxH / jnp.sum(e_BxKxNxH, axis=1, keepdims=True)
     y_BxNxHxD = _mix(w_BxKxNxH * _keep_scale(kept, rate), _rows(v, key_KxN))

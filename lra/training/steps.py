@@ -7,6 +7,10 @@ another order (tests/test_seeds.py states the tolerance).
 
 Randomness is a pure function of (seed, step): dropout and the attention key of step t are
 ``fold_in(key(seed), t)``; parameters come from ``fold_in(key(seed), INIT_SALT)``.
+
+``config.microbatches`` = M > 1 accumulates the gradient over M microbatches of the batch
+(lra.training.microbatch): the same gradient up to float summation order, each example with the
+same dropout bits as in the one-batch step; M = 1 (the default) is the one-batch step unchanged.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import optax
 
 from lra.data.batching import eval_batches
 from lra.model import init_params
-from lra.training import distributed
+from lra.training import distributed, microbatch
 from lra.training.schedules import lra_schedule
 from lra.training.seeds import run_seeds
 
@@ -89,6 +93,33 @@ def make_steps(
     keys_S = seed_keys(run_seeds(config) if seeds is None else seeds)
     repl = distributed.replicated(mesh)
     schedule = lra_schedule(config.learning_rate, config.warmup_steps)
+    microbatches = int(config.get("microbatches", 1))
+    if microbatches > 1:
+        microbatch.check_partitionable()
+    parts = 2 if getattr(model, "dual", False) else 1  # matching: the encoder's rows are both documents
+
+    def accumulated_grads(
+        params: Any, batch: Batch, dropout_key: jax.Array, attention_key: jax.Array
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        """The gradient of the whole batch's mean loss, one microbatch at a time (lra.training.microbatch)."""
+        full = batch["labels"].shape[0]
+        rows = full // microbatches
+
+        def loss_sum(params: Any, micro: Batch, index: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+            logits = model.apply(
+                {"params": params},
+                micro["inputs"],
+                deterministic=False,
+                rngs={
+                    "dropout": microbatch.row_keyed(dropout_key, index, microbatches, rows, full, parts),
+                    "attention": attention_key,
+                },
+            )
+            m = weighted_metrics(logits, micro["labels"], micro["weights"])
+            return m["loss_sum"], m
+
+        denominator = jnp.maximum(jnp.sum(batch["weights"]), 1.0)
+        return microbatch.accumulate(loss_sum, params, batch, microbatches, denominator)
 
     def train_one(state: State, batch: Batch, key: jax.Array) -> tuple[State, dict[str, jax.Array]]:
         assert tx is not None, "make_steps(tx=None) serves evaluation only: its train step has no optimizer"
@@ -104,7 +135,11 @@ def make_steps(
             m = weighted_metrics(logits, batch["labels"], batch["weights"])
             return m["loss_sum"] / jnp.maximum(m["count"], 1.0), m
 
-        (loss, m), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        if microbatches == 1:  # the one-batch step, exactly as before microbatches existed
+            (loss, m), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        else:
+            grads, m = accumulated_grads(state["params"], batch, dropout_key, attention_key)
+            loss = m["loss_sum"] / jnp.maximum(m["count"], 1.0)
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         new_state = dict(
             state, params=optax.apply_updates(state["params"], updates), opt_state=opt_state, step=state["step"] + 1

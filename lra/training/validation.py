@@ -16,6 +16,7 @@ from lra.attention.base import check_heads
 from lra.defaults import option_type_problem
 from lra.errors import InputError
 from lra.model import DUAL_COMBINES, EMBEDDINGS, HEAD_ACTIVATIONS, NORMS, PARAM_INITS, POOLINGS
+from lra.training.microbatch import check_split
 
 
 class ConfigError(InputError):
@@ -138,6 +139,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
                 f"config.{name}={config[name]} is not divisible by the {num_devices} devices: "
                 f"use a multiple of {num_devices}"
             )
+    try:
+        check_split(int(config.batch_size), config.get("microbatches", 1), num_devices)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
+    if not isinstance(m.get("remat", False), bool):
+        raise ConfigError(f"config.model.remat must be true or false, got {m.remat!r}")
     _check_seeds(config)
     _finite(config, "learning_rate", "weight_decay", "grad_clip_norm")
     if config.learning_rate <= 0 or config.weight_decay < 0 or config.warmup_steps < 0:
