@@ -8,13 +8,19 @@ from lra.preflight import fit_table
 
 
 def test_rows_are_table_1_then_each_family_per_task_once():
-    rows = fit_table.rows(tasks=("listops", "text"))
+    rows = fit_table.rows()
     keys = [(r["task"], r["variant"]) for r in rows]
     assert len(keys) == len(set(keys))
     table1 = [r for r in rows if r["source"] == "Table 1"]
     assert len(table1) == 28  # 4 tasks x (Transformer, Luna-1/16/256, ConvLuna-1/16/256)
-    assert ("matching", "ConvLuna-256") in keys and ("text", "Dispersed") in keys
-    assert ("image", "Dispersed") not in keys  # image is not among the tasks asked for
+    assert ("matching", "ConvLuna-256") in keys and ("pathfinder", "Dispersed") in keys
+    some = fit_table.rows(tasks=("listops", "text"), variants=("Transformer", "Dispersed"))
+    assert [(r["task"], r["variant"]) for r in some] == [
+        ("text", "Transformer"),
+        ("listops", "Transformer"),
+        ("listops", "Dispersed"),
+        ("text", "Dispersed"),
+    ]
     assert all(
         r["config"].startswith("configs/") and r["config"].endswith("paper") for r in rows if r["source"] == "family"
     )
@@ -41,7 +47,7 @@ def test_the_first_setting_that_fits_is_chosen_and_larger_cards_reuse_a_fit(monk
     monkeypatch.setattr(
         fit_table,
         "rows",
-        lambda tasks, families: [
+        lambda tasks, families, variants: [
             {"task": "text", "variant": "Transformer", "source": "Table 1", "config": "big"},
             {"task": "text", "variant": "Luna-16", "source": "Table 1", "config": "small"},
             {"task": "text", "variant": "Huge", "source": "family", "config": "huge"},

@@ -46,8 +46,11 @@ LADDER: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-def rows(tasks: Sequence[str] = TASKS, families: Sequence[str] | None = None) -> list[dict[str, str]]:
-    """Table 1's cells, then every family's paper-scale config per task (each (task, variant) once)."""
+def rows(
+    tasks: Sequence[str] = TASKS, families: Sequence[str] | None = None, variants: Sequence[str] | None = None
+) -> list[dict[str, str]]:
+    """Table 1's cells, then every family's paper-scale config per task (each (task, variant) once);
+    ``variants``: only the rows of these labels (``Transformer``), ``tasks``: only these tasks."""
     from lra import attention
     from lra.experiments.sweep import REPO, expand
     from lra.family_configs import config_spec
@@ -64,7 +67,11 @@ def rows(tasks: Sequence[str] = TASKS, families: Sequence[str] | None = None) ->
             if key in out:
                 continue
             out[key] = {"source": "family", "config": spec}
-    return [{"task": t, "variant": v, **rest} for (t, v), rest in out.items()]
+    return [
+        {"task": t, "variant": v, **rest}
+        for (t, v), rest in out.items()
+        if t in tasks and (variants is None or v in variants)
+    ]
 
 
 def fit(
@@ -116,13 +123,14 @@ def build(
     use_cache: bool = True,
     tasks: Sequence[str] = TASKS,
     families: Sequence[str] | None = None,
+    variants: Sequence[str] | None = None,
     on_row: Callable[[list[dict[str, Any]]], None] | None = None,
     compile_one: Callable[..., dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every row's fit on every target (targets in the order given, rows in :func:`rows`' order)."""
     from lra.preflight import targets as targets_mod
 
-    out = [dict(r, targets={}) for r in rows(tasks, families)]
+    out = [dict(r, targets={}) for r in rows(tasks, families, variants)]
     # the Transformer rows first: the quadratic family is the one that may not fit
     order = sorted(out, key=lambda r: r["variant"] != "Transformer")
     for target in targets_:
@@ -202,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--targets", nargs="+", default=["h100", "h200"])
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     p.add_argument("--families", nargs="+", help="the families' rows (default: every registered family)")
+    p.add_argument("--variants", nargs="+", help="only the rows of these labels, e.g. Transformer (default: all)")
     p.add_argument("--python", default=sys.executable, help="the interpreter with the CUDA plugin (its own venv)")
     p.add_argument("--infer-from", default="h100", help="'' to compile every row for every target")
     p.add_argument("--no-cache", action="store_true")
@@ -233,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             "targets": args.targets,
             "target_descriptions": [t.description for t in parsed],
             "tasks": args.tasks,
+            "variants": args.variants,
             "ladder": [[n, o] for n, o in LADDER],
             "infer_from": args.infer_from or None,
             "versions": cache.versions_of(args.python),
@@ -252,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         not args.no_cache,
         args.tasks,
         args.families,
+        args.variants,
         on_row=lambda so_far: write(so_far, complete=False),
     )
     write(out_rows, complete=True)
