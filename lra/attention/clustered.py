@@ -693,8 +693,8 @@ class ClusteredAttention(Attention):
                 k,
                 v,
                 mask_BxN,
-                cpu=lambda *a: self._cluster_and_attend(*a, rng, dropout_rng, accelerated=False),
-                default=lambda *a: self._cluster_and_attend(*a, rng, dropout_rng, accelerated=True),
+                cpu=lambda q, k, v, m: self._cluster_and_attend(q, k, v, m, rng, dropout_rng, accelerated=False),
+                default=lambda q, k, v, m: self._cluster_and_attend(q, k, v, m, rng, dropout_rng, accelerated=True),
             )
         else:
             accelerated = resolve_implementation(self.implementation) == "accelerator"

@@ -128,9 +128,7 @@ def build(
     compile_one: Callable[..., dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every row's fit on every target (targets in the order given, rows in :func:`rows`' order)."""
-    from lra.preflight import targets as targets_mod
-
-    out = [dict(r, targets={}) for r in rows(tasks, families, variants)]
+    out: list[dict[str, Any]] = [dict(r, targets={}) for r in rows(tasks, families, variants)]
     # the Transformer rows first: the quadratic family is the one that may not fit
     order = sorted(out, key=lambda r: r["variant"] != "Transformer")
     for target in targets_:
@@ -138,9 +136,10 @@ def build(
             base = r["targets"].get(infer_from) if infer_from and infer_from != target else None
             if (
                 base is not None
+                and infer_from is not None
                 and base["fits"]
                 and base["setting"] == LADDER[0][0]
-                and targets_mod.parse(target).chip.memory_bytes >= targets_mod.parse(infer_from).chip.memory_bytes
+                and _memory(target) >= _memory(infer_from)
             ):
                 r["targets"][target] = {**base, "inferred_from": infer_from, "tried": []}
             else:
@@ -149,6 +148,14 @@ def build(
             if on_row is not None:
                 on_row(out)
     return out
+
+
+def _memory(target: str) -> int:
+    """A target's memory per device (bytes)."""
+    from lra.preflight import targets as targets_mod
+
+    chip = targets_mod.parse(target).chip
+    return chip.memory_bytes if chip else 0
 
 
 def _cell(f: dict[str, Any]) -> str:

@@ -123,7 +123,7 @@ def row_keyed(key: jax.Array, index: jax.Array, count: int, rows: int, batch: in
 
 def check_partitionable() -> None:
     """The row map reproduces jax's partitionable threefry only (jax's default since 0.5)."""
-    if not jax.config.jax_threefry_partitionable:
+    if not jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]
         raise InputError(
             "config.microbatches > 1 needs jax_threefry_partitionable=True (jax's default): each example's "
             "dropout bits then depend on its index alone, which the microbatched step reproduces"
