@@ -10,7 +10,11 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
     (``mem=16``, ``clusters=8``);
   * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna);
   * ``reference``: the published ConvLuna code's choices where they differ from the paper's
-    text or from our defaults (``lra/reference/``), for the Luna and ConvLuna configs.
+    text or from our defaults (``lra/reference/``), for the Luna and ConvLuna configs;
+  * ``bf16``: bfloat16 compute (``model.dtype=bfloat16``) with any preset: parameters, optimizer
+    state, LayerNorm and softmax statistics, logits and the loss stay float32 (tests/test_microbatch.py
+    checks it). With ``model.attention_dropout_rate=0`` the Transformer then runs cuDNN flash
+    attention on a CUDA GPU (``attention_kwargs.implementation="auto"``, lra.attention.softmax).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from lra.papers.convluna import TABLE2_TASKS
 TASKS = ("listops", "text", "matching", "image", "pathfinder", "pathx")
 PATHFINDER_TASKS = ("pathfinder", "pathx")  # LRA's Pathfinder (32 x 32) and Path-X (128 x 128)
 PRESETS = ("paper", "cpu", "smoke")
+BF16_OPTION = "bf16"  # bfloat16 compute, float32 parameters, optimizer and statistics (make_config)
 
 # Table 2 (paper scale, lra.papers.convluna.TABLE2_TASKS) and Pathfinder / Path-X's LRA settings.
 _TABLE2: dict[str, dict[str, Any]] = {
@@ -329,7 +334,7 @@ def make_config(
     c.model.update(dict(model or {}))
     kwargs: dict[str, Any] = dict(attention_kwargs or {})
     flags = dict(flags or {})
-    presets, options, chosen_flags, reference = [], {}, [], False
+    presets, options, chosen_flags, reference, bf16 = [], {}, [], False, False
     for token in filter(None, (t.strip() for t in (arg or "").split(","))):
         if "=" in token:
             field, value = parse_option(attention, token)
@@ -338,17 +343,21 @@ def make_config(
             presets.append(token)
         elif token == "reference":
             reference = True
+        elif token == BF16_OPTION:
+            bf16 = True
         elif token in flags:
             chosen_flags.append(token)
         else:
             raise InputError(
                 f"unknown config option {token!r}; valid: presets {', '.join(PRESETS)}"
                 + (f"; flags {', '.join(sorted(flags))}" if flags else "")
-                + "; reference; or key=value family options"
+                + f"; reference; {BF16_OPTION}; or key=value family options"
             )
     if len(presets) > 1:
         raise InputError(f"choose one preset, got {presets}")
     _apply_preset(c, presets[0] if presets else "paper")
+    if bf16:
+        c.model.dtype = "bfloat16"
 
     for name in chosen_flags:
         kwargs.update(flags[name].get("attention_kwargs", {}))

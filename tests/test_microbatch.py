@@ -149,3 +149,37 @@ def test_remat_is_the_same_step():
     delta2, m2 = _step("listops", 2, remat=True)
     _assert_close(delta2, delta1)
     np.testing.assert_allclose(m2["loss"], m1["loss"], rtol=1e-5)
+
+
+# --- the bf16 option: bfloat16 compute, float32 parameters, optimizer state and statistics
+
+
+def test_bf16_option_computes_in_bfloat16_and_keeps_float32_state():
+    from lra.attention.base import dot_product_attention
+    from lra.training.schedules import make_optimizer
+
+    c = make_config("listops", "softmax", "smoke,bf16")
+    assert c.model.dtype == "bfloat16" and c.preset == "smoke"
+    assert make_config("listops", "softmax", "bf16").preset == "paper"
+    validate_config(c)
+    vocab, classes, dual = task_shapes("listops")
+    model = build_model(c.model, vocab, classes, dual)
+    tokens = jnp.asarray(np.random.default_rng(0).integers(1, vocab, (2, 24)), jnp.int32)
+    params = model.init(jax.random.key(0), tokens)["params"]
+    assert {p.dtype for p in jax.tree.leaves(params)} == {jnp.dtype(jnp.float32)}
+    tx = make_optimizer(c.learning_rate, c.warmup_steps, c.weight_decay, c.grad_clip_norm)
+    state = tx.init(params)
+    assert {x.dtype for x in jax.tree.leaves(state) if jnp.issubdtype(x.dtype, jnp.floating)} == {
+        jnp.dtype(jnp.float32)
+    }
+    logits = model.apply({"params": params}, tokens)
+    assert logits.dtype == jnp.float32  # the head and the loss
+    # the encoder computes in bfloat16: its matmuls take bfloat16 operands
+    jaxpr = str(jax.make_jaxpr(lambda p: model.apply({"params": p}, tokens))(params))
+    assert "bf16[2,25,32]" in jaxpr
+    # softmax statistics: logits, max and normaliser in float32 from bfloat16 q, k, v
+    q = jnp.ones((1, 5, 2, 8), jnp.bfloat16)
+    attn_jaxpr = str(jax.make_jaxpr(lambda q: dot_product_attention(q, q, q, None))(q))
+    assert "reduce_max" in attn_jaxpr and "f32[1,2,5,5]" in attn_jaxpr
+    with pytest.raises(InputError, match="bf16"):
+        make_config("listops", "softmax", "smoke,bf15")

@@ -531,3 +531,29 @@ def test_a_signal_reaches_every_compile_child_and_none_is_left(tmp_path):
                 pass
         if proc.poll() is None:
             proc.kill()
+
+
+def test_fit_finds_the_smallest_microbatch_count_under_a_memory_budget(tmp_path):
+    from lra.preflight.check import fit_microbatches, microbatch_counts, report_lines
+    from lra.preflight.estimate import HEADROOM
+
+    assert microbatch_counts(32, 1) == [1, 2, 4, 8, 16, 32]
+    assert microbatch_counts(32, 8) == [1, 2, 4]
+    spec, kw = "configs/listops_transformer.py:smoke", dict(measure_steps=0, cache_dir=tmp_path, quiet=True)
+    four = preflight(spec, "cpu", overrides={"microbatches": 4}, **kw)
+    budget = int(four["memory"]["total"] / HEADROOM) + 1  # 4 microbatches just fit
+    r = fit_microbatches(spec, "cpu", memory_budget=budget, **kw)
+    tried = {t["microbatches"]: t for t in r["fit"]["tried"]}
+    assert r["fit"]["microbatches"] == 4 and list(tried) == [1, 2, 4], r["fit"]
+    assert tried[1]["total_bytes"] > tried[2]["total_bytes"] > budget * HEADROOM  # fewer do not fit
+    assert tried[4]["verdict"] == "fits" and r["verdict"] == "fits" and r["memory_budget"] == budget
+    assert "config.microbatches=4 is the smallest count that fits" in "\n".join(report_lines(r))
+    roomy = fit_microbatches(spec, "cpu", memory_budget=10 * budget, **kw)  # cached: no compile
+    assert roomy["fit"]["microbatches"] == 1 and "without microbatches" in roomy["fit"]["line"]
+    tight = fit_microbatches(spec, "cpu", memory_budget=1000, **kw)
+    assert tight["fit"]["microbatches"] is None and [t["microbatches"] for t in tight["fit"]["tried"]] == [1, 2, 4, 8]
+
+
+def test_memory_budget_must_be_positive(capsys):
+    assert main(["--config", "configs/listops_transformer.py:smoke", "--target", "cpu", "--memory-budget", "0"]) == 2
+    assert "--memory-budget 0.0: need a positive number of GiB" in capsys.readouterr().err

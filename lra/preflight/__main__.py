@@ -16,8 +16,16 @@ from lra.config_args import (
     fold_family_options,
     split_config_args,
 )
+from lra.console import GIB
 from lra.preflight import targets
-from lra.preflight.check import COMPILES, PreflightError, check_python, preflight, report_lines
+from lra.preflight.check import (
+    COMPILES,
+    PreflightError,
+    check_python,
+    fit_microbatches,
+    preflight,
+    report_lines,
+)
 from lra.preflight.estimate import check_price
 from lra.training.run_errors import EXIT_INVALID, EXIT_STORAGE, Interrupted, describe
 from lra.training.run_files import check_can_write
@@ -27,6 +35,7 @@ EPILOG = """examples:
   python -m lra.preflight --config configs/listops_transformer.py:cpu --target cpu --measure-steps 5
   python -m lra.preflight sweep convluna_table1 --preset paper --target v5e:2x2 --out results/preflight
   python -m lra.preflight --config configs/listops_convluna.py --target h100 --price-per-hour 2.50
+  python -m lra.preflight --config configs/text_transformer.py --target h100 --fit
 targets: """ + ", ".join(targets.known())
 
 
@@ -138,6 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--python", default=sys.executable, help="the interpreter that compiles (e.g. a libtpu venv)")
         p.add_argument("--no-cache", action="store_true")
         p.add_argument("--json", type=Path, help="also write the result as JSON")
+        p.add_argument(
+            "--fit",
+            action="store_true",
+            help="find the smallest config.microbatches (gradient accumulation, same step) whose step fits "
+            "the target's memory (or --memory-budget), compiling 1, 2, ... in turn, and report it",
+        )
+        p.add_argument(
+            "--memory-budget",
+            type=float,
+            metavar="GIB",
+            help="judge the fit against this many GiB per device instead of the target's memory",
+        )
         add_price_options(p)
         spec, fields, rest = split_config_args(argv)
         a = p.parse_args(rest)
@@ -148,8 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         check_python(a.python)
         if a.json:
             check_can_write(a.json)  # PF8: refused before anything compiles
+        if a.memory_budget is not None and not a.memory_budget > 0:
+            raise PreflightError(f"--memory-budget {a.memory_budget}: need a positive number of GiB")
+        budget = int(a.memory_budget * GIB) if a.memory_budget else None
         with COMPILES.forwarding():
-            r = preflight(
+            r = (fit_microbatches if a.fit else preflight)(
                 spec,
                 a.target,
                 batch=a.batch,
@@ -158,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 python=a.python,
                 use_cache=not a.no_cache,
                 overrides=overrides,
+                memory_budget=budget,
             )
         print("\n".join(report_lines(r, a.price_per_hour, a.currency)))
         if a.json:

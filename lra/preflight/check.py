@@ -163,8 +163,10 @@ def preflight(
     overrides: dict[str, Any] | None = None,
     quiet: bool = False,
     label: str = "",
+    memory_budget: int | None = None,
 ) -> dict[str, Any]:
-    """Compile (or read from the cache) one config for one target; the result with its estimate and verdict."""
+    """Compile (or read from the cache) one config for one target; the result with its estimate and verdict.
+    ``memory_budget`` (bytes per device) replaces the device's memory in the verdict."""
     target = targets.parse(target_name)
     path, options = _split_config(config_spec)
     from lra.preflight.compile_step import load_config
@@ -215,7 +217,9 @@ def preflight(
     result.setdefault("devices", target.devices)
     result.setdefault("dtype", str(config.model.dtype))
     cpu = result.get("cpu") or {}
-    capacity = estimate.memory_capacity(target, cpu.get("memory_bytes"))
+    capacity = memory_budget or estimate.memory_capacity(target, cpu.get("memory_bytes"))
+    if memory_budget:
+        result["memory_budget"] = int(memory_budget)
     result["verdict"], result["verdict_detail"] = estimate.verdict(result, target, capacity)
     if result.get("status") == "ok":
         result["step_time"] = estimate.step_times(result, target, cpu.get("matmul_flops"), cpu.get("bandwidth"))
@@ -257,6 +261,8 @@ def report_lines(r: dict[str, Any], price_per_hour: float | None = None, currenc
     lines = [f"{r['config']} on {r['target']}{' (cached)' if r.get('cached') else ''}"]
     if r.get("status") != "ok":
         lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
+        if r.get("fit"):
+            lines.append(r["fit"]["line"])
         return lines
     m, c = r["memory"] or {}, r["cost"]
     per_device = r["global_batch"] // r["devices"]
@@ -307,4 +313,55 @@ def report_lines(r: dict[str, Any], price_per_hour: float | None = None, currenc
 
         lines += bench_lines(r["bench_check"])
     lines.append(f"verdict: {r['verdict']}: {r['verdict_detail']}")
+    if r.get("fit"):
+        lines.append(r["fit"]["line"])
     return lines
+
+
+def microbatch_counts(batch_size: int, devices: int) -> list[int]:
+    """The microbatch counts a batch allows, smallest first: divisors M of the batch whose
+    microbatches still split evenly over the devices (lra.training.microbatch.check_split)."""
+    return [m for m in range(1, batch_size + 1) if batch_size % m == 0 and (batch_size // m) % devices == 0]
+
+
+def fit_microbatches(config_spec: str, target_name: str, **kwargs: Any) -> dict[str, Any]:
+    """The smallest ``config.microbatches`` whose step fits the target (or ``memory_budget``): each
+    allowed count in increasing order is compiled (cached) until one fits. The result is that
+    count's preflight result with ``fit`` = {microbatches, tried: [(count, total bytes, verdict)],
+    line}; when none fits, the largest count's result with ``fit.microbatches`` None."""
+    target = targets.parse(target_name)
+    overrides = dict(kwargs.pop("overrides", None) or {})
+    batch = kwargs.pop("batch", None)
+    if batch is not None:
+        overrides["batch_size"] = batch
+    path, options = _split_config(config_spec)
+    from lra.preflight.compile_step import load_config
+
+    try:
+        config = load_config(path, options, overrides)
+    except Exception as e:  # noqa: BLE001 -- reported as one line, as preflight does
+        raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
+    counts = microbatch_counts(int(config.batch_size), target.devices)
+    tried: list[dict[str, Any]] = []
+    result: dict[str, Any] = {}
+    for count in counts:
+        result = preflight(config_spec, target_name, overrides={**overrides, "microbatches": count}, **kwargs)
+        total = (result.get("memory") or {}).get("total")
+        tried.append({"microbatches": count, "total_bytes": total, "verdict": result["verdict"]})
+        if result["verdict"] != "does not fit":  # fits, or cannot tell (no memory analysis): stop
+            break
+    found = tried[-1]["microbatches"] if tried and tried[-1]["verdict"] == "fits" else None
+    steps = ", ".join(
+        f"{t['microbatches']}: {binary_bytes(t['total_bytes']) if t['total_bytes'] else t['verdict']}" for t in tried
+    )
+    if found is None:
+        line = (
+            f"fit: no microbatch count fits (tried {steps}); lower the batch, use --config.model.remat=true "
+            f"or bf16 (:bf16)"
+        )
+    elif found == 1:
+        line = "fit: the step fits without microbatches (config.microbatches=1)"
+    else:
+        line = f"fit: config.microbatches={found} is the smallest count that fits (per-device memory {steps})"
+    result = dict(result, fit={"microbatches": found, "tried": tried, "line": line})
+    return result
