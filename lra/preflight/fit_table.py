@@ -191,6 +191,12 @@ def markdown(record: dict[str, Any]) -> str:
             "larger card of the same architecture: it says `(the "
             f"{record['infer_from']} program)`."
         )
+    if record.get("variants") or list(record["tasks"]) != list(TASKS):
+        lines.append(
+            f"**A subset**: only the rows of {', '.join(record.get('variants') or ['every variant'])} on "
+            f"{', '.join(record['tasks'])}; the whole table is the same command without `--variants` and "
+            "`--tasks` (the rows here come from the cache)."
+        )
     if not record.get("complete", True):
         lines.append(f"**Incomplete**: {record.get('incomplete_note', 'the run stopped before every row')}.")
     lines += [
