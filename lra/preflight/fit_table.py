@@ -195,7 +195,7 @@ def markdown(record: dict[str, Any]) -> str:
         lines.append(
             f"**A subset**: only the rows of {', '.join(record.get('variants') or ['every variant'])} on "
             f"{', '.join(record['tasks'])}; the whole table is the same command without `--variants` and "
-            "`--tasks` (the rows here come from the cache)."
+            "`--tasks` (it answers the rows compiled here from the cache)."
         )
     if not record.get("complete", True):
         lines.append(f"**Incomplete**: {record.get('incomplete_note', 'the run stopped before every row')}.")
