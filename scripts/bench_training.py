@@ -1,7 +1,10 @@
 """Training-step benchmark (lra/bench/steps.py): two commands.
 
 steps: every family's paper-scale ListOps train step at several lengths, dtypes and seed counts:
-steps/s, peak memory, XLA FLOPs and MFU. The full grid on a GPU, in one command:
+steps/s, peak memory, XLA FLOPs, MFU (against a matmul measured in the run and against the
+device's datasheet peak), kernels and command-buffer launches per step, and the XLA flags. The grid
+has a "Transformer (flash)" row (softmax_flash: cuDNN fused attention, bfloat16, no attention
+dropout) beside the Transformer. The full grid on a GPU, in one command:
 
     python scripts/bench_training.py steps --out results/bench --name training_steps_h100
 
@@ -46,7 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     steps = sub.add_parser("steps", help="train-step speed, memory and MFU per family, length, dtype, seeds")
-    steps.add_argument("--families", nargs="+", default=list(step_bench.families()), choices=step_bench.families())
+    steps.add_argument(
+        "--families",
+        nargs="+",
+        default=list(step_bench.grid_families()),
+        choices=step_bench.grid_families(),
+        help="registered families and the variants (softmax_flash: the Transformer on cuDNN flash "
+        "attention, bfloat16 only); default: all",
+    )
     steps.add_argument("--lengths", nargs="+", type=int, default=[1024, 2048, 4096])
     steps.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
     steps.add_argument("--seeds", nargs="+", type=int, default=[1, 5], help="seeds vmapped in one step")
@@ -121,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in args.seeds
             for n in args.lengths
             for f in args.families
+            if step_bench.runs_in(f, d)
         ]
         # The probe runs in a child unless told not to isolate: a parent holding the GPU (JAX
         # preallocates most of its memory) would leave the case processes too little.
@@ -133,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         for dtype, rate in probed["matmul_rates"].items():
             print(f"dense {args.matmul_size}x{args.matmul_size} matmul, {dtype}: {rate / 1e12:.3g} TFLOP/s", flush=True)
+        peaks = probed.get("datasheet_peaks")
+        print(
+            f"datasheet peaks ({peaks['chip']}): bfloat16 {peaks['bfloat16'] / 1e12:.0f}, float32 (TF32) "
+            f"{peaks['float32'] / 1e12:.0f} TFLOP/s"
+            if peaks
+            else "no datasheet peak for this device: MFU against the measured matmul only",
+            flush=True,
+        )
         settings = {
             "steps": args.steps,
             "repeats": args.repeats,
@@ -149,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             isolate,
             probed["matmul_rates"],
             jobs=args.jobs,
+            peaks=peaks,
             case_timeout=args.case_timeout,
             partial=partial,
             retry_errors=args.retry_errors,

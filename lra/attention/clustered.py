@@ -600,7 +600,9 @@ def attention_matrix(
 
 
 def resolve_implementation(implementation: str) -> str:
-    """``"auto"`` -> ``"cpu"`` on JAX's CPU backend, ``"accelerator"`` on a GPU or TPU; else as given."""
+    """``"auto"`` -> ``"cpu"`` on JAX's CPU backend, ``"accelerator"`` on a GPU or TPU; else as given.
+    (The modules resolve ``"auto"`` by the platform they are lowered for instead, which is what a
+    deviceless compile for a GPU needs; this is the eager answer for this process.)"""
     if implementation != "auto":
         return implementation
     return "cpu" if jax.default_backend() == "cpu" else "accelerator"
@@ -628,10 +630,10 @@ class ClusteredAttention(Attention):
         ``"first"`` on ``"accelerator"`` (no loop; fast-transformers' CUDA seeding).
       implementation: ``"cpu"`` (this module: loops and scatters tuned for a CPU),
         ``"accelerator"`` (:mod:`lra.attention.clustered_accelerator`: one-hot GEMMs, all-centroid
-        assignment, no loop growing with N) or ``"auto"`` (default): ``"cpu"`` when JAX's default
-        backend is the CPU, else ``"accelerator"``. Same clusters (given the same seeding) and
-        the same attention up to float rounding. A deviceless compile for a GPU or TPU target runs
-        on the CPU backend, so it must name ``"accelerator"`` to compile what that device runs.
+        assignment, no loop growing with N) or ``"auto"`` (default): ``"cpu"`` when the step is
+        lowered for a CPU, else ``"accelerator"`` (``lax.platform_dependent``: a deviceless compile
+        for a GPU or TPU target, which runs on the CPU backend, gets what that device runs). Same
+        clusters (given the same seeding) and the same attention up to float rounding.
     """
 
     num_clusters: int = 100
@@ -656,14 +658,19 @@ class ClusteredAttention(Attention):
                 "(config.model.attention_kwargs)"
             )
 
-    def _accelerated(self) -> bool:
-        return resolve_implementation(self.implementation) == "accelerator"
-
-    def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
-        attend = _accelerator().clustered_attention if self._accelerated() else clustered_attention
+    def _attend(self, q, k, v, mask, clusters, dropout_rng, accelerated: bool) -> jax.Array:
+        attend = _accelerator().clustered_attention if accelerated else clustered_attention
         return attend(
             q, k, v, mask, clusters, self.num_clusters, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng
         )
+
+    def _cluster_and_attend(self, q, k, v, mask_BxN, rng, dropout_rng, accelerated: bool) -> jax.Array:
+        init = self.kmeans_init
+        if init == "auto":
+            init = _accelerator().DEFAULT_INIT if accelerated else "farthest"
+        cluster = _accelerator().cluster_queries if accelerated else cluster_queries
+        clusters_BxHxN = cluster(q, mask_BxN, rng, self.num_clusters, self.bits, self.iterations, self.hash_bias, init)
+        return self._attend(q, k, v, mask_BxN, clusters_BxHxN, dropout_rng, accelerated)
 
     @nn.compact
     def __call__(
@@ -676,14 +683,22 @@ class ClusteredAttention(Attention):
         self._check()
         q, k, v = project_qkv(self, x_BxNxD)
         rng = self.make_rng("attention") if self.has_rng("attention") else jax.random.key(0)
-        accelerated = self._accelerated()
-        init = self.kmeans_init
-        if init == "auto":
-            init = _accelerator().DEFAULT_INIT if accelerated else "farthest"
-        cluster = _accelerator().cluster_queries if accelerated else cluster_queries
-        clusters_BxHxN = cluster(q, mask_BxN, rng, self.num_clusters, self.bits, self.iterations, self.hash_bias, init)
         dropout_rng = self.dropout_rng(deterministic)
-        y_BxNxHxDh = self._attend(q, k, v, mask_BxN, clusters_BxHxN, dropout_rng)
+        if self.implementation == "auto":
+            # chosen by the platform the step is lowered for (lax.platform_dependent), not by the
+            # process's default backend: a deviceless compile for a GPU runs on the CPU backend and
+            # must compile what the GPU runs (lra.preflight, scripts/bench_launches.py)
+            y_BxNxHxDh = jax.lax.platform_dependent(
+                q,
+                k,
+                v,
+                mask_BxN,
+                cpu=lambda q, k, v, m: self._cluster_and_attend(q, k, v, m, rng, dropout_rng, accelerated=False),
+                default=lambda q, k, v, m: self._cluster_and_attend(q, k, v, m, rng, dropout_rng, accelerated=True),
+            )
+        else:
+            accelerated = resolve_implementation(self.implementation) == "accelerator"
+            y_BxNxHxDh = self._cluster_and_attend(q, k, v, mask_BxN, rng, dropout_rng, accelerated)
         y = project_out(self, zero_padding(y_BxNxHxDh, mask_BxN), x_BxNxD.shape[-1])
         return y, None
 
@@ -702,9 +717,9 @@ class ImprovedClusteredAttention(ClusteredAttention):
         if self.topk < 1:
             raise InputError(f"{type(self).__name__}: topk={self.topk} must be >= 1")
 
-    def _attend(self, q, k, v, mask, clusters, dropout_rng) -> jax.Array:
+    def _attend(self, q, k, v, mask, clusters, dropout_rng, accelerated: bool) -> jax.Array:
         topk = min(self.topk, k.shape[1])  # clip here too: one compilation for every topk >= N
-        attend = _accelerator().improved_clustered_attention if self._accelerated() else improved_clustered_attention
+        attend = _accelerator().improved_clustered_attention if accelerated else improved_clustered_attention
         return attend(
             q, k, v, mask, clusters, self.num_clusters, topk, dropout_rate=self.dropout_rate, dropout_rng=dropout_rng
         )

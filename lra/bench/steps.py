@@ -13,7 +13,13 @@ S seeds vmapped.
   device, recomputation included.
 * MFU: achieved FLOP/s (FLOPs x steps/s) over the rate of a dense matmul of the same dtype
   (``matmul_size`` squared, measured in the same process), so the ratio does not depend on a
-  datasheet number.
+  datasheet number; and over the device's datasheet peak (``mfu_datasheet``, :func:`datasheet_peaks`:
+  an H100 or H200 SXM's 989 TFLOP/s dense bfloat16, 495 TF32 for float32), which a step of width
+  128 and head size 32 cannot approach (issue 50: its matmuls are memory-bound).
+* Launches: the compiled step's kernels per step (:mod:`lra.bench.hlo_launches`), with the XLA
+  flags of the run and its command-buffer setting (:func:`xla_settings`).
+* ``Transformer (flash)`` (:data:`VARIANTS`): the Transformer on cuDNN's fused attention,
+  bfloat16 and no attention dropout, beside the paper's Transformer row.
 * Memory: XLA's compiled memory analysis (arguments + outputs + temporaries - aliased); with
   ``isolate`` (the default where the device reports memory_stats, e.g. GPU) each case runs in a
   fresh process and the device's ``peak_bytes_in_use`` is recorded too.
@@ -50,8 +56,43 @@ def families() -> tuple[str, ...]:
     return tuple(attention.FAMILIES)
 
 
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """A row of the grid that is a registered family with settings of its own (not a family)."""
+
+    family: str  # the registered family whose ListOps config it starts from
+    label: str
+    overrides: tuple[tuple[str, Any], ...]  # config fields set before the case's own overrides
+    dtypes: tuple[str, ...]  # the dtypes it runs in (the grid skips it in the others)
+
+
+# The Transformer on cuDNN's fused (flash) attention: what a GPU user runs where it applies
+# (bfloat16, no attention dropout; lra/attention/softmax.py), beside the paper's Transformer row
+# (XLA's attention, with the paper's attention dropout), so every family is compared with both.
+VARIANTS = {
+    "softmax_flash": Variant(
+        "softmax",
+        "Transformer (flash)",
+        (("model.attention_kwargs.implementation", "cudnn"), ("model.attention_dropout_rate", 0.0)),
+        ("bfloat16",),
+    )
+}
+
+
+def grid_families() -> tuple[str, ...]:
+    """The rows of the benchmark's grid: every registered family, then the :data:`VARIANTS`."""
+    return (*families(), *VARIANTS)
+
+
+def runs_in(family: str, dtype: str) -> bool:
+    """Whether the grid has ``family`` (or variant) in ``dtype`` (the flash Transformer: bfloat16 only)."""
+    return family not in VARIANTS or dtype in VARIANTS[family].dtypes
+
+
 def label(family: str) -> str:
     """The family's table row at its defaults (``Luna-16``); a name no longer registered (an old record's) as is."""
+    if family in VARIANTS:
+        return VARIANTS[family].label
     return attention.FAMILIES[family].default_label() if family in attention.FAMILIES else family
 
 
@@ -77,12 +118,14 @@ def case_config(case: Case) -> Any:
     from lra.config_fields import value_text
     from lra.family_configs import config_spec
 
-    path, first = config_spec("listops", case.family)
+    variant = VARIANTS.get(case.family)
+    path, first = config_spec("listops", variant.family if variant else case.family)
     fields = [
         ("data.max_len", str(case.length)),
         ("model.max_len", str(case.length)),
         ("model.dtype", case.dtype),
         ("seeds", ",".join(str(s) for s in range(case.seeds))),
+        *((dotted, value_text(value)) for dotted, value in (variant.overrides if variant else ())),
         *((dotted, value_text(value)) for dotted, value in case.overrides),
     ]
     return config_from_args(f"{path}:{','.join(filter(None, [first, 'paper']))}", fields)
@@ -154,6 +197,9 @@ def compile_case(case: Case) -> dict[str, Any]:
     compile_seconds = time.perf_counter() - t0
     cost = train_compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    from lra.bench.hlo_launches import summary
+
+    launches = summary(train_compiled.as_text() or "")
     return {
         "config": config,
         "mesh": mesh,
@@ -162,6 +208,8 @@ def compile_case(case: Case) -> dict[str, Any]:
         "compile_seconds": compile_seconds,
         "flops": float(cost.get("flops", 0.0)) if cost else 0.0,
         "memory": compiled_bytes(train_compiled),
+        # the compiled step's launches (lra.bench.hlo_launches): on a GPU, the kernels a step runs
+        "launches": {k: launches[k] for k in ("kernels", "while_loops", "sorts", "scatters")},
         "vocab": vocab,
         "classes": classes,
     }
@@ -206,6 +254,9 @@ def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
         "flops_per_step": compiled["flops"],
         "loss_finite": bool(np.isfinite(loss)),
         "memory": compiled["memory"],
+        "launches": compiled["launches"],
+        "implementation": dict(config.model.attention_kwargs).get("implementation"),
+        "attention_dropout_rate": float(config.model.attention_dropout_rate),
     }
 
 
@@ -264,11 +315,51 @@ def probe(dtypes: Sequence[str], matmul_size: int, command: Sequence[str], isola
     return _child(payload, None, None) if isolate else _probe_here(**payload["probe"])
 
 
-def _probe_here(dtypes: Sequence[str], matmul_size: int, command: Sequence[str]) -> dict[str, Any]:
+def datasheet_peaks(device_kind: str) -> dict[str, Any] | None:
+    """The device's datasheet peak FLOP/s per dtype (lra.preflight.targets: dense bfloat16; for
+    float32 the TF32 tensor-core rate, which XLA's default precision uses for float32 matmuls on
+    NVIDIA GPUs, and the non-tensor float32 rate beside it), None for a device not listed there."""
+    from lra.preflight.targets import chip_of_device
+
+    chip = chip_of_device(device_kind)
+    if chip is None:
+        return None
     return {
-        "environment": environment(command),
+        "chip": chip.name,
+        "bfloat16": chip.bf16_flops,
+        "float32": chip.f32_flops,
+        "float32_non_tensor": chip.f32_non_tensor_flops,
+        "source": "lra/preflight/targets.py (vendor datasheets, dense)",
+    }
+
+
+def xla_settings() -> dict[str, Any]:
+    """The XLA flags this process runs with and the command-buffer (CUDA graph) settings among
+    them: XLA's own defaults (jaxlib's) where ``--xla_gpu_enable_command_buffer`` and
+    ``--xla_gpu_graph_min_graph_size`` are not set. XLA groups a step's kernels into command
+    buffers after the compiled HLO (a pass over the thunk sequence), so which were grouped is not
+    read back here: the settings are what decides it."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    given = [f for f in flags.split() if f.startswith("--xla_gpu_enable_command_buffer")]
+    from importlib.metadata import version
+
+    return {
+        "XLA_FLAGS": flags,
+        "command_buffer": given[-1].partition("=")[2] if given else f"XLA default (jaxlib {version('jaxlib')})",
+        "graph_min_size": next(
+            (f.partition("=")[2] for f in reversed(flags.split()) if f.startswith("--xla_gpu_graph_min_graph_size")),
+            "XLA default",
+        ),
+    }
+
+
+def _probe_here(dtypes: Sequence[str], matmul_size: int, command: Sequence[str]) -> dict[str, Any]:
+    env = environment(command)
+    return {
+        "environment": {**env, "xla": xla_settings()},
         "memory_stats": bool(memory_stats()),
         "matmul_rates": {d: matmul_rate(d, matmul_size) for d in dtypes},
+        "datasheet_peaks": datasheet_peaks(env["device_kind"]),
     }
 
 
@@ -318,6 +409,7 @@ def run_grid(
     isolate: bool,
     rates: dict[str, float],
     jobs: int = 1,
+    peaks: dict[str, Any] | None = None,
     case_timeout: float | None = None,
     partial: Path | None = None,
     retry_errors: bool = False,
@@ -326,6 +418,8 @@ def run_grid(
 ) -> list[dict[str, Any]]:
     """Every case's row, in the order of ``cases``.
 
+    ``rates``: the measured matmul FLOP/s per dtype (MFU's base); ``peaks``: the device's datasheet
+    FLOP/s per dtype (:func:`datasheet_peaks`; ``mfu_datasheet``), None where it has none.
     ``jobs`` > 1 (isolated only): that many case processes at once, compiling together and timed
     one at a time (lra.bench.device_turns). ``partial``: a JSON-lines file that gets each row as it is
     measured; rows already there are kept and their cases skipped (errors are retried with
@@ -354,6 +448,9 @@ def run_grid(
             r["achieved_flops_per_second"] = achieved
             r["matmul_flops_per_second"] = rates.get(case.dtype)
             r["mfu"] = achieved / rates[case.dtype] if rates.get(case.dtype) else None
+            # against the datasheet (bfloat16: dense tensor cores; float32: TF32, see datasheet_peaks)
+            r["peak_flops_per_second"] = (peaks or {}).get(case.dtype)
+            r["mfu_datasheet"] = achieved / r["peak_flops_per_second"] if r["peak_flops_per_second"] else None
             log(
                 f"[{len(rows) + 1}/{len(cases)}] {name}: {r['steps_per_second']:.3g} steps/s, "
                 f"MFU {100 * r['mfu']:.1f}% ({seconds})"

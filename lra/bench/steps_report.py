@@ -38,24 +38,60 @@ def markdown(report: dict[str, Any]) -> str:
             else ""
         ),
         *_earlier_rates_note(report),
+        *_datasheet_and_xla_note(report),
         "",
-        "| family | N | dtype | seeds | steps/s | seed-steps/s | GFLOP/step | MFU | memory MiB (XLA) | "
-        "device peak MiB | compile s |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| family | N | dtype | seeds | steps/s | seed-steps/s | GFLOP/step | MFU | MFU (datasheet) | "
+        "kernels/step | memory MiB (XLA) | device peak MiB | compile s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["cases"]:
         head = f"| {label(r['family'])} | {r['length']} | {r['dtype']} | {r['seeds']} "
         if r["status"] != "ok":
-            lines.append(head + f"| {r['status']}: {r['reason'][:80]} |||||||")
+            lines.append(head + f"| {r['status']}: {r['reason'][:80]} |||||||||")
             continue
         mem = (r.get("memory") or {}).get("total_bytes")
+        launches = r.get("launches") or {}
         lines.append(
             head + f"| {r['steps_per_second']:.3g} | {r['seed_steps_per_second']:.3g} | "
-            f"{r['flops_per_step'] / 1e9:,.1f} | {100 * r['mfu']:.1f}% | {mib_cell(mem, digits=0)} | "
+            f"{r['flops_per_step'] / 1e9:,.1f} | {100 * r['mfu']:.1f}% | "
+            f"{_percent(r.get('mfu_datasheet'))} | "
+            f"{_count(launches.get('kernels'))} | "
+            f"{mib_cell(mem, digits=0)} | "
             f"{mib_cell(r.get('device_peak_bytes'), digits=0)} | {r['compile_seconds']:.1f} |"
         )
     lines += ["", *table2_view(report)]
     return "\n".join(lines) + "\n"
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def _count(value: int | None) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+def _datasheet_and_xla_note(report: dict[str, Any]) -> list[str]:
+    """The datasheet peaks MFU (datasheet) is against, and the XLA flags (command buffers) of the run."""
+    peaks, xla = report.get("datasheet_peaks"), report["environment"].get("xla")
+    out = []
+    if peaks:
+        out.append(
+            f"MFU (datasheet): the same achieved FLOP/s over the {peaks['chip']}'s datasheet peak, dense "
+            f"bfloat16 {peaks['bfloat16'] / 1e12:.0f} TFLOP/s; float32 against TF32 "
+            f"{peaks['float32'] / 1e12:.0f} TFLOP/s (XLA's default precision runs float32 matmuls on TF32 "
+            f"tensor cores; the non-tensor float32 peak is {peaks['float32_non_tensor'] / 1e12:.0f} TFLOP/s)."
+        )
+    elif "datasheet_peaks" in report:
+        out.append("MFU (datasheet): no datasheet peak is listed for this device (lra/preflight/targets.py).")
+    if xla:
+        out.append(
+            f"XLA: XLA_FLAGS `{xla['XLA_FLAGS'] or 'unset'}`; command buffers: {xla['command_buffer']}, "
+            f"minimum graph size: {xla['graph_min_size']}. Kernels per step: the compiled step's thunks, loop "
+            "bodies times their trip counts (lra/bench/hlo_launches.py); how many of them the runtime puts in "
+            "command buffers (CUDA graphs) is decided after the compiled HLO and is not in this count."
+        )
+    return out
 
 
 def _earlier_rates_note(report: dict[str, Any]) -> list[str]:
@@ -172,6 +208,7 @@ def write_report(
         "environment": {**probed["environment"], "load_average_1_5_15min": list(os.getloadavg())},
         "settings": settings,
         "matmul_rates": probed["matmul_rates"],
+        "datasheet_peaks": probed.get("datasheet_peaks"),
         "cases": cases,
     }
     out.mkdir(parents=True, exist_ok=True)

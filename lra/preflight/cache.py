@@ -68,6 +68,7 @@ STEP_SOURCES = (
     "lra/training/distributed.py",
     "lra/training/seeds.py",
     "lra/preflight/compile_step.py",
+    "lra/bench/hlo_launches.py",
     "lra/data/__init__.py",
 )
 REPO = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ into training). Prints one line ``PREFLIGHT_RESULT {json}`` at the end; a failur
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -154,6 +155,11 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
             compile_seconds=compile_seconds,
             jax_version=jax.__version__,
         )
+        if payload["target"]["kind"] == "gpu":  # kernel launches per step (lra.bench.hlo_launches)
+            from lra.bench.hlo_launches import summary
+
+            result["launches"] = summary(compiled.as_text() or "")
+            result["xla_flags"] = os.environ.get("XLA_FLAGS", "")
         if payload.get("measure_steps") and payload["target"]["kind"] == "cpu":
             stage = "measurement"
             result["measured"] = _measure(compiled, init, config, shape, mesh, int(payload["measure_steps"]))

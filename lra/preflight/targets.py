@@ -8,11 +8,16 @@ a step from below and are never reached by a real step. Sources:
 * TPU v5p: 459 TFLOP/s bf16, 95 GiB HBM2e at 2,765 GB/s (Google Cloud TPU docs, "TPU v5p").
 * TPU v6e: 918 TFLOP/s bf16, 32 GiB HBM at 1,640 GB/s (Google Cloud TPU docs, "TPU v6e").
 * H100 SXM: 989 TFLOP/s bf16 dense, 495 TF32, 80 GB HBM3 at 3.35 TB/s (NVIDIA H100 datasheet).
+* H200 SXM: 989 TFLOP/s bf16 dense, 495 TF32 (the H100's compute), 141 GB HBM3e at 4.8 TB/s (NVIDIA
+  H200 datasheet); XLA's description is ``h200.txtpb`` (the H100's fields, its memory size and bandwidth).
 * A100 SXM: 312 TFLOP/s bf16, 156 TF32, 40 GB at 1.555 TB/s or 80 GB at 2.039 TB/s (NVIDIA A100 datasheet).
 
 float32 rates are assumptions, said so in every report: on TPU a float32 matmul at JAX's default
 precision runs as bf16 passes (taken as 1/3 of the bf16 rate); on NVIDIA GPUs XLA uses TF32
-tensor cores for float32 matmuls by default (the TF32 rate).
+tensor cores for float32 matmuls by default (the TF32 rate: the committed H100 step table measured
+a float32 4096^2 matmul at 216-246 TFLOP/s, over three times the non-tensor float32 peak). The
+non-tensor float32 peaks (H100/H200 SXM 67 TFLOP/s, A100 19.5; the same datasheets) are kept as
+``f32_non_tensor_flops``: the ceiling of float32 work that is not a matmul.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class Chip:
     topology_name: str = ""  # get_topology_desc's name for TPUs
     chip_config_name: str = "default"
     gpu_spec: str = ""  # XLA's target-config file for GPUs (xla/tools/hlo_opt/gpu_specs/<gpu_spec>)
+    f32_non_tensor_flops: float = 0.0  # GPUs: the datasheet's float32 rate without tensor cores
 
 
 TPU_CHIPS = {
@@ -43,10 +49,58 @@ TPU_CHIPS = {
     "v6e": Chip("TPU v6e", 32 * GIB, 918e12, 918e12 / 3, 1.64e12, "tpu", "v6e"),
 }
 GPU_CHIPS = {
-    "h100": Chip("H100 SXM 80GB", 80 * 10**9, 989e12, 495e12, 3.35e12, "cuda", gpu_spec="h100_sxm.txtpb"),
-    "a100-40gb": Chip("A100 SXM 40GB", 40 * 10**9, 312e12, 156e12, 1.555e12, "cuda", gpu_spec="a100_sxm_40.txtpb"),
-    "a100-80gb": Chip("A100 SXM 80GB", 80 * 10**9, 312e12, 156e12, 2.039e12, "cuda", gpu_spec="a100_sxm_80.txtpb"),
+    "h100": Chip(
+        "H100 SXM 80GB",
+        80 * 10**9,
+        989e12,
+        495e12,
+        3.35e12,
+        "cuda",
+        gpu_spec="h100_sxm.txtpb",
+        f32_non_tensor_flops=67e12,
+    ),
+    "h200": Chip(
+        "H200 SXM 141GB", 141 * 10**9, 989e12, 495e12, 4.8e12, "cuda", gpu_spec="h200.txtpb", f32_non_tensor_flops=67e12
+    ),
+    "a100-40gb": Chip(
+        "A100 SXM 40GB",
+        40 * 10**9,
+        312e12,
+        156e12,
+        1.555e12,
+        "cuda",
+        gpu_spec="a100_sxm_40.txtpb",
+        f32_non_tensor_flops=19.5e12,
+    ),
+    "a100-80gb": Chip(
+        "A100 SXM 80GB",
+        80 * 10**9,
+        312e12,
+        156e12,
+        2.039e12,
+        "cuda",
+        gpu_spec="a100_sxm_80.txtpb",
+        f32_non_tensor_flops=19.5e12,
+    ),
 }
+# jax's device_kind of each chip above (what a benchmark on the real device reports); a kind not
+# matched (an H100 PCIe or NVL, whose peaks are lower) has no datasheet figure here.
+DEVICE_KINDS = {
+    "h100": re.compile(r"H100 (SXM|80GB HBM3)"),
+    "h200": re.compile(r"H200(?! NVL)"),
+    "a100-40gb": re.compile(r"A100-SXM4-40GB"),
+    "a100-80gb": re.compile(r"A100-SXM4-80GB"),
+}
+
+
+def chip_of_device(device_kind: str) -> Chip | None:
+    """The datasheet chip of a GPU jax reports (``NVIDIA H100 80GB HBM3`` -> H100 SXM), or None."""
+    for name, pattern in DEVICE_KINDS.items():
+        if pattern.search(device_kind):
+            return GPU_CHIPS[name]
+    return None
+
+
 TPU_EXAMPLES = ("v4:2x2x1", "v5e:2x2", "v5e:2x4", "v5p:2x2x1", "v6e:2x2")
 
 
