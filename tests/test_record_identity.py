@@ -143,3 +143,42 @@ def test_an_export_killed_between_its_renames_leaves_one_whole_run(
         assert sorted(p.name for p in target.parent.iterdir()) == ["seed0"]
         shutil.rmtree(target)
         _run(tmp_path / "out" / "row", 0, 20, 0.25)
+
+
+def test_the_replications_verdict_names_its_own_damaged_file_and_drops_the_seed(tmp_path: Path) -> None:
+    """RP11: the verdict named the intact registered file; RP12: a malformed replication config.json
+    was called missing under the wrong path and its seed still counted."""
+    replica = tmp_path / "replica"
+    for row in (LUNA, CONV):
+        shutil.copytree(registry.REPO / H100 / row, replica / row)
+    (replica / LUNA / "seed13" / "config.json").write_text("{ damaged")
+    claim = registry.find("convluna", "confirm-table1-listops")[1][0]
+    outcome = replication.judge_on([claim], RUNS, replica)[claim.id]
+    named = [m for m in outcome.missing if "seed13" in m]
+    assert named and all(str(replica) in m and "config.json is damaged" in m for m in named)
+    found, skipped = replication.seed_accuracies(replica / LUNA)
+    assert 13 not in found and any("seed13" in s and "damaged" in s for s in skipped)
+
+
+def test_an_export_into_a_shallow_clone_does_not_call_a_valid_commit_mistyped(tmp_path: Path) -> None:
+    """EX6: the commit a run started from is older than a --depth 1 clone's history: cannot tell, no warning."""
+    import subprocess
+
+    from lra.training.run_files import commit_not_in_history
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, text=True).stdout
+    git("init", "-q")
+    for n in (1, 2):
+        (repo / "f").write_text(str(n))
+        git("add", "f")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", str(n))
+    first = git("rev-list", "--max-parents=0", "HEAD").strip()
+    (tmp_path / "result.json").write_text(json.dumps({"git_commit_start": first}))
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    assert commit_not_in_history(tmp_path / "result.json", repo) is None
+    assert commit_not_in_history(tmp_path / "result.json", shallow) is None
+    (tmp_path / "result.json").write_text(json.dumps({"git_commit_start": "6f44cbb5b97e"}))  # a real typo
+    assert commit_not_in_history(tmp_path / "result.json", repo) == "6f44cbb5b97e"

@@ -553,6 +553,11 @@ def commit_not_in_history(result: Path, where: Path) -> str | None:
         inside = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=where, capture_output=True, timeout=10)
         if inside.returncode != 0:
             return None
+        shallow = subprocess.run(
+            ["git", "rev-parse", "--is-shallow-repository"], cwd=where, capture_output=True, text=True, timeout=10
+        )
+        if shallow.stdout.strip() == "true":  # its history stops short: absent says nothing (issue 52 EX6)
+            return None
         known = subprocess.run(
             ["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=where, capture_output=True, timeout=10
         )
