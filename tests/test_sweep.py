@@ -149,7 +149,7 @@ def test_interrupted_run_stops_the_sweep(tmp_path):
     runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0], variants=TABLE1[:3], root=tmp_path)
     fake = FakeRunner({runs[1].name: 143})
     report = sweep.run_sweep(runs, fake, out=lambda line: None)
-    assert len(fake.calls) == 2 and report.interrupted == runs[1] and report.exit_code == 130
+    assert len(fake.calls) == 2 and report.interrupted == runs[1] and report.exit_code == 143  # SIGTERM (SW1)
 
 
 def test_a_signal_to_the_sweep_stops_it_even_when_its_run_died_of_it(tmp_path):
@@ -161,7 +161,7 @@ def test_a_signal_to_the_sweep_stops_it_even_when_its_run_died_of_it(tmp_path):
         return -15
 
     report = sweep.run_sweep(runs, runner, out=lambda line: None)
-    assert report.interrupted == runs[0] and report.exit_code == 130
+    assert report.interrupted == runs[0] and report.exit_code == 143  # died of SIGTERM: 128 + 15 (issue 52 SW1)
     sweep.SIGNALLED.clear()
 
 
@@ -331,12 +331,14 @@ def test_a_bad_set_is_one_line_before_anything_starts(tmp_path, capsys):
         ("num_train_steps=abc", "must be an integer"),
         ("model.maxlen=512", "did you mean model.max_len"),
         ("batch_size=0", "batch_size must be a positive integer"),
+        ("data.source=nowhere", "config.data.source='nowhere'"),  # issue 52 SO2: was written to SLURM, exit 0
+        ("preset=/../../x/escape", "config.preset="),  # issue 52 SEC4: a path, passed through to lra.train
     ):
-        with pytest.raises(SystemExit) as stop:
-            script_main("sweep")(
-                ["convluna_table1", "--preset", "cpu", "--set", item, "--root", str(tmp_path / "r"), "--run"]
-            )
-        assert stop.value.code == 2 and message in capsys.readouterr().err
+        code = script_main("sweep")(
+            ["convluna_table1", "--preset", "cpu", "--set", item, "--root", str(tmp_path / "r"), "--run"]
+        )
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and message in err[0]  # issue 52 SO1: no usage block
     assert not (tmp_path / "r").exists()
 
 
