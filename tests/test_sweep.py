@@ -447,3 +447,13 @@ def test_a_lane_streams_its_childs_lines_with_the_run_name_and_pins_it(tmp_path,
     assert got == [3]
     assert "[lane-run] pin 0" in capsys.readouterr().out
     assert "pin 0\n" in (tmp_path / "log").read_text()
+
+
+def test_prepare_refuses_a_model_field(tmp_path, capsys):
+    """Issue 52 PR2: `prepare listops --config.model.num_layers=4` was accepted silently (it builds data only)."""
+    from lra.data.prepare import main as prepare
+
+    assert prepare(["prepare", "listops", "--config.model.num_layers=4", "--data_dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.num_layers" in err[0] and "data only" in err[0]
+    assert not (tmp_path / "data").exists()
