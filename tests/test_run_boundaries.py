@@ -174,3 +174,28 @@ def test_a_renamed_checkpoint_folder_and_a_deleted_file_are_one_line_naming_them
         checkpoints.close()
     assert exit_code(e.value) == EXIT_INVALID
     assert not (tmp_path / "checkpoints" / "latest" / "18").exists()
+
+
+@pytest.mark.slow
+def test_two_signals_inside_one_slow_call_stop_at_once() -> None:
+    """S5: two Ctrl-Cs 0.8 s apart while the main thread sits in one C call (a slow XLA step; here one
+    SHA-256 of 1 GiB) set one pending flag: the handler ran once and the run saved instead of stopping.
+    Deliveries are counted from the wakeup pipe: the second ends the process at once, exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import hashlib\nfrom lra.training.stop_signals import StopSignals\n"
+        "stop = StopSignals().install()\nstop.training = True\ndata = bytes(1 << 30)\n"
+        "print('ready', flush=True)\nhashlib.sha256(data).hexdigest()\nprint('step done', flush=True)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    time.sleep(0.2)
+    child.send_signal(signal.SIGINT)
+    time.sleep(0.8)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130 and "step done" not in out and "SIGINT again: stopping at once" in err
