@@ -52,6 +52,9 @@ def split_config_args(argv: Sequence[str]) -> tuple[str | None, list[Override], 
                 dotted = name[len("--config.") :]
                 if not dotted:
                     raise InputError(f"{arg}: name a field, e.g. --config.learning_rate=0.01")
+                earlier = next((v for d, v in overrides if d == dotted), None)
+                if earlier is not None and earlier != value:  # the last silently won (issue 52 O7)
+                    raise InputError(f"--config.{dotted} is given twice ({earlier!r} and {value!r}): give it once")
                 overrides.append((dotted, value))
         else:
             rest.append(arg)
@@ -83,6 +86,12 @@ def fold_family_options(spec: str, overrides: Sequence[Override]) -> tuple[str, 
     """(``spec`` with each ``model.attention_kwargs.KEY=VALUE`` override appended to its short form,
     the other overrides): both spellings of a family option are one option after the colon."""
     path, _, short = spec.partition(":")
+    for dotted, value in overrides:
+        if dotted.startswith(FAMILY_PREFIX) and any(c in value for c in ",=:"):  # one value, never more options
+            raise InputError(
+                f"--config.{dotted}={value}: one option's value holds no ',', '=' or ':' (here it would smuggle "
+                "more short-form options into the config); give each option as its own --config.FIELD=VALUE"
+            )
     family = [f"{d[len(FAMILY_PREFIX) :]}={v}" for d, v in overrides if d.startswith(FAMILY_PREFIX)]
     short = ",".join(filter(None, [short, *family]))
     return (f"{path}:{short}" if short else path), [(d, v) for d, v in overrides if not d.startswith(FAMILY_PREFIX)]

@@ -151,18 +151,29 @@ def evaluate_run(
         raise FileNotFoundError(f"no best checkpoint in {workdir}/checkpoints/best: has the run evaluated yet?")
     _, eval_step = make_steps(model, None, config, mesh)
     params_S = jax.tree.map(lambda x: x[None], best["params"])  # the steps carry a seed axis: one seed
-    metrics = evaluate_split(eval_step, params_S, data.splits()[split], config, distributed.batch_sharded(mesh))[0]
+    split_data = data.splits()[split]
+    metrics = evaluate_split(eval_step, params_S, split_data, config, distributed.batch_sharded(mesh), examples=True)[0]
     return {
         "trained_with": trained_with,
         "attention": config.model.attention,
         "attention_kwargs": config.model.attention_kwargs.to_dict(),
         "split": split,
         "step": int(best["step"]),
+        "max_eval_batches": int(config.max_eval_batches),
+        "split_examples": int(len(split_data.labels)),
         **metrics,
     }
 
 
-def main(argv: list[str], config: ml_collections.ConfigDict, family_options: list[str]) -> None:
+def main(
+    argv: list[str],
+    config: ml_collections.ConfigDict,
+    family_options: list[str],
+    overrides: dict[str, str] | None = None,
+) -> None:
+    """Evaluate, print, then append the row (with the overrides it ran under and the examples it saw:
+    a row of 8 examples is never mistaken for the whole split, issue 52 EV1). The accuracy is printed
+    before the row is written, so a read-only run still shows it (RO2)."""
     from absl import flags, logging
 
     logging.set_verbosity(logging.WARNING)
@@ -171,15 +182,28 @@ def main(argv: list[str], config: ml_collections.ConfigDict, family_options: lis
     try:
         options = parse_options(f.attention or config.model.attention, [*f.options.split(","), *family_options])
         result = evaluate_run(workdir, config, f.attention, options, f.split)
-        append_jsonl(workdir / "evaluations.jsonl", result)
-    except (ValueError, RuntimeError, OSError) as e:  # a damaged checkpoint, data, a wrong option, a full disk
+    except (ValueError, RuntimeError, OSError) as e:  # a damaged checkpoint, data, a wrong option
         fail(e)
+    result["overrides"] = dict(overrides or {})
     kwargs = ",".join(f"{k}={v}" for k, v in result["attention_kwargs"].items())
+    part = (
+        ""
+        if result["examples"] >= result["split_examples"]
+        else (
+            f", on {result['examples']} of its {result['split_examples']} examples (max_eval_batches="
+            f"{result['max_eval_batches']})"
+        )
+    )
     print(
         f"{result['split']} accuracy {result['accuracy']:.4f} (loss {result['loss']:.4f}) of the step-"
         f"{result['step']} checkpoint trained with {result['trained_with']}, evaluated with "
-        f"{result['attention']}{'(' + kwargs + ')' if kwargs else ''}"
+        f"{result['attention']}{'(' + kwargs + ')' if kwargs else ''}{part}",
+        flush=True,
     )
+    try:
+        append_jsonl(workdir / "evaluations.jsonl", result)
+    except OSError as e:  # a read-only run, a full disk: the accuracy above stands, unrecorded
+        fail(e)
 
 
 # (flag, one-line description): defined for absl and printed by --help, which must work without a run
@@ -241,7 +265,8 @@ def cli(argv: list[str]) -> None:
     flags.DEFINE_string("attention", None, described["attention"])
     flags.DEFINE_string("options", "", described["options"])
     flags.DEFINE_enum("split", "test", ["test", "validation"], described["split"])
-    app.run(partial(main, config=run_config, family_options=family_options), argv=rest)
+    given = {dotted: text for dotted, text in overrides}
+    app.run(partial(main, config=run_config, family_options=family_options, overrides=given), argv=rest)
 
 
 if __name__ == "__main__":

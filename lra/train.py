@@ -60,7 +60,15 @@ def quiet_library_errors() -> None:
         def filter(self, record: pylogging.LogRecord) -> bool:
             return record.levelno < pylogging.ERROR or self.path_part not in record.pathname
 
+    class _NoMetadataNotice(pylogging.Filter):
+        """A checkpoint saved before orbax wrote its metadata file (integrity format 1, still resumed
+        exactly) has none: orbax's three warnings say nothing the seal does not check (issue 52 D17)."""
+
+        def filter(self, record: pylogging.LogRecord) -> bool:
+            return not str(record.msg).startswith("Metadata file does not exist")
+
     pylogging.getLogger("absl").addFilter(_FromWorkers("orbax"))
+    pylogging.getLogger("absl").addFilter(_NoMetadataNotice())
     for name in ("asyncio", "concurrent.futures"):
         pylogging.getLogger(name).addFilter(_FromWorkers(""))
     # tensorstore's callbacks, finishing after orbax closed its event loop, report it as unraisable

@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runs, root = sweep_cli.select(args)
         sweep.check_overrides(runs)  # a misspelt or mistyped --config.FIELD=VALUE: one line, nothing started or written
-    except ValueError as e:
-        p.error(str(e))
+    except ValueError as e:  # one line, no usage block: the line says what to fix (issue 52 SO1)
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return 2
     if not runs:
         p.error("the selection holds no runs")
 

@@ -127,3 +127,32 @@ def test_a_commit_declared_to_a_machine_without_the_history_counts_as_that_commi
     regs = audit.audit(repo, {"p/a": CLAIMS["p/a"], "p/b": CLAIMS["p/b"]}, tmp_path / "cache")
     assert regs["p/a"].label == audit.PRE_REGISTERED
     assert regs["p/b"].label == audit.EXPLORATORY and "not in this repository's history" in regs["p/b"].reasons[0]
+
+
+def test_a_shallow_clone_cannot_tell_and_the_reports_keep_their_labels(repo, tmp_path):
+    """Issue 52 RP1, RP2, RP4: a shallow clone's history cannot place a rule before its records, so
+    the audit says "cannot tell" (not "exploratory"), and the reports' determined labels are not
+    overwritten with it."""
+    from lra.errors import InputError
+    from lra.reproduce import report
+
+    _registry(repo)
+    _commit(repo, "rules")
+    _record(repo, "a.json", git_commit_start=_git(repo, "rev-parse", "HEAD"))
+    _commit(repo, "records")
+    assert audit.audit(repo, CLAIMS, tmp_path / "cache")["p/a"].label == audit.PRE_REGISTERED
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    regs = audit.audit(shallow, CLAIMS, tmp_path / "cache2")
+    assert {r.label for r in regs.values()} == {audit.NO_HISTORY}
+    assert "shallow" in regs["p/a"].reasons[0] and regs["p/a"].short.startswith("cannot tell")
+    index = shallow / report.OUT / "README.md"
+    index.parent.mkdir(parents=True)
+    index.write_text("| p/a | pre-registered at abc1234 |\n")
+    with pytest.raises(InputError, match="shallow clone.*keep the labels"):
+        report._keep_determined_labels(shallow, regs["p/a"])
+    without_git = audit.Registration("p/a", audit.NO_HISTORY, None, (audit.history_gap(tmp_path / "cache") or "",))
+    with pytest.raises(InputError, match="no git history"):  # RP4: an export without .git
+        report._keep_determined_labels(shallow, without_git)
+    index.write_text("| p/a | cannot tell (no git history) |\n")  # nothing determined to lose: written
+    report._keep_determined_labels(shallow, regs["p/a"])

@@ -1,6 +1,7 @@
 """lra.evaluate: a finished run's best checkpoint on test, with its own or a swapped attention."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -202,3 +203,41 @@ def test_swap_eval_checks_every_entry_first_and_names_a_missing_run(finished_run
     assert [r["attention"] for r in rows] == ["softmax"]
     assert json.loads((tmp_path / "o" / "swap_eval.json").read_text())["rows"][0]["attention"] == "softmax"
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["swap_eval.json", "swap_eval.md"]
+
+
+def test_a_partial_evaluation_records_its_override_and_examples_and_a_negative_count_is_refused(finished_run):
+    """Issue 52 EV1, O8: `--config.max_eval_batches=2` is a row that says so (and how many examples it
+    saw, of how many); `-1` is refused in one line, nothing appended. RO2: the accuracy is printed
+    before the row is written (a read-only run still shows it, then exits 4)."""
+    workdir, _ = finished_run
+    log = workdir / "evaluations.jsonl"
+
+    def evaluate(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "lra.evaluate", f"--workdir={workdir}", *flags],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    before = log.read_bytes() if log.exists() else b""
+    out = evaluate("--config.max_eval_batches=-1")
+    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].startswith("error: config.max_eval_batches")
+    assert (log.read_bytes() if log.exists() else b"") == before
+    out = evaluate("--config.max_eval_batches=1", "--config.eval_batch_size=4")
+    assert out.returncode == 0, out.stderr[-2000:]
+    row = json.loads(log.read_text().splitlines()[-1])
+    assert row["overrides"] == {"max_eval_batches": "1", "eval_batch_size": "4"}
+    assert row["examples"] == 4 < row["split_examples"] and row["max_eval_batches"] == 1
+    assert "on 4 of its" in out.stdout
+    os.chmod(workdir, 0o555)
+    log.chmod(0o444)
+    try:
+        out = evaluate()
+    finally:
+        os.chmod(workdir, 0o755)
+        log.chmod(0o644)
+    if os.geteuid() != 0:  # root writes read-only files anyway
+        assert out.returncode == 4 and "test accuracy" in out.stdout
+        assert out.stderr.strip().startswith("error: cannot write")

@@ -44,6 +44,18 @@ def test_unknown_target_and_missing_config_are_one_error_line(capsys):
     )
 
 
+def test_a_size_no_target_holds_is_one_line_before_compiling(capsys):
+    """Issue 52 PF2: max_len=1e9 compiled ~60 s, then "cannot tell" with a C++ overflow message."""
+    import time
+
+    start = time.perf_counter()
+    big = ["--config.model.max_len=1000000000", "--config.data.max_len=1000000000"]
+    assert main(["--config", "configs/listops_convluna.py:smoke", "--target", "cpu", *big]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "position table alone" in err[0] and "lower config.model.max_len" in err[0]
+    assert time.perf_counter() - start < 30  # no compile
+
+
 @pytest.mark.skipif(_has("jax_cuda12_plugin"), reason="the CUDA plugin is installed here")
 def test_missing_compiler_names_the_extra(capsys):
     assert main(["--config", "configs/listops_convluna.py:smoke", "--target", "h100"]) == 2

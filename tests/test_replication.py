@@ -46,6 +46,12 @@ def test_the_verdict_and_the_differences_come_from_the_replication(tmp_path: Pat
         result = json.loads(path.read_text())
         result["test_accuracy"] = 0.9 + result["seed"] / 1000
         path.write_text(json.dumps(result))
+        metrics = path.parent / "metrics.jsonl"  # the run's own log says the same (issue 52: they must agree)
+        lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+        for line in lines:
+            if line["split"] == "test":
+                line["accuracy"] = result["test_accuracy"]
+        metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
     outcome = replication.judge_on([_claim()], REGISTERED, replica)[CLAIM]
     assert outcome.verdict == registry.NOT_REPRODUCED
     assert outcome.verdict != _claim().outcome(registry.REPO).verdict
@@ -82,7 +88,7 @@ def test_a_damaged_or_foreign_record_is_named_and_never_averaged(tmp_path: Path)
     (replica / LUNA / "seed11" / "result.json").write_text(json.dumps(foreign))  # seed 12's record in seed 11
     row = {r["row"]: r for r in replication.compare_rows(registry.REPO / REGISTERED, replica)}[LUNA]
     assert row["common_seeds"] == list(range(12, 20))
-    assert len(row["skipped"]) == 2 and "seed11" in row["skipped"][1] and "its seed is 12" in row["skipped"][1]
+    assert len(row["skipped"]) == 2 and "seed11" in row["skipped"][1] and "holds seed 12" in row["skipped"][1]
     assert "Records skipped" in replication.render("x", {}, [row], "cmd")
 
 

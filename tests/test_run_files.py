@@ -43,8 +43,8 @@ def test_export_copies_records_but_not_checkpoints(tmp_path):
     run = tmp_path / "runs" / "listops_transformer" / "seed0"
     (run / "checkpoints" / "latest").mkdir(parents=True)
     (run / "checkpoints" / "latest" / "big").write_bytes(b"x" * 100)
-    for name in ("config.json", "metrics.jsonl"):
-        (run / name).write_text(name)
+    (run / "config.json").write_text(json.dumps({"task": "listops", "seed": 0}))
+    (run / "metrics.jsonl").write_text('{"step": 6, "split": "test", "accuracy": 0.5}\n')
     (run / "result.json").write_text(json.dumps(result_record()))
     (tmp_path / "runs" / "unfinished" / "seed0").mkdir(parents=True)  # no result.json: skipped
     exported = export_records(tmp_path / "runs", tmp_path / "out")

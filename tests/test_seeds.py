@@ -180,6 +180,29 @@ def test_nan_in_one_seed_stops_it_alone(data_dir, tmp_path, monkeypatch, capsys,
     assert_same_run(finished_smoke_run[0], tmp_path / "seed0")  # the single-seed run smoke(data_dir, seed=0)
 
 
+@pytest.mark.slow
+def test_every_seed_diverging_is_one_line_and_never_says_the_others_go_on(data_dir, tmp_path, monkeypatch, capsys):
+    """Issue 52 N2: every seed's weights NaN in one step: no "the other seeds go on", one short line."""
+    real = loop_module.make_steps
+
+    def poisoned(*args, **kwargs):
+        train, evaluate = real(*args, **kwargs)
+
+        def train_poisoned(state, batch):
+            state, metrics = train(state, batch)
+            if int(state["step"][0]) == 5:
+                state["params"] = jax.tree.map(lambda x: x * np.nan, state["params"])
+            return state, metrics
+
+        return train_poisoned, evaluate
+
+    monkeypatch.setattr(loop_module, "make_steps", poisoned)
+    with pytest.raises(NonFiniteLossError, match=r"every seed stopped: seed 0: .*; seed 1: .*Lower") as e:
+        train_and_evaluate(smoke(data_dir, seeds=(0, 1)), tmp_path)
+    assert "go on" not in capsys.readouterr().err
+    assert str(e.value).count("Lower --config.learning_rate") == 1 and len(str(e.value)) < 700
+
+
 def test_seeds_without_a_common_checkpoint_are_refused(bundle, data_dir, tmp_path):
     import shutil
 

@@ -149,7 +149,7 @@ def test_interrupted_run_stops_the_sweep(tmp_path):
     runs = sweep.expand("convluna_table1", "smoke", tasks=["listops"], seeds=[0], variants=TABLE1[:3], root=tmp_path)
     fake = FakeRunner({runs[1].name: 143})
     report = sweep.run_sweep(runs, fake, out=lambda line: None)
-    assert len(fake.calls) == 2 and report.interrupted == runs[1] and report.exit_code == 130
+    assert len(fake.calls) == 2 and report.interrupted == runs[1] and report.exit_code == 143  # SIGTERM (SW1)
 
 
 def test_a_signal_to_the_sweep_stops_it_even_when_its_run_died_of_it(tmp_path):
@@ -161,7 +161,7 @@ def test_a_signal_to_the_sweep_stops_it_even_when_its_run_died_of_it(tmp_path):
         return -15
 
     report = sweep.run_sweep(runs, runner, out=lambda line: None)
-    assert report.interrupted == runs[0] and report.exit_code == 130
+    assert report.interrupted == runs[0] and report.exit_code == 143  # died of SIGTERM: 128 + 15 (issue 52 SW1)
     sweep.SIGNALLED.clear()
 
 
@@ -331,12 +331,14 @@ def test_a_bad_set_is_one_line_before_anything_starts(tmp_path, capsys):
         ("num_train_steps=abc", "must be an integer"),
         ("model.maxlen=512", "did you mean model.max_len"),
         ("batch_size=0", "batch_size must be a positive integer"),
+        ("data.source=nowhere", "config.data.source='nowhere'"),  # issue 52 SO2: was written to SLURM, exit 0
+        ("preset=/../../x/escape", "config.preset="),  # issue 52 SEC4: a path, passed through to lra.train
     ):
-        with pytest.raises(SystemExit) as stop:
-            script_main("sweep")(
-                ["convluna_table1", "--preset", "cpu", "--set", item, "--root", str(tmp_path / "r"), "--run"]
-            )
-        assert stop.value.code == 2 and message in capsys.readouterr().err
+        code = script_main("sweep")(
+            ["convluna_table1", "--preset", "cpu", "--set", item, "--root", str(tmp_path / "r"), "--run"]
+        )
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and message in err[0]  # issue 52 SO1: no usage block
     assert not (tmp_path / "r").exists()
 
 
@@ -445,3 +447,13 @@ def test_a_lane_streams_its_childs_lines_with_the_run_name_and_pins_it(tmp_path,
     assert got == [3]
     assert "[lane-run] pin 0" in capsys.readouterr().out
     assert "pin 0\n" in (tmp_path / "log").read_text()
+
+
+def test_prepare_refuses_a_model_field(tmp_path, capsys):
+    """Issue 52 PR2: `prepare listops --config.model.num_layers=4` was accepted silently (it builds data only)."""
+    from lra.data.prepare import main as prepare
+
+    assert prepare(["prepare", "listops", "--config.model.num_layers=4", "--data_dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.num_layers" in err[0] and "data only" in err[0]
+    assert not (tmp_path / "data").exists()

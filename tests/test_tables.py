@@ -39,7 +39,7 @@ def write_run(
     workdir.mkdir(parents=True)
     result = result_record(
         task=task,
-        attention="x",
+        attention=(config or {}).get("model", {}).get("attention", "x"),
         variant=variant,
         seed=seed,
         best_val_accuracy=acc,
@@ -179,6 +179,10 @@ def test_incomplete_cells_show_n_and_are_not_averaged(grid, tmp_path):
         path = root / "cpu" / "300" / "listops_ConvLuna-16" / f"seed{s}" / "result.json"
         r = json.loads(path.read_text())
         path.write_text(json.dumps(dict(r, test_accuracy=0.99)))
+        metrics = path.parent / "metrics.jsonl"  # its own log agrees (issue 52: an edited record alone is refused)
+        lines = [json.loads(x) for x in metrics.read_text().splitlines()]
+        edited = [dict(x, accuracy=0.99) if x["split"] == "test" else x for x in lines]
+        metrics.write_text("".join(json.dumps(x) + "\n" for x in edited))
     # an unfinished run: config.json but no result.json
     (root / "cpu" / "300" / "listops_Luna-1" / "seed9").mkdir()
     (root / "cpu" / "300" / "listops_Luna-1" / "seed9" / "config.json").write_text("{}")

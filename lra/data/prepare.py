@@ -30,6 +30,10 @@ from lra.errors import InputError
 _TFDS = {"text": "imdb_reviews/plain_text", "image": "cifar10"}
 
 
+# The config fields that decide the data prepare builds: the rest (model, training) are lra.train's.
+PREPARE_FIELDS = ("data", "data_dir", "task", "seed")
+
+
 def make_config(
     task: str,
     data_dir: str | None = None,
@@ -51,6 +55,11 @@ def make_config(
             raise InputError(f"--set expects KEY=VALUE (a config.data field; or --config.data.KEY=VALUE), got {item!r}")
         apply_override(config, f"data.{key.strip()}", value.strip())  # a misspelt field fails, naming it
     for dotted, text in fields:
+        if dotted.split(".")[0] not in PREPARE_FIELDS:  # a model field changes nothing here (issue 52 PR2)
+            raise InputError(
+                f"--config.{dotted}={text}: prepare builds data only; it reads config.data.* and "
+                f"{', '.join(f for f in PREPARE_FIELDS if f != 'data')} (give model and training fields to lra.train)"
+            )
         try:
             apply_override(config, dotted, text)
         except InputError as e:

@@ -188,11 +188,13 @@ class SweepReport:
     failed: list[tuple[Run, int]] = dataclasses.field(default_factory=list)
     in_use: list[Run] = dataclasses.field(default_factory=list)  # held by another process (exit 3)
     interrupted: Run | None = None
+    interrupted_code: int = 130  # the interrupted run's own exit: 130 SIGINT, 143 SIGTERM
 
     @property
     def exit_code(self) -> int:
+        """128 + the signal that stopped it (a SIGTERM exits 143, not 130: issue 52 SW1), 1 if a run failed."""
         if self.interrupted is not None:
-            return 130
+            return self.interrupted_code
         return 1 if self.failed else 0
 
 
@@ -217,6 +219,8 @@ def run_sweep(
     total = total if total is not None else len(runs)
     start = time.perf_counter()
 
+    codes: dict[str, int] = {}
+
     def one(run: Run, core: int | None = None) -> None:
         head = f"[{run.index + 1}/{total}] {run.name}"
         steps = expected_steps(run)
@@ -233,9 +237,11 @@ def run_sweep(
             runner(run, run.workdir / "sweep.log") if jobs == 1 else runner(run, run.workdir / "sweep.log", core=core)
         )
         took = clock(time.perf_counter() - t0)
+        codes[run.name] = code
         if code in INTERRUPTED:
             out(f"{head}: interrupted after {took}; rerun the same sweep command to resume it")
-            report.interrupted = report.interrupted or run
+            if report.interrupted is None:
+                report.interrupted, report.interrupted_code = run, code
             return
         if code == IN_USE:
             out(
@@ -263,6 +269,8 @@ def run_sweep(
             if report.interrupted is not None or SIGNALLED.is_set():
                 if report.interrupted is None:  # the child died of the signal (e.g. a second one)
                     report.interrupted = run
+                    if codes.get(run.name, 0) < 0:  # killed by signal N: the sweep exits 128 + N
+                        report.interrupted_code = 128 - codes[run.name]
                 break
     else:
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []

@@ -28,6 +28,29 @@ class PreflightError(Exception):
 COMPILES = ChildSignals("stopping {count} running compilation(s) ({labels}) and waiting for them; nothing new starts")
 
 
+def check_sizes(config: Any, target: targets.Target, seeds: int = 1) -> None:
+    """Sizes no compile can answer, refused before compiling (issue 52 PF2: ``max_len=1e9`` compiled
+    ~60 s, then "cannot tell" with a C++ overflow): the position table (``model.max_len`` x
+    ``emb_dim`` floats, every model has one) against the target's memory (the host's for the CPU),
+    and a sequence length past 2^31."""
+    m = config.model
+    elements = int(m.max_len) * int(m.emb_dim) * max(1, seeds)
+    capacity = estimate.memory_capacity(target, _host_memory() if target.kind == "cpu" else None)
+    if int(m.max_len) >= 2**31 or (capacity is not None and 4 * elements > capacity):
+        have = f"target {target.name}: {binary_bytes(capacity, digits=1)}" if capacity else "a length past 2^31"
+        raise PreflightError(
+            f"config.model.max_len={m.max_len} x emb_dim={m.emb_dim}: the position table alone is "
+            f"{binary_bytes(4 * elements, digits=1)} ({have}); lower config.model.max_len (and data.max_len)"
+        )
+
+
+def _host_memory() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 @functools.cache
 def check_python(python: str) -> None:
     """``--python`` must run and import this suite (PF4): otherwise one line naming it, before any compile."""
@@ -183,6 +206,7 @@ def preflight(
         validate_config(config)  # batch_size=0 and the like: refused here, not in the compile child
     except Exception as e:  # noqa: BLE001 -- a config file's own code may raise anything; it is reported, not hidden
         raise PreflightError(f"--config {config_spec}: {type(e).__name__}: {e}") from None
+    check_sizes(config, target, seeds)
     check_python(python)
     check_compiler(target, python)
     payload: dict[str, Any] = {

@@ -21,6 +21,7 @@ place::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -33,34 +34,60 @@ import numpy as np
 
 from lra.reports.compare import paired
 from lra.training.run_errors import StorageError, exit_code
-from lra.training.run_files import check_can_write, result_problem, write_json_atomic, write_text_atomic
+from lra.training.run_files import check_can_write, record_problem, write_json_atomic, write_text_atomic
 
 
 def judge_on(claims: Sequence[Any], registered: str, replication: Path) -> dict[str, Any]:
     """Each claim's outcome with ``replication`` standing in for the folder ``registered`` (repo-relative)."""
+    from lra.reproduce.evidence import DESIGN_PROGRAM
+
     with tempfile.TemporaryDirectory(prefix="lra_replication_") as tmp:
         link = Path(tmp) / registered
         link.parent.mkdir(parents=True)
         os.symlink(replication.resolve(), link)
-        return {claim.id: claim.outcome(Path(tmp)) for claim in claims}
+        token = DESIGN_PROGRAM.set(False)  # another machine by design: one device and program per row
+        try:
+            outcomes = {claim.id: claim.outcome(Path(tmp)) for claim in claims}
+        finally:
+            DESIGN_PROGRAM.reset(token)
+    # the judges name their records under the registered folder: name the replication's files that were
+    # read (issue 52 RP11: the verdict named the intact registered file, not the damaged replication one)
+    here = str(replication)
+    return {
+        key: dataclasses.replace(o, missing=tuple(m.replace(registered, here) for m in o.missing))
+        for key, o in outcomes.items()
+    }
 
 
 def seed_accuracies(run_dir: Path) -> tuple[dict[int, float], list[str]]:
     """Test accuracy (%) per seed of the finished runs in ``run_dir/seed<k>/``, and the records skipped (why).
 
-    A record counts only if it is a finished run's (``run_files.result_problem``) of the seed its folder
-    names: a damaged or foreign one is named, never averaged."""
-    found, skipped = {}, []
+    A record counts only if it passes the check every reader makes (``run_files.record_problem``: a
+    finished run's, agreeing with its own config.json, metrics.jsonl and sessions.jsonl, of the seed its
+    folder names), is of the row its folder names (``<task>_<slug of its variant>``), and ran on the
+    row's device and program (``evidence.program_problems``): the same validation as the verdicts, so a
+    record the verdict refuses never enters the seed-by-seed table (issue 52 RP13)."""
+    from lra.experiments.sweep import slug
+    from lra.reproduce.evidence import program_problems
+
+    found, skipped, programs = {}, [], {}
     for path in sorted(run_dir.glob("seed*/result.json")):
-        problem = result_problem(path)
+        problem = record_problem(path)
         seed = path.parent.name.removeprefix("seed")
         result = json.loads(path.read_text()) if problem is None else {}
-        if problem is None and str(result.get("seed")) != seed:
-            problem = f"its seed is {result.get('seed')!r}, its folder's {seed}"
+        if problem is None and not seed.isdigit():
+            problem = f"its folder {path.parent.name} names no seed"
+        row = f"{result.get('task')}_{slug(str(result.get('variant')))}"
+        if problem is None and run_dir.name != row and not run_dir.name.startswith(f"{row}-"):  # -: [field=value]
+            problem = f"it is a record of {result['task']} / {result['variant']!r}, not of the row {run_dir.name}"
         if problem is not None:
             skipped.append(f"{path} ({problem})")
             continue
         found[int(seed)] = 100.0 * float(result["test_accuracy"])
+        programs[int(seed)] = (str(result.get("device_kind")), result.get("seeds_in_program"))
+    for k, why in program_problems(programs).items():
+        del found[k]
+        skipped.append(f"{run_dir / f'seed{k}' / 'result.json'} ({why})")
     return found, skipped
 
 

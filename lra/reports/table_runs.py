@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lra.papers.convluna import FAMILY_ORDER
-from lra.training.run_files import RESUMABLE_CHANGES, flatten_config, result_problem
+from lra.training.run_files import RESUMABLE_CHANGES, flatten_config, record_problem
 
 TASK_COLUMNS = {
     "text": "Classification",
@@ -100,13 +100,14 @@ def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
 
     A workdir may hold only result.json (committed results); metrics.jsonl (curves) and
     sweep_run.json (overrides) are used when present. A record that is not a finished run's
-    (``run_files.result_problem``: cut short, a field missing, an accuracy outside [0, 1] or NaN)
+    (``run_files.record_problem``: cut short, a field missing, an accuracy outside [0, 1] or NaN, or
+    disagreeing with its own config.json, metrics.jsonl or sessions.jsonl)
     or whose sweep_run.json is damaged is skipped with a warning naming the file, never averaged.
     """
     runs = []
     for path in sorted(Path(root).rglob("result.json")):
         workdir = path.parent
-        problem = result_problem(path)
+        problem = record_problem(path)  # the check every reader makes: a copied or edited record is named
         if problem is not None:
             try:
                 r = read_json_object(path)

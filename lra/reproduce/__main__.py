@@ -11,6 +11,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from lra.errors import InputError
 from lra.reproduce import registry, report
 from lra.training.child_signals import ChildSignals
 from lra.training.cpu_speed import child_environment
@@ -231,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"error: {describe(e)}", file=sys.stderr)
         return EXIT_STORAGE
+    except InputError as e:  # a history that cannot tell the labels: the determined ones are kept
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INVALID
     for path in written:
         print(f"wrote {path.relative_to(root)}")
     for claim in claims:

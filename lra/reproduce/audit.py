@@ -17,7 +17,7 @@ descend from the rule commit (the data existed first), when a run recorded only 
 (the start is unknown: a run may have begun before the rule), or when a record carries no commit
 at all. A ``-declared`` commit (a copy of the tree without ``.git``, e.g. on a cloud GPU machine, was told which
 commit its files are: ``LRA_GIT_COMMIT``) counts as that commit. Without git history (an export, a
-tarball) the audit says so and labels nothing.
+tarball) or with a shallow one (``git clone --depth 1``) the audit says "cannot tell" and labels nothing.
 
 What each record proves about its code (lra.reproduce.record_evidence, issue 53): a record written
 since code trees were recorded is checked against its commit's trees (``git rev-parse <commit>:lra``):
@@ -89,6 +89,21 @@ def has_history(root: Path) -> bool:
         return _git(root, "rev-parse", "--verify", "HEAD").returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
+
+
+def history_gap(root: Path) -> str | None:
+    """Why git here cannot answer which commit came first (None: it can): no repository (an export,
+    a tarball), or a shallow clone (``git clone --depth 1``), whose history stops short, so a rule
+    commit or a run commit "not in this history" would say nothing (issue 52 RP1)."""
+    if not has_history(root):
+        return "no git history here (an export or a tarball): run in a clone of the repository"
+    try:
+        shallow = _git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    except (OSError, subprocess.SubprocessError):
+        shallow = False
+    if shallow:
+        return "a shallow clone: its history stops short; `git fetch --unshallow`, then rerun"
+    return None
 
 
 def signatures_of_tree(tree: Path) -> dict[str, str]:
@@ -263,8 +278,9 @@ def audit(
         from lra.reproduce.registry import papers
 
         claims = {f"{k}/{c.id}": c.records for k, p in papers().items() for c in p.claims}
-    if not has_history(root):
-        return {key: Registration(key, NO_HISTORY, None) for key in claims}
+    gap = history_gap(root)
+    if gap is not None:
+        return {key: Registration(key, NO_HISTORY, None, (gap,)) for key in claims}
     current = current_signatures(root)
     commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache)
     regs = {key: judge_registration(root, key, commits.get(key), records) for key, records in claims.items()}

@@ -59,6 +59,9 @@ MARGIN = 2.0  # points: Figure 2's equivalence margin
 ALPHA = 0.05
 SETTINGS = {"num_train_steps": STEPS, "warmup_steps": WARMUP, "eval_every": EVAL_EVERY,
             "checkpoint_every": EVAL_EVERY, "data.num_train": NUM_TRAIN}
+# The design's machine and program, as registered above ("one process per seed" on the 2-core CPU): a
+# record of another device or of seeds vmapped in one program is not this design's (issue 52 RP8).
+PROGRAM = ("cpu", None)
 SWEEP_ROOT = "runs/sweeps/convluna_listops_confirm"
 RUNS = "results/runs/convluna_listops_confirm"
 PAIR = ("ConvLuna-16 (reference)", "Luna-16 (reference)")
@@ -112,7 +115,7 @@ def _settings_problem(root: Path, rel: str) -> str | None:
 def accuracies(root: Path, label: str) -> tuple[dict[int, float], list[str]]:
     """A row's test accuracy (%) per seed, only from finished runs of this design; and what is missing."""
     found, missing = evidence.seed_accuracies(root, run_dir(label), SEEDS, steps=STEPS, variant=label,
-                                              task="listops")
+                                              task="listops", program=PROGRAM)
     for k in list(found):
         rel = f"{run_dir(label)}/seed{k}/result.json"
         why = _settings_problem(root, rel)

@@ -194,6 +194,19 @@ def paper_figures(paper: Paper, root: Path) -> tuple[list[str], dict[str, str]]:
     return names, captions
 
 
+def _keep_determined_labels(root: Path, registration: audit.Registration) -> None:
+    """Refuse to write "cannot tell" over registration labels a full history determined (issue 52 RP2,
+    RP4): the committed reports keep theirs. InputError (exit 2) saying why and what to do."""
+    from lra.errors import InputError
+
+    existing = root / OUT / "README.md"
+    if existing.exists() and "cannot tell" not in existing.read_text(errors="replace"):
+        why = "; ".join(registration.reasons) or "no git history here"
+        raise InputError(
+            f"cannot tell here which claims were pre-registered ({why}); {existing.relative_to(root)} and the "
+            "reports keep the labels a full history gave them. Rerun in a full clone to rewrite them")
+
+
 def write(papers: dict[str, Paper], root: Path = REPO, selected: list[str] | None = None) -> list[Path]:
     """Rewrite the selected papers' reports and the index over all papers; returns the files written."""
     from lra.training.run_files import write_text_atomic
@@ -201,6 +214,9 @@ def write(papers: dict[str, Paper], root: Path = REPO, selected: list[str] | Non
     results = {key: (paper, {c.id: c.outcome(root) for c in paper.claims}) for key, paper in papers.items()}
     claims = {f"{k}/{c.id}": c.records for k, p in papers.items() for c in p.claims}
     regs = audit.audit(root, claims, audit.default_cache())
+    undetermined = next((r for r in regs.values() if r.label == audit.NO_HISTORY), None)
+    if undetermined is not None:
+        _keep_determined_labels(root, undetermined)
     written = []
     for key in selected or list(papers):
         paper, outcomes = results[key]

@@ -36,7 +36,7 @@ import orbax.checkpoint as ocp
 from orbax.checkpoint.path import atomicity
 
 from lra.training import integrity
-from lra.training.run_errors import CorruptFileError, Interrupted, NonFiniteLossError, StorageError
+from lra.training.run_errors import CorruptFileError, Interrupted, NonFiniteLossError, RunStateError, StorageError
 from lra.training.run_files import config_digest
 
 KEEP = {"latest": 2, "best": 1}  # two latest: a damaged newest one can fall back to the previous
@@ -123,7 +123,17 @@ class Checkpoints:
         folder = self.root / kind
         if not folder.is_dir():
             return []
-        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir())
+        steps = []
+        for p in folder.iterdir():
+            if p.name.isdigit() and p.is_dir():
+                if p.name != str(int(p.name)):  # orbax would look for <kind>/17, not 0017 (issue 52 D8)
+                    raise RunStateError(
+                        f"{p} is not a checkpoint folder name this suite writes (step {int(p.name)} is saved as "
+                        f"{int(p.name)}): rename it to {folder / str(int(p.name))} (or move it out of {folder}), "
+                        "then rerun; nothing was changed"
+                    )
+                steps.append(int(p.name))
+        return sorted(steps)
 
     def latest_step(self, kind: str = "latest") -> int | None:
         steps = self.steps(kind)
@@ -253,7 +263,7 @@ class Checkpoints:
             )
             if self.primary:
                 self._remove_leftovers(kind)  # what this save pruned
-        except (NonFiniteLossError, Interrupted, KeyboardInterrupt):
+        except (NonFiniteLossError, Interrupted, KeyboardInterrupt, RunStateError):
             raise
         except Exception as e:  # orbax/tensorstore report a full disk in their own exception types
             raise StorageError(final, e) from e
@@ -270,7 +280,13 @@ class Checkpoints:
         """A save's temporary folder left by a kill, and pruned checkpoints not yet deleted."""
         folder = self.root / kind
         if folder.is_dir():
-            for stale in [*folder.glob(f"{TMP_PREFIX}*"), folder / DELETED]:
+            deleted = folder / DELETED
+            if deleted.is_symlink() or (deleted.exists() and not deleted.is_dir()):  # issue 52 D12
+                raise RunStateError(
+                    f"{deleted} is a {'symlink' if deleted.is_symlink() else 'file'}, where this suite moves pruned "
+                    "checkpoints to delete them: move it away, then rerun to resume; nothing was changed"
+                )
+            for stale in [*folder.glob(f"{TMP_PREFIX}*"), deleted]:
                 if stale.exists():
                     shutil.rmtree(stale)
 

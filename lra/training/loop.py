@@ -132,6 +132,9 @@ def train_and_evaluate(
         stop.restore()
 
 
+ADVICE = "Lower --config.learning_rate or set --config.grad_clip_norm, then use a new workdir (or --start_over)"
+
+
 class Trainer:
     """The loop over steps for the seeds that train in one program (see the module docstring): built
     whole, its state fresh or restored at the common step ``start`` (lra.training.run_setup.plan_seeds),
@@ -338,15 +341,19 @@ class Trainer:
         steps = [step for step, _ in self.pending]
         elapsed = time.perf_counter() - self.window_start
         self.pending.clear()
+        diverged: list[tuple[SeedRun, str]] = []
         for run in self._active():
             i = run.index
             for step, m in zip(steps, fetched, strict=False):
                 if not np.isfinite(m["loss"][i]):
-                    self._stop_seed(run, f"training loss became {m['loss'][i]} at step {step}")
+                    diverged.append((run, f"training loss became {m['loss'][i]} at step {step}"))
                     break
                 if m["state_finite"][i] != 1.0:
-                    self._stop_seed(run, f"the weights or optimizer state became NaN/Inf in the update of step {step}")
+                    diverged.append(
+                        (run, f"the weights or optimizer state became NaN/Inf in the update of step {step}")
+                    )
                     break
+        self._stop_seeds(diverged)
         records = {}
         for run in self._active():
             record: dict[str, Any] = {
@@ -365,24 +372,35 @@ class Trainer:
         self.window_start, self.window_steps = time.perf_counter(), 0
 
     def _stop_seed(self, run: SeedRun, why: str) -> None:
-        """Stop one seed whose loss or weights turned NaN/Inf: its checkpoints stay as they were
-        (each was checked finite); the other seeds go on. The last seed stopping ends the run."""
-        run.stopped = f"{run.label}{why}; {self._last_good(run)}"
+        self._stop_seeds([(run, why)])
+
+    def _stop_seeds(self, diverged: list[tuple[SeedRun, str]]) -> None:
+        """Stop the seeds whose loss or weights turned NaN/Inf (in one step, or one window of steps):
+        their checkpoints stay as they were (each was checked finite); the other seeds go on, said once.
+        The last seed stopping ends the run with one line naming every seed (issue 52 N2: a bundle
+        whose every seed diverged said "the other seeds go on" for each, then one 1,200-character line)."""
+        if not diverged:
+            return
+        for run, why in diverged:
+            run.stopped = f"{run.label}{why} ({self._last_good(run)})"
         if not self._active():
-            raise NonFiniteLossError("\n".join(r.stopped for r in self.runs if r.stopped))
-        print(f"error: {run.stopped} The other seeds go on.", file=sys.stderr, flush=True)
+            raise NonFiniteLossError(self._stopped_summary())
+        going = ", ".join(str(r.seed) for r in self._active())
+        for run, _ in diverged:
+            print(f"error: {run.stopped}. {ADVICE}", file=sys.stderr, flush=True)
+        print(f"the other seeds ({going}) go on", file=sys.stderr, flush=True)
+
+    def _stopped_summary(self) -> str:
+        """Every stopped seed in one line, the advice once."""
+        stopped = [r.stopped for r in self.runs if r.stopped]
+        head = "every seed stopped: " if len(stopped) == len(self.runs) and len(stopped) > 1 else ""
+        return f"{head}{'; '.join(stopped)}. {ADVICE}"
 
     def _last_good(self, run: SeedRun) -> str:
         step = run.checkpoints.latest_step("latest")  # every saved state was checked finite
-        kept = (
-            "no checkpoint was saved"
-            if step is None
-            else f"the last good checkpoint, step {step}, is kept in {run.checkpoints.path('latest', step)}"
-        )
-        return (
-            f"{kept}. Lower --config.learning_rate or set --config.grad_clip_norm, then use a new workdir "
-            f"(or --start_over)."
-        )
+        if step is None:
+            return "no checkpoint was saved"
+        return f"the last good checkpoint, step {step}, is kept in {run.checkpoints.path('latest', step)}"
 
     def _validate(self, step: int) -> None:
         """Validation accuracy of every seed; a seed's best checkpoint kept."""
@@ -475,7 +493,7 @@ class Trainer:
         stopped = [run.stopped for run in self.runs if run.stopped]
         if stopped:
             raise NonFiniteLossError(
-                "\n".join(stopped)
-                + f"\nThe other seeds finished: {', '.join(str(run.workdir) for run in self._active())}"
+                self._stopped_summary()
+                + f" The other seeds finished: {', '.join(str(run.workdir) for run in self._active())}"
             )
         return results

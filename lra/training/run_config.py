@@ -75,9 +75,48 @@ def config_digest(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
+# The top-level fields every lra.train config.json has: a config.json without them is another program's.
+SUITE_CONFIG_FIELDS = ("task", "variant", "model", "num_train_steps")
+# What a run's checkpoints/ folder holds: orbax's managers for the latest and the best checkpoints.
+CHECKPOINT_FOLDERS = ("latest", "best")
+
+
+def foreign_problem(workdir: Path) -> str | None:
+    """Why ``workdir`` is not (part of) a run of this suite (None: it is, or it is empty of runs): a
+    config.json that is not an lra.train config, or a checkpoints/ folder holding files this suite never
+    writes. Such a folder is never resumed, nor emptied by --start_over (issue 52 U1: a user's
+    ``checkpoints/my_model.bin`` was deleted)."""
+    path = workdir / "config.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            data = None
+        if isinstance(data, dict) and not all(k in data for k in SUITE_CONFIG_FIELDS):
+            return (
+                f"{path} is not an lra.train config (no {', '.join(k for k in SUITE_CONFIG_FIELDS if k not in data)})"
+            )
+    checkpoints = workdir / "checkpoints"
+    if checkpoints.is_dir():
+        strange = sorted(
+            p.name for p in checkpoints.iterdir() if p.name not in CHECKPOINT_FOLDERS and not p.name.startswith(".")
+        )
+        if strange:
+            return f"{checkpoints} holds files this suite never writes ({', '.join(strange[:3])})"
+    elif checkpoints.exists():
+        return f"{checkpoints} is a file, not this suite's checkpoint folder"
+    return None
+
+
 def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | None = None) -> None:
-    """Refuse to resume a workdir whose config.json differs in anything that changes the run.
+    """Refuse to resume a workdir whose config.json differs in anything that changes the run, or that
+    is not this suite's run at all (:func:`foreign_problem`: then nothing is advised that deletes it).
     ``fix``: what to do instead (default: a new --workdir, or delete the workdir)."""
+    foreign = foreign_problem(workdir)
+    if foreign:
+        raise WorkdirMismatchError(
+            f"{workdir} is not a run of this suite: {foreign}. Nothing was changed in it; pass another --workdir"
+        )
     path = workdir / "config.json"
     if not path.exists():
         return

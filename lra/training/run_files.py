@@ -34,6 +34,7 @@ from lra.training.run_config import load_run_config as load_run_config
 from lra.training.run_config import slug as slug
 from lra.training.run_errors import RunFileError as RunFileError
 from lra.training.run_errors import StorageError
+from lra.training.workdir_lock import open_run_file
 
 
 def _warn(message: str) -> None:
@@ -146,6 +147,73 @@ def result_problem(path: Path, config: ml_collections.ConfigDict | None = None) 
     return None
 
 
+# result.json field -> config.json field (flattened) that must agree for the record to be its run's.
+_IDENTITY_FIELDS = (
+    ("task", "task"),
+    ("variant", "variant"),
+    ("seed", "seed"),
+    ("num_train_steps", "num_train_steps"),
+    ("attention", "model.attention"),
+    ("config_preset", "preset"),
+)
+
+
+def record_problem(path: Path) -> str | None:
+    """Why ``path`` (a run's result.json) is not a finished run's record that agrees with its own run
+    files (None: it is): :func:`result_problem`, then its task, variant, seed, steps, family and
+    preset against the folder's config.json, its test accuracy against metrics.jsonl's test record
+    and its start commit against sessions.jsonl's first line (each file checked when present). The
+    one check every reader of records makes (reproduce, replication, export, tables, compare): a
+    record edited by hand or copied from another run is named, never counted (issue 52 RP6, RP9, EX3)."""
+    problem = result_problem(path)
+    if problem is not None:
+        return problem
+    result = json.loads(path.read_text())
+    run = path.parent
+    folder_seed = run.name.removeprefix("seed")
+    if run.name.startswith("seed") and folder_seed.isdigit() and int(folder_seed) != result["seed"]:
+        return f"it holds seed {result['seed']}, its folder {run.name} (a record of another run)"
+    config_path = run / "config.json"
+    if config_path.exists():
+        try:
+            config = json.loads(config_path.read_text())
+            if not isinstance(config, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            return f"its config.json is damaged ({str(e)[:80]})"
+        flat = flatten_config(config)
+        for field, key in _IDENTITY_FIELDS:
+            if key in flat and flat[key] != result[field]:
+                return f"its {field} is {result[field]!r}, its config.json's {flat[key]!r} (a record of another run)"
+    metrics = run / "metrics.jsonl"
+    if metrics.exists():
+        try:
+            tests = [r for r in _quiet_records(metrics) if r["split"] == "test"]
+        except RunFileError as e:
+            return f"its metrics.jsonl is damaged ({str(e)[:80]})"
+        if tests and isinstance(tests[-1].get("accuracy"), (int, float)):
+            logged = float(tests[-1]["accuracy"])
+            if not math.isclose(logged, result["test_accuracy"], rel_tol=1e-6, abs_tol=1e-9):
+                return (
+                    f"its test_accuracy {result['test_accuracy']!r} is not the {logged!r} its metrics.jsonl "
+                    "logged (an edited or copied record)"
+                )
+    start = result.get("git_commit_start")
+    sessions = read_sessions(run)
+    if isinstance(start, str) and sessions and sessions[0]["git_commit"] != start:
+        first = sessions[0]["git_commit"]
+        return f"its git_commit_start {start[:12]} is not its sessions.jsonl's first commit {first[:12]}"
+    return None
+
+
+def _quiet_records(path: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl's records, a torn last line dropped without the warning (a reader of records)."""
+    import contextlib
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        return MetricsLog(path).read()
+
+
 # Files whose presence means the workdir holds (part of) a run worth keeping.
 def run_traces(workdir: Path) -> list[str]:
     """The parts of a run in ``workdir`` besides its latest checkpoints (metrics, best, result)."""
@@ -221,8 +289,9 @@ class MetricsLog:
         write_text_atomic(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
+        fd = open_run_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
-            with self.path.open("a") as f:
+            with os.fdopen(fd, "a") as f:
                 f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
         except OSError as e:
             raise StorageError(self.path, e) from None
@@ -326,10 +395,15 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append ``record`` as one JSON line, fsynced; a line torn by a full disk or a kill is cut off
     first, so this one never joins the fragment. StorageError (exit 4) naming the file when it cannot
     be written."""
+    fd = open_run_file(path, os.O_RDWR | os.O_CREAT)  # never through a symlink (issue 52 SEC2)
     try:
-        truncate_to_last_newline(path)
-        with path.open("a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+        with os.fdopen(fd, "rb+") as f:
+            data = f.read()
+            end = data.rfind(b"\n") + 1  # a torn final line is cut first
+            if end != len(data):
+                f.truncate(end)
+            f.seek(0, os.SEEK_END)
+            f.write((json.dumps(record, sort_keys=True) + "\n").encode())
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:
@@ -380,20 +454,19 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
     """Copy the record files of every finished run under ``runs_root`` to ``out_root`` (same
     relative layout), for committing under results/. Returns the exported run folders.
 
-    Each file is replaced atomically (:func:`write_bytes_atomic`): an export killed midway leaves
-    every record either as it was or complete, never a torn result.json that tables would read."""
+    Each run folder is replaced as a whole (:func:`replace_folder`): an export killed midway leaves
+    every run's record either as it was or complete, never a torn file nor a folder mixing two runs.
+    A record that fails :func:`record_problem` (damaged, or disagreeing with its own run files) is
+    not exported and never replaces a good copy."""
     exported = []
     for result in sorted(Path(runs_root).rglob("result.json")):
         run = result.parent
-        problem = result_problem(result)
+        problem = record_problem(result)  # the check every reader makes: the run's own files agree (EX3)
         if problem is not None:  # never export, and never let replace a good copy with, a broken record
             _warn(f"{result} is not a finished run's record ({problem}); not exported")
             continue
         target = Path(out_root) / run.relative_to(runs_root)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in RECORD_FILES:
-            if (run / name).exists():
-                write_bytes_atomic(target / name, (run / name).read_bytes())
+        replace_folder(target, {name: (run / name).read_bytes() for name in RECORD_FILES if (run / name).exists()})
         exported.append(target)
         missing = commit_not_in_history(result, target)
         if missing:
@@ -403,6 +476,56 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
                 "cannot place the run after its claim's rule; fix the declaration, or say in the record why it differs"
             )
     return exported
+
+
+def replace_folder(target: Path, files: dict[str, bytes]) -> None:
+    """Make ``target`` hold exactly ``files`` (name -> bytes; other files already there are kept) as a
+    whole: the new folder is written and fsynced beside it, the old one renamed aside, the new one
+    renamed in, the old one deleted. A kill at any moment leaves the old run or the new one under
+    ``target``, never a mix of two runs (issue 52 EX4); a kill between the two renames leaves the old
+    folder as ``.<name>.old-*``, which the next call puts back before it starts."""
+    parent, name = target.parent, target.name
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for leftover in sorted(parent.glob(f".{name}.old-*")):
+            if target.exists():
+                shutil.rmtree(leftover)
+            else:
+                os.replace(leftover, target)
+        for leftover in parent.glob(f".{name}.new-*"):
+            shutil.rmtree(leftover)
+        if (
+            target.is_dir()
+            and all((target / n).is_file() and (target / n).read_bytes() == data for n, data in files.items())
+            and not any((target / n).exists() for n in RECORD_FILES if n not in files)
+        ):
+            return  # already this run's record
+        tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        new, old = parent / f".{name}.new-{tag}", parent / f".{name}.old-{tag}"
+        new.mkdir()
+    except OSError as e:
+        raise StorageError(target, e) from None
+    writing = target
+    try:
+        kept = [p for p in target.iterdir() if p.name not in RECORD_FILES] if target.is_dir() else []
+        for path in kept:  # files of the folder that are not records (notes a user added) stay
+            (shutil.copytree if path.is_dir() else shutil.copy2)(path, new / path.name)
+        for n, data in files.items():
+            writing = target / n
+            with open(new / n, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        writing = target
+        if target.exists():
+            os.replace(target, old)
+        os.replace(new, target)
+    except OSError as e:
+        if new.exists():
+            shutil.rmtree(new, ignore_errors=True)
+        raise StorageError(writing, e) from None
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def commit_base(commit: str) -> str:
@@ -443,6 +566,11 @@ def commit_not_in_history(result: Path, where: Path) -> str | None:
     try:
         inside = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=where, capture_output=True, timeout=10)
         if inside.returncode != 0:
+            return None
+        shallow = subprocess.run(
+            ["git", "rev-parse", "--is-shallow-repository"], cwd=where, capture_output=True, text=True, timeout=10
+        )
+        if shallow.stdout.strip() == "true":  # its history stops short: absent says nothing (issue 52 EX6)
             return None
         known = subprocess.run(
             ["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=where, capture_output=True, timeout=10

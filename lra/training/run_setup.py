@@ -93,7 +93,17 @@ def open_workdir(workdir: Path, primary: bool) -> WorkdirLock | None:
 
 def remove_previous_runs(runs: list[SeedRun]) -> None:
     """--start_over: delete every seed's previous run. Called once every seed's lock is held, so a
-    seed held by another process refuses the command before any seed's run is deleted (D1)."""
+    seed held by another process refuses the command before any seed's run is deleted (D1). A folder
+    that is not this suite's run (``foreign_problem``) is refused before anything is deleted (U1)."""
+    from lra.training.run_config import foreign_problem
+
+    for run in runs:
+        foreign = foreign_problem(run.workdir)
+        if foreign:
+            raise RunStateError(
+                f"--start_over refused: {run.workdir} is not a run of this suite ({foreign}); nothing was "
+                "deleted. Pass another --workdir"
+            )
     for run in runs:
         removed = remove_run(run.workdir)
         if removed:

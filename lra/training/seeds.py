@@ -96,8 +96,9 @@ def seed_config(config: ml_collections.ConfigDict, seed: int) -> ml_collections.
 
 def default_workdir(config: ml_collections.ConfigDict) -> Path:
     """``runs/<task>_<variant>[_<preset>]/seed<k>``: distinct variants never share a workdir."""
-    preset = "" if config.preset == "paper" else f"_{config.preset}"
-    return Path("runs") / f"{config.task}_{slug(config.variant)}{preset}" / f"seed{config.seed}"
+    preset = "" if config.preset == "paper" else f"_{slug(str(config.preset))}"
+    # every part is a slug: no name a config holds (a preset "/../../x") leads outside runs/ (issue 52 SEC4)
+    return Path("runs") / f"{slug(str(config.task))}_{slug(config.variant)}{preset}" / f"seed{int(config.seed)}"
 
 
 def seed_workdirs(config: ml_collections.ConfigDict, workdir: str | Path | None) -> list[Path]:

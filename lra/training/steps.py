@@ -172,20 +172,27 @@ def make_steps(
 
 
 def evaluate_split(
-    eval_step: Callable, params_S: Any, split: Any, config: ml_collections.ConfigDict, sharding: Any
+    eval_step: Callable,
+    params_S: Any,
+    split: Any,
+    config: ml_collections.ConfigDict,
+    sharding: Any,
+    examples: bool = False,
 ) -> list[dict[str, float]]:
-    """Each seed's accuracy and loss over a whole split (or its first ``max_eval_batches`` batches)."""
+    """Each seed's accuracy and loss over a whole split (or its first ``max_eval_batches`` batches);
+    ``examples``: also how many examples were scored (lra.evaluate records it: issue 52 EV1)."""
     pending = [
         eval_step(params_S, distributed.shard_batch(batch, sharding))
         for batch in eval_batches(
             split, config.eval_batch_size, config.data.buckets, config.data.max_len, config.max_eval_batches
         )
     ]
-    return summed_metrics(jax.device_get(pending))
+    return summed_metrics(jax.device_get(pending), examples)
 
 
-def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]]) -> list[dict[str, float]]:
-    """Per-seed accuracy and loss from the per-batch sums (each value of shape (S,))."""
+def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]], examples: bool = False) -> list[dict[str, float]]:
+    """Per-seed accuracy and loss from the per-batch sums (each value of shape (S,)); ``examples``:
+    with the number of examples counted."""
     totals: dict[str, np.ndarray] = {}
     for m in per_batch:
         for k in ("loss_sum", "correct", "count"):
@@ -194,6 +201,6 @@ def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]]) -> list[dict[str,
         return []
     count = np.maximum(totals["count"], 1.0)
     return [
-        {"accuracy": float(c / n), "loss": float(s / n)}
-        for c, s, n in zip(totals["correct"], totals["loss_sum"], count, strict=False)
+        {"accuracy": float(c / n), "loss": float(s / n), **({"examples": int(t)} if examples else {})}
+        for c, s, n, t in zip(totals["correct"], totals["loss_sum"], count, totals["count"], strict=False)
     ]

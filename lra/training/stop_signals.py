@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 import jax
@@ -28,10 +29,57 @@ class StopSignals:
         self.signum: int | None = None
         self.training = False
         self._old: dict[int, Any] = {}
+        self._pipe: tuple[int, int] | None = None
+        self._watcher: threading.Thread | None = None
+        self._old_wakeup = -1
 
     def install(self) -> StopSignals:
         self._old = {s: signal.signal(s, self) for s in SIGNALS}
+        self._count_deliveries()
         return self
+
+    def _count_deliveries(self) -> None:
+        """Count every delivery, not every handler call: during a step the main thread sits in XLA's C++
+        code, where two signals of one kind set one pending flag and the handler runs once (issue 52 S5:
+        two Ctrl-Cs 0.8 s apart in one slow step counted as one). The C-level handler writes each
+        delivery's number to a wakeup pipe; a thread reading it ends the run at the second while
+        training, as the handler would, without waiting for the step."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        try:
+            self._old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread of the main interpreter
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        self._pipe = (read_fd, write_fd)
+
+        def watch() -> None:
+            seen = 0
+            while True:
+                try:
+                    data = os.read(read_fd, 64)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for signum in data:
+                    if signum not in SIGNALS:
+                        continue
+                    seen += 1
+                    if seen >= 2 and self.training:
+                        name = signal.Signals(signum).name
+                        print(
+                            f"{name} again: stopping at once; the last saved checkpoint is kept",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        os._exit(128 + signum)
+
+        self._watcher = threading.Thread(target=watch, name="lra-stop-signals", daemon=True)
+        self._watcher.start()
 
     def reclaim(self) -> None:
         """Take SIGTERM/SIGINT back after a library installed its own handler: jax.distributed's
@@ -45,6 +93,14 @@ class StopSignals:
         for s, handler in self._old.items():
             signal.signal(s, handler)
         self._old = {}
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._old_wakeup)
+            read_fd, write_fd = self._pipe
+            os.close(write_fd)  # the watcher reads the end of the pipe and returns
+            if self._watcher is not None:
+                self._watcher.join(timeout=5)
+            os.close(read_fd)
+            self._pipe = self._watcher = None
 
     def __call__(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name

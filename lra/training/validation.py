@@ -124,6 +124,29 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         "data.num_val",
         "data.num_test",
     )  # an empty split selects or reports nothing
+    from lra.defaults import PRESETS
+
+    variant = config.get("variant", "unnamed")
+    if not isinstance(variant, str) or not variant.strip():  # it names the run's row and folder (issue 52 O5)
+        raise ConfigError(f"config.variant must name the row (e.g. 'ConvLuna-16'), got {variant!r}")
+    source = config.data.get("source", "auto")
+    if source not in ("auto", "release", "generated"):  # checked here, so the sweep refuses it too (SO2)
+        raise ConfigError(f"config.data.source={source!r}: valid values are auto, release, generated")
+
+    if config.preset not in PRESETS:  # it names the default workdir: a path there wrote outside runs/ (issue 52 SEC4)
+        raise ConfigError(f"config.preset={config.preset!r} is not one of {', '.join(PRESETS)}")
+    if (
+        not isinstance(config.max_eval_batches, int)
+        or isinstance(config.max_eval_batches, bool)
+        or (config.max_eval_batches < 0)
+    ):  # a negative count evaluated one batch and was recorded as the split's accuracy (issue 52 O8, EV1)
+        raise ConfigError(
+            f"config.max_eval_batches must be an integer >= 0 (0: the whole split), got {config.max_eval_batches!r}"
+        )
+    if config.num_train_steps >= 2**31:  # the step counter is int32 (checkpoints, schedules): issue 52 O4
+        raise ConfigError(
+            f"config.num_train_steps must be below 2^31 (the step counter's range), got " f"{config.num_train_steps}"
+        )
     for name in ("model.dropout_rate", "model.attention_dropout_rate"):
         rate = m[name.split(".")[1]]
         if not 0.0 <= rate < 1.0:

@@ -11,9 +11,25 @@ import os
 import socket
 from pathlib import Path
 
-from lra.training.run_errors import StorageError, WorkdirLockedError
+from lra.training.run_errors import RunStateError, StorageError, WorkdirLockedError
 
 LOCK_NAME = ".lock"
+
+
+def open_run_file(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a file of a run that never follows a symlink (``O_NOFOLLOW``): a run's files
+    are written only inside its folder, never through a link to a file elsewhere (issue 52 SEC1,
+    SEC2). A symlink is refused by name (RunStateError, exit 2, nothing written); any other failure
+    is a StorageError (exit 4)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as e:
+        if Path(path).is_symlink():
+            raise RunStateError(
+                f"{path} is a symlink (to {os.readlink(path)}); a run's files are never written through a "
+                "link. Nothing was written: remove the link (or use another --workdir)"
+            ) from None
+        raise StorageError(path, e) from None
 
 
 class WorkdirLock:
@@ -25,10 +41,7 @@ class WorkdirLock:
         self._fd: int | None = None
 
     def acquire(self) -> WorkdirLock:
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise StorageError(self.path, e) from None
+        fd = open_run_file(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
