@@ -353,3 +353,14 @@ def test_a_family_option_as_its_config_field_is_the_option_after_the_colon():
     assert config_from_args(aliased[0], aliased[1]).to_dict() == config_from_args(f"{spec}:mem=4").to_dict()
     with pytest.raises(ValueError, match="'clusters' is not an option of attention 'convluna'"):
         config_from_args(spec, [("model.attention_kwargs.clusters", "8")])
+
+
+def test_a_very_deep_model_says_it_is_tracing_before_the_long_silence(data_dir, capsys):
+    """Issue 52 O10: num_layers=100000 traced for minutes without a word; past DEEP_MODEL_BLOCKS the
+    run says what it is doing first (and a normal depth prints nothing extra)."""
+    from lra.training.run_setup import DEEP_MODEL_BLOCKS, prepare
+
+    prepare(smoke(data_dir), [])
+    assert "tracing a model" not in capsys.readouterr().err
+    prepare(smoke(data_dir, **{"model.num_layers": DEEP_MODEL_BLOCKS + 1}), [])
+    assert f"tracing a model of {DEEP_MODEL_BLOCKS + 1:,} blocks" in capsys.readouterr().err

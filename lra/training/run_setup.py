@@ -60,6 +60,9 @@ def check_workdir_path(workdir: Path) -> None:
             break
 
 
+DEEP_MODEL_BLOCKS = 64  # deeper than any paper's encoder: its trace is long enough to say so (issue 52 O10)
+
+
 def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[TaskData, Any, Any]:
     """Everything that can fail on bad input, before a workdir is touched or anything compiled:
     config, workdir paths, data, shapes and whether they fit the device."""
@@ -75,6 +78,13 @@ def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[Ta
         )
     model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
     sample = np.zeros((1,) + data.train.inputs.shape[1:], np.int32)
+    if config.model.num_layers > DEEP_MODEL_BLOCKS:  # tracing is per block: 100,000 blocks took minutes, silently
+        print(
+            f"lra.train: tracing a model of {config.model.num_layers:,} blocks to check its size before "
+            f"anything compiles (its time grows with the depth; Ctrl-C stops it)",
+            file=sys.stderr,
+            flush=True,
+        )
     shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), sample)["params"])  # traces, no compile
     check_fits(shapes, config, data.max_len, data.dual, num_seeds=len(workdirs))
     return data, model, shapes
