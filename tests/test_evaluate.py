@@ -202,7 +202,11 @@ def test_swap_eval_checks_every_entry_first_and_names_a_missing_run(finished_run
     rows = [json.loads(line) for line in (workdir / "evaluations.jsonl").read_text().splitlines()]
     assert [r["attention"] for r in rows] == ["softmax"]
     assert json.loads((tmp_path / "o" / "swap_eval.json").read_text())["rows"][0]["attention"] == "softmax"
-    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["swap_eval.json", "swap_eval.md"]
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "swap_eval.json",
+        "swap_eval.json.seal",
+        "swap_eval.md",
+    ]
 
 
 def test_a_partial_evaluation_records_its_override_and_examples_and_a_negative_count_is_refused(finished_run):

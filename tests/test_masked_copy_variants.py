@@ -27,7 +27,7 @@ TINY = "--seq-len 5 --num-layers 1 --num-heads 2 --head-dim 4 --mlp-dim 8 --batc
             ["improved_clustered:100", "improved_clustered:clusters=100", "improved_clustered:topk=16,clusters=100"],
             ("i-clustered-100", "improved_clustered", {"num_clusters": 100, "bits": 63, "iterations": 10, "topk": 16}),
         ),
-        (["softmax", "softmax:implementation=xla"], ("full", "softmax", {})),
+        (["softmax", "softmax:implementation=auto"], ("full", "softmax", {})),
     ],
 )
 def test_every_spelling_is_the_short_names_variant(spellings, expected):
@@ -35,7 +35,7 @@ def test_every_spelling_is_the_short_names_variant(spellings, expected):
     for spec in spellings:
         label, name, kwargs = mc.parse_variant(spec, SETTINGS)
         if name == "softmax":
-            kwargs = {}  # softmax:implementation=xla names the softmax default explicitly
+            kwargs = {}  # softmax:implementation=auto names the softmax default explicitly
         assert (label, name, list(kwargs.items())) == (expected[0], expected[1], list(expected[2].items()))
         assert mc.canonical_variant(spec, SETTINGS) == spellings[0]
 

@@ -301,7 +301,7 @@ def test_cli_help_lists_the_presets_and_exits_0():
 @pytest.mark.parametrize(
     "args, code, message",
     [
-        (["--help"], 0, "paper, cpu, smoke"),
+        (["--help"], 0, "paper, cpu, laptop, smoke"),
         ([], 2, "error: --config is required"),
         (["--config=configs/listops_transformr.py:smoke"], 2, "did you mean configs/listops_transformer.py"),
         (["--config=configs/listops_transformer.py:smoke", "--wrkdir=x"], 2, "error: Unknown command line flag"),
