@@ -8,23 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from git_history import REGISTRY_CLASSES
+from git_history import commit as _commit
+from git_history import git as _git
 from lra.reproduce import audit
 
-REGISTRY = """
-import dataclasses
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    id: str
-    rule: str
-    judge: object
-    records: tuple
-    testable: bool = True
-
-@dataclasses.dataclass(frozen=True)
-class Paper:
-    claims: tuple
-
+REGISTRY = (
+    REGISTRY_CLASSES
+    + """
 def _judge(root):
     return "{judge}"
 
@@ -33,16 +24,7 @@ def papers():
                         Claim("b", "{rule_b}", _judge, ("rec/b.json",)),
                         Claim("c", "rule C", _judge, ("rec/c.json",))))}}
 """
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def _commit(repo: Path, message: str) -> str:
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
-    return _git(repo, "rev-parse", "HEAD")
+)
 
 
 def _registry(repo: Path, rule_a: str = "rule A", rule_b: str = "rule B", judge: str = "v1") -> None:

@@ -12,24 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from git_history import REGISTRY_CLASSES
+from git_history import commit as _commit
+from git_history import git as _git
 from lra.reproduce import audit, fingerprint
 
-REGISTRY = """
-import dataclasses
-from lra import helper
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    id: str
-    rule: str
-    judge: object
-    records: tuple
-    testable: bool = True
-
-@dataclasses.dataclass(frozen=True)
-class Paper:
-    claims: tuple
-
+REGISTRY = (
+    "\nfrom lra import helper\n"
+    + REGISTRY_CLASSES
+    + """
 def _judge(root):
     from lra.reader import read
     return helper.verdict(read(root / "rec/a.json"))
@@ -37,6 +28,7 @@ def _judge(root):
 def papers():
     return {"p": Paper((Claim("a", "rule A", _judge, ("rec/a.json",)),))}
 """
+)
 HELPER = """
 from lra.constants import THRESHOLD
 
@@ -44,16 +36,6 @@ def verdict(value):
     return {body}
 """
 CLAIMS = {"p/a": ("rec/a.json",)}
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def _commit(repo: Path, message: str) -> str:
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
-    return _git(repo, "rev-parse", "HEAD")
 
 
 def _helper(repo: Path, body: str) -> None:

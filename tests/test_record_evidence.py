@@ -6,46 +6,27 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from git_history import REGISTRY_CLASSES
+from git_history import commit as _commit
+from git_history import git as _git
 from lra.reproduce import audit, record_evidence
 from lra.training import code_tree, record_seal
 
-REGISTRY = """
-import dataclasses
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    id: str
-    rule: str
-    judge: object
-    records: tuple
-    testable: bool = True
-
-@dataclasses.dataclass(frozen=True)
-class Paper:
-    claims: tuple
-
+REGISTRY = (
+    REGISTRY_CLASSES
+    + """
 def _judge(root):
     return "{judge}"
 
 def papers():
     return {{"p": Paper((Claim("a", "rule A", _judge, ("rec/a.json",)),))}}
 """
+)
 CLAIMS = {"p/a": ("rec/a.json",)}
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def _commit(repo: Path, message: str) -> str:
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
-    return _git(repo, "rev-parse", "HEAD")
 
 
 @pytest.fixture
