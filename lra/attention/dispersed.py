@@ -35,8 +35,8 @@ and backward. The N x N pattern is never built: ``pattern()`` exists for tests a
 
 Two implementations of the same function (``implementation``, an ``attention_kwargs`` option):
 ``"chunks"``, described below, tuned for a CPU; ``"gather"`` (:mod:`lra.attention.dispersed_gather`)
-for GPUs and TPUs, where each scan step below would be a kernel launch: the pattern as gathers
-over the offset table fused into reductions, with no loop. ``"auto"`` (default) takes
+for GPUs and TPUs, where each scan step below would be a kernel launch: the pattern as static
+shifted slices fused into reductions, with no loop (the name is its first version's). ``"auto"`` (default) takes
 ``"chunks"`` where the program is lowered for a CPU and ``"gather"`` elsewhere.
 
 The ``"chunks"`` implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: 40-50 ms,
@@ -430,7 +430,7 @@ def dispersed_attention(
 
     Keys outside ``[0, N)`` and padded keys are excluded; logits and softmax are float32.
     Memory is O(N x K) forward and backward (module docstring). ``implementation``: ``"chunks"``
-    (the CPU-tuned scans), ``"gather"`` (gathers over the offset table, for accelerators:
+    (the CPU-tuned scans), ``"gather"`` (static shifted slices, for accelerators:
     :mod:`lra.attention.dispersed_gather`) or ``"auto"`` (``"chunks"`` where the program is
     lowered for a CPU, ``"gather"`` elsewhere; chosen at lowering by ``lax.platform_dependent``,
     so a program compiled on this CPU for a GPU target gets the GPU's). Both compute the same
@@ -473,7 +473,7 @@ class DispersedAttention(Attention):
       block_size: offsets per step of the weighted-sum scans (speed only; same result).
       chunk_size: positions per chunk, at most (speed only; same result up to float rounding).
       implementation: ``"auto"`` (default: ``"chunks"`` on CPU, ``"gather"`` on GPU/TPU),
-        ``"chunks"`` (the CPU-tuned scans) or ``"gather"`` (gathers over the offset table, a
+        ``"chunks"`` (the CPU-tuned scans) or ``"gather"`` (static shifted slices, a
         constant number of kernels at every N); the same function (``dispersed_attention``).
     """
 

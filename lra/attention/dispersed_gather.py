@@ -1,37 +1,41 @@
-"""Dispersed attention for accelerators: the fixed pattern as gathers over the offset table.
+"""Dispersed attention for accelerators: the fixed pattern as static shifted slices, no loop.
 
 The same function as :func:`lra.attention.dispersed.dispersed_attention`'s CPU-tuned
 ``"chunks"`` implementation (softmax over the keys at the pattern's relative offsets, padded and
 out-of-sequence keys excluded), built for GPUs and TPUs, where that implementation's nested scans
 of small elementwise steps cost one kernel launch each (26,183 launches per ListOps step at
-N = 1K, 177,621 at 4K, on an H100). Here every stage is one gather feeding one reduction, with
-no loop: the number of kernels is the same at every N.
+N = 1K, 177,621 at 4K, on an H100). The option keeps its first name, ``"gather"``.
 
-With ``K`` live offsets ``d_j`` (``|d_j| < N``) and the table ``key[i, j] = i + d_j``:
+With ``K`` live offsets ``d_j`` (``|d_j| < N``), key ``i + d_j`` for query ``i``:
 
-* forward: logits ``s[i, j] = q_i . k_key[i, j]`` (a gather of K's rows by the table, reduced
-  over the head dimension), softmax over ``j`` in float32, ``y_i = sum_j w[i, j] v_key[i, j]``
-  (a gather of V's rows, reduced over ``j``);
-* backward (``jax.custom_vjp``: autodiff of a gather is a scatter-add, contended on a GPU):
-  ``dS = W (dW - dy . y)`` with ``dW[i, j] = dy_i . v_key[i, j]``, ``dq_i = sum_j dS[i, j]
-  k_key[i, j]``, and the key and value gradients from the negated offsets, again gathers:
-  key ``m`` is read by query ``m - d_j`` through slot ``j``, so ``dk_m = sum_j dS[m - d_j, j]
-  q_{m - d_j}`` and ``dv_m = sum_j Wd[m - d_j, j] dy_{m - d_j}`` (``Wd``: the weights after
-  dropout), slots whose query lies outside ``[0, N)`` dropped.
+* forward: logits ``s[i, j] = q_i . k_{i + d_j}``, softmax over ``j`` in float32,
+  ``y_i = sum_j w[i, j] v_{i + d_j}``;
+* backward (``jax.custom_vjp``: autodiff of the reads would scatter-add, contended on a GPU):
+  ``dS = W (dW - dy . y)`` with ``dW[i, j] = dy_i . v_{i + d_j}``, ``dq_i = sum_j dS[i, j]
+  k_{i + d_j}``, and the key and value gradients from the negated offsets: key ``m`` is read by
+  query ``m - d_j`` through slot ``j``, so ``dk_m = sum_j dS[m - d_j, j] q_{m - d_j}`` and
+  ``dv_m = sum_j Wd[m - d_j, j] dy_{m - d_j}`` (``Wd``: the weights after dropout), slots whose
+  query lies outside ``[0, N)`` dropped.
 
-On accelerators each product is written as a multiply and a sum (not an einsum, which XLA would
-make a dot of a materialised B x K x N x H x D gather), so XLA fuses the gather into the reduction
-that reads it. On a CPU the same sums are einsums: jaxlib 0.10.2's CPU compiler miscomputes the
-multiply-and-sum form when it fuses it with its neighbours into a YNNPACK kernel (results off by
-O(1) at N = 1000, found by tests/test_dispersed.py; ``XLA_FLAGS=
---xla_cpu_experimental_ynn_fusion_type=`` restores them), and the CPU default is ``"chunks"``
-anyway. Memory is O(N x K) (the B x N x K x H weights, kept for the backward pass, and as large
-again transiently); no N x N array is built.
+Since the offsets are static, "the rows at ``i + d_j`` for every ``i``" is a slice of one
+zero-padded copy, and the K of them stacked are read by one reduction: a multiply and a sum over
+the head dimension (logits) or over the slots (outputs), which XLA's GPU compiler fuses with the
+slices, so the B x K x N x H x D products are never written. (The first version gathered the rows
+by an offset table; XLA fuses a gather into its reduction only up to ~400M elements, so the batch
+had to be cut into groups whose number grew with N: 857 kernels per step at 1K, 1,285 at 4K.) A
+stack of more than ~180 slices is split by XLA into concatenations of 128 that it writes to
+memory, so the offsets are read in :data:`SLOT_PARTS` runs, the same number at every N: the
+kernel count does not grow with N (``scripts/bench_launches.py``). On a CPU the same sums are
+einsums: jaxlib 0.10.2's CPU compiler miscomputes the multiply-and-sum form when it fuses it with
+its neighbours into a YNNPACK kernel (results off by O(1) at N = 1000, found by
+tests/test_dispersed.py; ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` restores them), and
+the CPU default is ``"chunks"`` anyway. Memory is O(N x K) (the B x K x N x H weights, kept for
+the backward pass, and their slot-shifted copies); no N x N array is built.
 
-Out-of-sequence slots (``i + d_j`` outside ``[0, N)``) read a clipped, real key and get the
-logit bias ``2 * MASK_LOGIT``; padded keys get ``MASK_LOGIT``. Every query has the in-sequence
-slot ``d = 0``, so out-of-sequence slots always get weight exactly 0 (float32), and the backward
-pass, which visits only in-sequence slots, is the exact gradient of the forward pass. The two
+Out-of-sequence slots (``i + d_j`` outside ``[0, N)``) read a zero and get the logit bias
+``2 * MASK_LOGIT``; padded keys get ``MASK_LOGIT``. Every query has the in-sequence slot
+``d = 0``, so out-of-sequence slots always get weight exactly 0 (float32), and the backward pass,
+which visits only in-sequence slots, is the exact gradient of the forward pass. The two
 implementations differ only at queries with no real key (padding; the module zeroes those
 outputs): there ``"chunks"`` averages over all slots, this one over the in-sequence ones.
 """
@@ -46,35 +50,46 @@ import jax.numpy as jnp
 from lra.attention.base import MASK_LOGIT
 
 F32 = jnp.float32
-# Elements of the largest gathered product one fused kernel reads (B x K x N x H x D). XLA's GPU
-# compiler (jaxlib 0.10.2, H100 target) fuses each gather into the reduction that reads it up to
-# some size and materialises the gather beyond (deviceless compiles of the forward and backward
-# pass at N = 4096, 181 offsets, 4 heads of 32, float32: 4 batch rows, 380M elements, fused, 0.14
-# GiB of temporaries; 5 rows, 474M, materialised, 3.6 GiB), so larger inputs are cut into groups
-# of rows below this bound (a factor 1.4 under the largest size seen fused).
-FUSED_ELEMENTS = 2**28
+# The offsets are read in SLOT_PARTS runs of at most MAX_RUN static slices each. XLA's GPU compiler
+# (jaxlib 0.10.2, H100 target) fuses a stack of up to ~180 static slices into the reduction that
+# reads it at any size (deviceless compiles of the forward and backward pass, 32 batch rows, 4
+# heads of 32: N = 4096 with 181 offsets in one run, 1.3 GiB of temporaries, the B x K x N x H
+# weights and their slot-shifted copies), while 257 slices in one stack are split into
+# concatenations of 128 that it writes to memory (N = 8192: 50 GiB). A fixed number of runs keeps
+# the kernel count the same at every N up to the paper's largest pattern (K <= 363 for window 4
+# and max_gap 180: three runs of at most 121).
+SLOT_PARTS = 3
+MAX_RUN = 128
 
 
-def _table(live: tuple[int, ...], n: int, sign: int) -> tuple[jax.Array, jax.Array]:
-    """``(index_KxN, inside_KxN)``: ``i + sign * d_j`` clipped into ``[0, n)``, and whether it was
-    inside. Built from iotas (fused into the gathers), not stored as a K x N constant."""
+def _inside(live: tuple[int, ...], n: int, sign: int) -> jax.Array:
+    """``inside_KxN``: whether ``i + sign * d_j`` lies in ``[0, n)``. Built from iotas (fused into
+    their readers), not stored as a K x N constant."""
     pos_KxN = sign * jnp.asarray(live, jnp.int32)[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]
-    inside_KxN = (pos_KxN >= 0) & (pos_KxN < n)
-    return jnp.clip(pos_KxN, 0, n - 1), inside_KxN
+    return (pos_KxN >= 0) & (pos_KxN < n)
 
 
-def _rows(x_BxNx___: jax.Array, index_KxN: jax.Array) -> jax.Array:
-    """``x[:, index]``: B x K x N x ... (one gather; indices are already in range). Slot-major, so
-    for one slot consecutive queries read consecutive rows (coalesced) and the sums over slots
-    are reductions of a major dimension, which XLA fuses with the gather at every N."""
-    return x_BxNx___.at[:, index_KxN].get(mode="clip")
+def _shifts(x_BxNx___: jax.Array, shifts: tuple[int, ...]) -> jax.Array:
+    """``out[:, j, i] = x[:, i + shifts[j]]``, zero where ``i + shifts[j]`` is outside ``[0, N)``:
+    B x K x N x ..., K static slices of one zero-padded copy (no gather; fused by XLA into the
+    reduction that reads it, module docstring)."""
+    n, pad = x_BxNx___.shape[1], max(abs(s) for s in shifts)
+    widths = [(0, 0)] * x_BxNx___.ndim
+    widths[1] = (pad, pad)
+    padded = jnp.pad(x_BxNx___, widths)
+    return jnp.stack([jax.lax.slice_in_dim(padded, pad + s, pad + s + n, axis=1) for s in shifts], axis=1)
 
 
-def _slots(x_BxKxNxH: jax.Array, query_KxN: jax.Array) -> jax.Array:
-    """``out[:, j, m] = x[:, j, query[j, m]]``: each slot's entry seen from its key (one gather)."""
-    b, k, n, h = x_BxKxNxH.shape
-    flat_KxN = jnp.arange(k, dtype=jnp.int32)[:, None] * n + query_KxN
-    return _rows(x_BxKxNxH.reshape(b, k * n, h), flat_KxN)
+def _slot_shifts(x_BxKxNx___: jax.Array, shifts: tuple[int, ...]) -> jax.Array:
+    """``out[:, j, m] = x[:, j, m + shifts[j]]`` (zero outside): each slot's row shifted by its own
+    offset, K static slices of one zero-padded copy."""
+    n, pad = x_BxKxNx___.shape[2], max(abs(s) for s in shifts)
+    widths = [(0, 0)] * x_BxKxNx___.ndim
+    widths[2] = (pad, pad)
+    padded = jnp.pad(x_BxKxNx___, widths)
+    return jnp.stack(
+        [jax.lax.slice_in_dim(padded[:, j], pad + s, pad + s + n, axis=1) for j, s in enumerate(shifts)], axis=1
+    )
 
 
 def _dots(a_BxNxHxD: jax.Array, rows_BxKxNxHxD: jax.Array) -> jax.Array:
@@ -96,50 +111,79 @@ def _mix(w_BxKxNxH: jax.Array, rows_BxKxNxHxD: jax.Array) -> jax.Array:
     )
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(5, 6))
-def _gather_core(q, k, v, mask_BxN, kept, live, rate):
-    return _gather_core_fwd(q, k, v, mask_BxN, kept, live, rate)[0]
+def _parts(live: tuple[int, ...], parts: int) -> list[tuple[int, ...]]:
+    """The offsets cut into ``parts`` contiguous runs of nearly equal length (none empty)."""
+    cuts = [round(i * len(live) / parts) for i in range(parts + 1)]
+    return [live[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
+def _core(q, k, v, mask_BxN, kept, live, rate, parts):
+    return _core_fwd(q, k, v, mask_BxN, kept, live, rate, parts)[0]
 
 
 def _keep_scale(kept_BxKxNxH: jax.Array | None, rate: float) -> jax.Array | float:
     return 1.0 if kept_BxKxNxH is None else jnp.where(kept_BxKxNxH, 1.0 / (1.0 - rate), 0.0).astype(F32)
 
 
-def _gather_core_fwd(q, k, v, mask_BxN, kept, live, rate):
+def _core_fwd(q, k, v, mask_BxN, kept, live, rate, parts):
     n = q.shape[1]
-    key_KxN, inside_KxN = _table(live, n, +1)
-    real_BxKxN = _rows(mask_BxN.astype(bool), key_KxN) & inside_KxN[None]
+    runs = _parts(live, parts)
+    inside_KxN = _inside(live, n, +1)
+    real_BxKxN = jnp.concatenate([_shifts(mask_BxN.astype(bool), r) for r in runs], axis=1) & inside_KxN[None]
     masked_BxKxN = jnp.broadcast_to(jnp.where(inside_KxN, MASK_LOGIT, 2 * MASK_LOGIT).astype(F32), real_BxKxN.shape)
-    s_BxKxNxH = jnp.where(real_BxKxN[..., None], _dots(q, _rows(k, key_KxN)), masked_BxKxN[..., None])
+    dots_BxKxNxH = jnp.concatenate([_dots(q, _shifts(k, r)) for r in runs], axis=1)
+    s_BxKxNxH = jnp.where(real_BxKxN[..., None], dots_BxKxNxH, masked_BxKxN[..., None])
     e_BxKxNxH = jnp.exp(s_BxKxNxH - jnp.max(s_BxKxNxH, axis=1, keepdims=True))
     w_BxKxNxH = e_BxKxNxH / jnp.sum(e_BxKxNxH, axis=1, keepdims=True)
-    y_BxNxHxD = _mix(w_BxKxNxH * _keep_scale(kept, rate), _rows(v, key_KxN))
+    wd_BxKxNxH = w_BxKxNxH * _keep_scale(kept, rate)
+    y_BxNxHxD = _sum_parts(wd_BxKxNxH, v, runs, lambda x, r: _shifts(x, r))
     return y_BxNxHxD.astype(v.dtype), (q, k, v, kept, w_BxKxNxH, y_BxNxHxD)
 
 
-def _gather_core_bwd(live, rate, residuals, dy_BxNxHxD):
+def _sum_parts(w_BxKxNxH, x_BxNxHxD, runs, rows):
+    """``sum_j w[:, j] rows(x)[:, j]`` over all slots, one reduction per run of offsets."""
+    out, j0 = None, 0
+    for r in runs:
+        term = _mix(w_BxKxNxH[:, j0 : j0 + len(r)], rows(x_BxNxHxD, r))
+        out, j0 = term if out is None else out + term, j0 + len(r)
+    return out
+
+
+def _core_bwd(live, rate, parts, residuals, dy_BxNxHxD):
     q, k, v, kept, w_BxKxNxH, y_BxNxHxD = residuals
+    # a barrier keeps XLA from sharing the forward pass's shifted copies with these (one shared
+    # copy has several readers, so XLA would write it to memory instead of fusing it into each)
+    q, k, v = jax.lax.optimization_barrier((q, k, v))
     n = q.shape[1]
-    key_KxN, _ = _table(live, n, +1)
-    query_KxN, from_inside_KxN = _table(live, n, -1)  # key m is read by query m - d_j through slot j
+    runs = _parts(live, parts)
+    back = [tuple(-d for d in r) for r in runs]  # key m is read by query m - d_j through slot j
+    from_inside_KxN = _inside(live, n, -1)
     keep = _keep_scale(kept, rate)
     dy = dy_BxNxHxD.astype(F32)
     row_BxNxH = jnp.sum(dy * y_BxNxHxD, axis=-1)  # = sum_j Wd dW: dy . y, with or without dropout
-    ds_BxKxNxH = w_BxKxNxH * (_dots(dy, _rows(v, key_KxN)) * keep - row_BxNxH[:, None])
-    dq = _mix(ds_BxKxNxH, _rows(k, key_KxN))
+    dw_BxKxNxH = jnp.concatenate([_dots(dy, _shifts(v, r)) for r in runs], axis=1)
+    ds_BxKxNxH = w_BxKxNxH * (dw_BxKxNxH * keep - row_BxNxH[:, None])
+    dq = _sum_parts(ds_BxKxNxH, k, runs, lambda x, r: _shifts(x, r))
     inside = from_inside_KxN[None, :, :, None]
-    dk = _mix(jnp.where(inside, _slots(ds_BxKxNxH, query_KxN), 0.0), _rows(q, query_KxN))
-    dv = _mix(jnp.where(inside, _slots(w_BxKxNxH * keep, query_KxN), 0.0), _rows(dy, query_KxN))
+    seen_ds = jnp.concatenate(
+        [_slot_shifts(ds_BxKxNxH[:, j0 : j0 + len(b)], b) for j0, b in zip(_starts(runs), back, strict=True)], axis=1
+    )
+    seen_w = jnp.concatenate(
+        [_slot_shifts((w_BxKxNxH * keep)[:, j0 : j0 + len(b)], b) for j0, b in zip(_starts(runs), back, strict=True)],
+        axis=1,
+    )
+    by_back = dict(zip(runs, back, strict=True))
+    dk = _sum_parts(jnp.where(inside, seen_ds, 0.0), q, runs, lambda x, r: _shifts(x, by_back[r]))
+    dv = _sum_parts(jnp.where(inside, seen_w, 0.0), dy, runs, lambda x, r: _shifts(x, by_back[r]))
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None
 
 
-_gather_core.defvjp(_gather_core_fwd, _gather_core_bwd)
+def _starts(runs: list[tuple[int, ...]]) -> list[int]:
+    return [sum(len(r) for r in runs[:i]) for i in range(len(runs))]
 
 
-def _groups(size: int, parts: int) -> list[slice]:
-    """``parts`` contiguous, nearly equal slices of ``range(size)``."""
-    cuts = [round(i * size / parts) for i in range(parts + 1)]
-    return [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+_core.defvjp(_core_fwd, _core_bwd)
 
 
 def gather_attention(
@@ -151,32 +195,23 @@ def gather_attention(
     *,
     live: tuple[int, ...],
     dropout_rate: float = 0.0,
-    fused_elements: int | None = None,
+    slot_parts: int | None = None,
 ) -> jax.Array:
     """Softmax attention of each (already scaled) query over the keys at the in-sequence offsets
     ``live`` (sorted, ``|d| < N``); B x N x H x D in q's dtype. ``dropout_rng``: None, or the key
     of one dropout draw over the B x K x N x H weights (rate ``dropout_rate``).
 
-    The rows (batch, then heads) are cut into the fewest static groups whose gathered products
-    (B x K x N x H x D per group) stay within ``fused_elements`` (see ``FUSED_ELEMENTS``); each
-    group is the same few kernels, so their number grows with N only through that count.
+    The offsets are read in ``slot_parts`` runs (default :func:`slot_parts_for`): the same number of
+    kernels at every N.
     """
-    b, n, h, d = q_BxNxHxD.shape
-    fused_elements = fused_elements or FUSED_ELEMENTS
+    b, n, h, _ = q_BxNxHxD.shape
     kept = None
     if dropout_rng is not None:
         kept = jax.random.bernoulli(dropout_rng, 1.0 - dropout_rate, (b, len(live), n, h))
-    per_head = n * len(live) * d  # gathered elements of one (batch row, head)
-    if per_head * h <= fused_elements:  # whole batch rows per group
-        batch_parts, head_parts = -(-b // (fused_elements // (per_head * h))), 1
-    else:  # one batch row, some heads per group
-        batch_parts, head_parts = b, -(-h // max(1, fused_elements // per_head))
-    outs = []
-    for rows in _groups(b, batch_parts):
-        heads = []
-        for cols in _groups(h, head_parts):
-            x = [a[rows, :, cols] for a in (q_BxNxHxD, k_BxNxHxD, v_BxNxHxD)]
-            keep = None if kept is None else kept[rows, :, :, cols]
-            heads.append(_gather_core(*x, mask_BxN[rows], keep, live, float(dropout_rate)))
-        outs.append(heads[0] if len(heads) == 1 else jnp.concatenate(heads, axis=2))
-    return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=0)
+    parts = slot_parts or slot_parts_for(len(live))
+    return _core(q_BxNxHxD, k_BxNxHxD, v_BxNxHxD, mask_BxN, kept, live, float(dropout_rate), parts)
+
+
+def slot_parts_for(num_offsets: int) -> int:
+    """:data:`SLOT_PARTS` runs, more only when a run would exceed :data:`MAX_RUN` offsets."""
+    return max(SLOT_PARTS, -(-num_offsets // MAX_RUN))
