@@ -172,9 +172,8 @@ def add_parser(sub: argparse._SubParsersAction, tasks: Sequence[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``download`` command: 0 done, 2 a download/data error (one ``error:`` line), else prepare's status."""
-    from lra.data import prepare
-
+    """The ``download`` command's download part: 0 done, 2 a download/data error (one ``error:`` line);
+    ``prepare.main`` runs prepare after it (so that prepare imports this module, not the reverse)."""
     tasks = list(TASK_ARCHIVE) if args.task == "all" else [args.task]
     try:
         if args.url and len(tasks) > 1:
@@ -191,9 +190,4 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.no_prepare:
-        return 0
-    status = 0
-    for task in tasks:
-        status = max(status, prepare.run(task, args.data_dir, args.max_len, force=args.force, download=False))
-    return status
+    return 0
