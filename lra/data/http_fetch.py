@@ -69,7 +69,7 @@ class _Part:
 
     def check_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         """requests' response hook: decide append / start over / refuse before pooch writes a byte."""
-        if response.status_code not in (200, 206):
+        if response.is_redirect or not response.ok:
             return  # a redirect is followed; an error is raised by pooch (raise_for_status)
         if self.offset and response.status_code == 206:
             first, self.total = _content_range(response.headers.get("Content-Range")) or (-1, None)
