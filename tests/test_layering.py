@@ -85,9 +85,9 @@ KNOWN_CIRCLES: dict[tuple[str, str], str] = {
     ("lra.reproduce.cheap_linear_speedup", "lra.reproduce.cheap_linear"): "the speed-up's measurement reuses "
     "the paper module's lookups, which registers the claim (issue 55: lra/reproduce's rewrite)",
     ("lra.attention.clustered", "lra.attention.clustered_accelerator"): "the CPU module dispatches to the "
-    "accelerator module, which reuses the CPU module's hashing and seeding (issue 55: moving that down to a "
-    "module of its own changes the files the clustered paper's judges trace: left for a behaviour-preservation "
-    "check of its own)",
+    "accelerator module, which reuses the CPU module's hashing, seeding, softmax and dropout (issue 55, not yet "
+    "done: move those down into a module of their own; clustered.py is in the clustered claims' fingerprints, "
+    "so the audit re-checks them after the move)",
 }
 
 
