@@ -1,18 +1,28 @@
 """Long Range Arena in JAX/Flax: efficient attention families, one encoder, one training loop.
 
-The floor plan, read from the bottom up (each layer imports only the layers beneath it; a test,
-tests/test_layering.py, fails when one reaches up; docs/design.md has the whole map):
+The floor plan, read from the bottom up: the library, then the laboratory beside it (each layer
+imports only the layers beneath it, the library never the laboratory, and no modules import each
+other in a circle; a test, tests/test_layering.py, fails when one does; docs/design.md has the whole map).
+
+The library, what a user imports and extends:
 
 1. ``attention/`` (one module per family; the registry) and ``data/`` (one loader per task,
-   batching, caches): neither imports the other.
+   batching, caches, the download): neither imports the other.
 2. ``model`` (the encoder and its heads) and ``defaults`` (Table 2's task defaults, presets, the
-   option parser, config files), with ``reference`` (what ``:reference`` changes in a config).
+   option parser, config files), with ``reference_config`` (what ``:reference`` changes in a config).
 3. ``training/``: the loop and everything a run needs (its ``__init__`` gives the reading order).
-4. What uses training runs: ``bench/`` (attention and step benchmarks, peers, profiling),
-   ``reports/`` (tables, statistics, plots, diagnostics), ``experiments/`` (sweeps, masked copy),
-   ``reproduce/`` (each paper's claims with verdicts), ``preflight/`` (cost and fit before a run),
-   and ``reference.published_code`` / ``reference.init_effect``.
-5. The command lines: ``python -m lra.train``, ``lra.evaluate``, ``lra.diagnose`` (here),
-   ``lra.data``, ``lra.reproduce``, ``lra.preflight`` (their packages' ``__main__``); scripts/ holds
-   thin entry points into layers 4 and 5.
+4. ``reports/`` (tables, statistics, plots, diagnostics).
+5. The library's command lines: ``python -m lra.train``, ``lra.evaluate``, ``lra.diagnose`` (here)
+   and ``python -m lra.data`` (``data/prepare``).
+
+The laboratory, the studies that use the library:
+
+6. ``experiments/`` (sweeps, masked copy, a measurement's record) and ``reference/`` (the published
+   ConvLuna code beside ours).
+7. ``bench/`` (attention and step benchmarks, peers, profiling) and ``preflight/`` (cost and fit
+   before a run).
+8. ``reproduce/`` (each paper's claims with verdicts; replications; the docs' numbers checked).
+
+Entry points (``python -m lra.reproduce``, ``lra.preflight``: their packages' ``__main__``) sit on
+top; scripts/ holds thin entry points into both parts.
 """

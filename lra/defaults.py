@@ -10,7 +10,7 @@ Option string (after the colon of ``--config path.py:ARGS``), comma separated:
     (``mem=16``, ``clusters=8``);
   * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna);
   * ``reference``: the published ConvLuna code's choices where they differ from the paper's
-    text or from our defaults (``lra/reference/``), for the Luna and ConvLuna configs;
+    text or from our defaults (``lra/reference_config.py``), for the Luna and ConvLuna configs;
   * ``bf16``: bfloat16 compute (``model.dtype=bfloat16``) with any preset: parameters, optimizer
     state, LayerNorm and softmax statistics, logits and the loss stay float32 (tests/test_microbatch.py
     checks it). With ``model.attention_dropout_rate=0`` the Transformer then runs cuDNN flash
@@ -374,7 +374,7 @@ def make_config(
         kwargs.update(flags[name].get("attention_kwargs", {}))
         label = flags[name].get("label", label)
     if reference:
-        from lra.reference import apply_reference  # local: imports the attention registry
+        from lra.reference_config import apply_reference
 
         kwargs = apply_reference(c, kwargs)
         label += " (reference)"

@@ -304,6 +304,50 @@ def test_member_escaping_the_folder_is_refused(tmp_path, served, monkeypatch, ca
     assert not list(tmp_path.rglob("evil.txt")) and not Path("/tmp/evil.txt").exists()
 
 
+def test_link_member_is_refused_and_nothing_is_written_through_it(tmp_path, served, monkeypatch, capsys):
+    """A symlink inside a wanted folder, then a file under it: pooch's Untar (Python < 3.12) writes that
+    file outside its folder; ours refuses the archive (lra/data/tar_extract.py)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        link = tarfile.TarInfo("aclImdb/link")
+        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        tar.addfile(link)
+        evil = tarfile.TarInfo("aclImdb/link/evil.txt")
+        evil.size = 5
+        tar.addfile(evil, io.BytesIO(b"owned"))
+    served.files["aclImdb_v1.tar.gz"] = buf.getvalue()
+    table = dict(download.ARCHIVES)
+    table["aclImdb"] = dataclasses.replace(table["aclImdb"], size=None, md5=None, sha256=None)
+    monkeypatch.setattr(download, "ARCHIVES", table)
+    root = tmp_path / "data"
+    assert run_cli("text", "--data_dir", str(root)) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "refused archive" in err and "is a link or special file" in err
+    assert list(outside.iterdir()) == [] and not (root / "aclImdb").exists() and leftovers(root) == []
+
+
+def test_a_part_that_is_the_whole_file_is_taken_on_416(tmp_path, served, archives, capsys):
+    """No published size (the release): the server answers the resume of a complete part with 416
+    ``bytes */<length>``; the part is the file, nothing is downloaded again."""
+    root = tmp_path / "data"
+    (root / "downloads").mkdir(parents=True)
+    data = archives["lra_release.gz"]
+    (root / "downloads" / "lra_release.gz.part").write_bytes(data)
+    assert run_cli("listops", "--data_dir", str(root), "--no_prepare") == 0
+    assert served.requests == [("/lra_release.gz", f"bytes={len(data)}-")]
+    assert (root / "lra_release" / "listops-1000" / "basic_train.tsv").is_file() and leftovers(root) == []
+
+
+def test_no_server_is_one_line_naming_the_url(tmp_path, served, capsys):
+    url = "http://127.0.0.1:9/aclImdb_v1.tar.gz"  # the discard port: nothing listens
+    assert run_cli("text", "--data_dir", str(tmp_path), "--url", url) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: cannot download {url} (") and "to fix" in errors[0]
+    assert leftovers(tmp_path) == []
+
+
 def test_full_disk_leaves_nothing_at_the_final_path(tmp_path, served, monkeypatch, capsys):
     def full(src, target):
         raise OSError(errno.ENOSPC, "No space left on device")

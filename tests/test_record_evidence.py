@@ -102,7 +102,7 @@ def test_a_seal_finds_an_edit_and_a_correction_is_a_separate_file(tmp_path):
 
 
 def test_write_record_stores_code_trees_and_seals(tmp_path, monkeypatch):
-    from lra.reproduce.records import write_record
+    from lra.experiments.records import write_record
     from lra.training import provenance
 
     monkeypatch.setattr(provenance, "_start", None)

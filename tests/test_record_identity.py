@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.reports import replication
 from lra.reproduce import convluna_confirm as confirm
-from lra.reproduce import registry
+from lra.reproduce import registry, replication
 from lra.training import run_files
 from lra.training.run_files import export_records, record_problem
 

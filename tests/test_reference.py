@@ -266,11 +266,13 @@ def test_reference_configs_validate_and_run_a_forward_pass(path):
 
 
 def test_readme_divergence_table_is_the_registry():
-    from lra.reference import divergence_table
+    from lra.reference_config import divergence_table
 
     page = REFERENCE_DOC.read_text()
     section = page[page.index("## Divergences from the published code") :]
-    assert divergence_table() in section, "docs/reference.md's table differs: paste lra.reference.divergence_table()"
+    assert (
+        divergence_table() in section
+    ), "docs/reference.md's table differs: paste lra.reference_config.divergence_table()"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""lra.reports.replication: registered judges read a replication's records, unchanged, and compare seed by seed."""
+"""lra.reproduce.replication: registered judges read a replication's records, unchanged, and compare seed by seed."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lra.reports import replication
-from lra.reproduce import registry
+from lra.reproduce import registry, replication
 
 REGISTERED = "results/runs/convluna_listops_confirm"
 CLAIM = "confirm-table1-listops"

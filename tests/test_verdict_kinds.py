@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lra.reports import doc_numbers
-from lra.reproduce import registry, report, sampling_noise
+from lra.reproduce import doc_numbers, registry, report, sampling_noise
 from lra.reproduce.registry import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Outcome, Paper
 
 

@@ -219,9 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("results/bench"))
     p.add_argument("--name", help="file stem under --out (default launches_<target>)")
     args = p.parse_args(argv)
+    from lra.experiments.records import write_record
     from lra.preflight import targets
     from lra.preflight.check import PreflightError, check_compiler, check_python, gpu_target_config
-    from lra.reproduce.records import write_record
     from lra.training.provenance import mark_start
     from lra.training.run_files import check_can_write, write_text_atomic
 

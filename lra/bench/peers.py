@@ -48,21 +48,6 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_LENGTHS = (1024, 4096, 16384)
-PEER_INSTALL = (
-    "python -m venv /work/peers-venv --system-site-packages; "
-    "/work/peers-venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu; "
-    "CUDA_HOME= PATH=<PATH without nvcc> /work/peers-venv/bin/pip install "
-    "pytorch-fast-transformers==0.4.0 --no-build-isolation; then pass "
-    "--peer_python /work/peers-venv/bin/python"
-)
-
-# family -> (lra case, peer case) names; a ratio is lra / peer.
-COMPARISONS = (
-    ("clustered", "lra_clustered", "ft_clustered", "fast-transformers 0.4.0"),
-    ("improved clustered", "lra_improved_clustered", "ft_improved_clustered", "fast-transformers 0.4.0"),
-    ("softmax", "lra_softmax", "jax_dot_product_attention", "jax.nn.dot_product_attention"),
-    ("softmax", "lra_softmax", "torch_sdpa", "torch scaled_dot_product_attention"),
-)
 
 
 # ------------------------------------------------------------------------------------ workers
@@ -302,6 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         _worker_main(args.worker, args.n, args.payload)
         return
+    from lra.bench.peers_report import PEER_INSTALL, report  # after the worker: a peer's runs without lra
 
     all_cases = [
         "lra_clustered",
@@ -354,8 +340,6 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    from lra.bench.peers_report import report
-
     md = report(result)
     args.out.with_suffix(".md").write_text(md)
     print(md)

@@ -6,7 +6,23 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from lra.bench.peers import COMPARISONS, PEER_INSTALL
+# What is compared and how a missing peer is installed: here, below the benchmark (lra.bench.peers
+# imports them), so that the two modules import in one direction (issue 55).
+PEER_INSTALL = (
+    "python -m venv /work/peers-venv --system-site-packages; "
+    "/work/peers-venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu; "
+    "CUDA_HOME= PATH=<PATH without nvcc> /work/peers-venv/bin/pip install "
+    "pytorch-fast-transformers==0.4.0 --no-build-isolation; then pass "
+    "--peer_python /work/peers-venv/bin/python"
+)
+
+# family -> (lra case, peer case) names; a ratio is lra / peer.
+COMPARISONS = (
+    ("clustered", "lra_clustered", "ft_clustered", "fast-transformers 0.4.0"),
+    ("improved clustered", "lra_improved_clustered", "ft_improved_clustered", "fast-transformers 0.4.0"),
+    ("softmax", "lra_softmax", "jax_dot_product_attention", "jax.nn.dot_product_attention"),
+    ("softmax", "lra_softmax", "torch_sdpa", "torch scaled_dot_product_attention"),
+)
 
 
 def median_ms(case: dict[str, Any] | None) -> float | None:

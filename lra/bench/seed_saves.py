@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     identical = all(o == first for o in outcomes.values())
     print(f"every seed's metrics and result identical across SAVE_THREADS values: {identical}")
     if args.out is not None:  # with the suite's provenance: start and end commits, machine, load at the end
-        from lra.reproduce.records import write_record
+        from lra.experiments.records import write_record
 
         write_record(
             args.out,

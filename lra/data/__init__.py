@@ -12,12 +12,15 @@ Read in this order:
   ``tfrecord`` (tensorflow-datasets folders without TensorFlow).
   ListOps in parts: ``listops_format``, ``listops_gen``, ``listops_store``, ``listops_reader``;
   Pathfinder's images written in the release layout by ``pathfinder_write``.
-- ``prepare`` and ``download``: the command lines ``python -m lra.data prepare|download`` (``__main__``);
-  the download's steps: ``archives``, ``http_fetch``, ``byte_progress``, ``archive_verify``,
-  ``tar_extract``, ``stale_extractions``.
+- ``download``: an official archive fetched (pooch's HTTPDownloader, resumed), verified and
+  extracted into place; its steps: ``archives``, ``http_fetch``, ``byte_progress``,
+  ``archive_verify``, ``tar_extract``, ``stale_extractions``.
+- ``prepare``: the command line ``python -m lra.data prepare|download`` (``__main__``): download,
+  then prepare.
 
-The loaders import nothing of lra outside this package; ``prepare`` (a command line, in the top
-layer) also reads the task defaults of ``lra.defaults`` (tests/test_layering.py).
+The loaders and the download import nothing of lra outside this package but ``lra.errors`` and
+``lra.console``; ``prepare`` (the library's command-line layer) also reads the task defaults of
+``lra.defaults`` (tests/test_layering.py).
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
 """Checksums and quarantine: a downloaded archive checked against its published size, md5 and
-sha256 before anything is extracted; a bad one moved aside to ``<file>.corrupt``, so the next
-run downloads it afresh (lra/data/download.py)."""
+sha256 (pooch's ``file_hash``) before anything is extracted; a bad one moved aside to
+``<file>.corrupt``, so the next run downloads it afresh (lra/data/download.py). Not pooch's own
+check: ``pooch.retrieve`` takes one hash and deletes a file that fails it, with no size check and no
+copy left to inspect."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import pooch
+
 from lra.data.archives import BASE_ENV, Archive, DownloadError
-from lra.data.cache import file_digest
 
 
 def quarantine(path: Path) -> Path:
@@ -28,7 +31,7 @@ def verify(path: Path, archive: Archive, size: int | None) -> None:
     else:
         for algorithm in ("md5", "sha256"):
             want = getattr(archive, algorithm)
-            if want and (digest := file_digest(path, algorithm)) != want:
+            if want and (digest := pooch.file_hash(str(path), alg=algorithm)) != want:
                 problem = f"{algorithm} {digest}, expected {want}"
                 break
     if problem:

@@ -21,17 +21,19 @@ One command replaces "find the URL, download 7.7 GB, extract into the right fold
     ``tsv_data`` are extracted for listops and matching; pathfinder and pathx extract
     ``pathfinder32`` and ``pathfinder128`` (most of its 7.7 GB) from the same file, downloaded
     again unless an earlier ``--keep_archive`` left it in ``<data_dir>/downloads/``.
-  * Then ``prepare`` runs for the task (lra/data/prepare.py), unless ``--no_prepare``.
+  * Then ``prepare`` runs for the task (lra/data/prepare.py's ``main``), unless ``--no_prepare``.
 
 Mirrors and tests: ``--url URL`` replaces one archive's URL; ``$LRA_DOWNLOAD_BASE`` replaces the
 folder of every URL (``$LRA_DOWNLOAD_BASE/<file name>``). The published size and checksums still
 apply: a mirror must serve the same bytes.
 
 The steps live in modules of their own, one concern each: ``archives`` (the table, the URL, the
-error), ``http_fetch`` (the HTTP client), ``byte_progress`` (bytes shown to people),
-``archive_verify`` (checksums, quarantine), ``tar_extract`` (sanitised extraction into place),
-``stale_extractions`` (folders a killed run left). This module is the command over them; the
-names other code and tests import from here are re-exported.
+error), ``http_fetch`` (the transfer: pooch's HTTPDownloader, with the resume pooch lacks),
+``byte_progress`` (bytes shown to people), ``archive_verify`` (checksums by pooch, quarantine),
+``tar_extract`` (sanitised extraction into place), ``stale_extractions`` (folders a killed run
+left). Each says in its docstring what pooch does not do that it does. This module is the command
+over them (``prepare.main`` runs prepare after it); the names other code and tests import from here
+are re-exported.
 """
 
 from __future__ import annotations
@@ -172,9 +174,8 @@ def add_parser(sub: argparse._SubParsersAction, tasks: Sequence[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``download`` command: 0 done, 2 a download/data error (one ``error:`` line), else prepare's status."""
-    from lra.data import prepare
-
+    """The ``download`` command's download part: 0 done, 2 a download/data error (one ``error:`` line);
+    ``prepare.main`` runs prepare after it (so that prepare imports this module, not the reverse)."""
     tasks = list(TASK_ARCHIVE) if args.task == "all" else [args.task]
     try:
         if args.url and len(tasks) > 1:
@@ -191,9 +192,4 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.no_prepare:
-        return 0
-    status = 0
-    for task in tasks:
-        status = max(status, prepare.run(task, args.data_dir, args.max_len, force=args.force, download=False))
-    return status
+    return 0

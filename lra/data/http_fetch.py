@@ -1,21 +1,36 @@
-"""The HTTP client of ``python -m lra.data download``: one file into ``<file>.part``, resumed with a
-Range request when a part is there, renamed into place when complete (lra/data/download.py)."""
+"""The HTTP transfer of ``python -m lra.data download``: one file into ``<file>.part``, resumed with a
+Range request when a part is there, renamed into place when complete (lra/data/download.py).
+
+pooch's ``HTTPDownloader`` (requests) streams the body; what pooch lacks is kept here: ``pooch.retrieve``
+deletes its temporary file on any failure, so a cut 7.7 GB download would start again from byte 0, and
+its downloader never looks at the status or the length. So the part is ours, and the server's answer is
+checked (a requests response hook) before a byte is written: 206 at the part's length appends, 200
+starts over, 416 means the part is the whole file, and the published size must equal the announced
+length; the free space is checked, and every failure is one error naming the URL and the fix.
+"""
 
 from __future__ import annotations
 
 import errno
-import http.client
 import os
 import re
 import shutil
-import urllib.error
-import urllib.request
 from pathlib import Path
+from typing import Any, BinaryIO
+
+import pooch
+import requests
 
 from lra.console import format_bytes
 from lra.data.archives import BASE_ENV, CHUNK, DownloadError, disk_full
 from lra.data.byte_progress import Progress
 from lra.data.cache import log
+
+USER_AGENT = "lra-data-download/1"
+
+
+class _Restart(Exception):
+    """The server's answer does not continue the part: delete it and download from byte 0."""
 
 
 def _network_fix(url: str, dest: Path) -> str:
@@ -33,6 +48,77 @@ def _content_range(value: str | None) -> tuple[int, int | None] | None:
     return int(m.group(1)), None if m.group(2) == "*" else int(m.group(2))
 
 
+def _reason(e: BaseException) -> str:
+    """The first cause of a requests error (connection refused, timed out, name unknown), not its wrappers."""
+    while e.__context__ is not None:
+        e = e.__context__
+    return getattr(e, "strerror", None) or str(e)
+
+
+class _Part:
+    """What pooch writes into: ``<file>.part``, opened once the response hook accepted the answer
+    (appended to on a 206, written afresh on a 200), each chunk counted on the progress bar."""
+
+    def __init__(self, url: str, dest: Path, offset: int, size: int | None):
+        self.url, self.dest, self.offset, self.size = url, dest, offset, size
+        self.path = dest.with_name(dest.name + ".part")
+        self.total: int | None = None  # the length the server announced for the whole file
+        self.expected: int | None = None
+        self.file: BinaryIO | None = None
+        self.bar: Progress | None = None
+
+    def check_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        """requests' response hook: decide append / start over / refuse before pooch writes a byte."""
+        if response.is_redirect or not response.ok:
+            return  # a redirect is followed; an error is raised by pooch (raise_for_status)
+        if self.offset and response.status_code == 206:
+            first, self.total = _content_range(response.headers.get("Content-Range")) or (-1, None)
+            if first != self.offset:
+                response.close()
+                log(f"the server resumed {self.url} at byte {first}, not {self.offset}: downloading from the start")
+                raise _Restart
+            log(f"resuming {self.dest.name} at {format_bytes(self.offset)}")
+        else:
+            if self.offset:
+                log(
+                    f"the server ignored the resume request for {self.url} (HTTP {response.status_code}, "
+                    f"not 206): downloading from the start"
+                )
+                self.offset = 0
+            length = response.headers.get("Content-Length")
+            self.total = int(length) if length and length.isdigit() else None
+        if self.size is not None and self.total is not None and self.total != self.size:
+            response.close()
+            raise DownloadError(
+                f"{self.url} serves {self.total} bytes, but the published size of {self.dest.name} is "
+                f"{self.size}; to fix: check that --url or ${BASE_ENV} points at the official file"
+            )
+        self.expected = self.total if self.total is not None else self.size
+        if self.expected is not None and shutil.disk_usage(self.dest.parent).free < self.expected - self.offset:
+            response.close()
+            raise disk_full(self.path, self.expected - self.offset)
+        # A body cut short ends the stream instead of raising: urllib3 would drop the bytes it buffered, and
+        # every byte received belongs in the part (the length is checked after the transfer).
+        response.raw.enforce_content_length = False
+        self.file = open(self.path, "ab" if self.offset else "wb")  # noqa: SIM115 (closed by close())
+        self.bar = Progress(f"downloading {self.dest.name}", self.expected, self.offset)
+
+    def write(self, chunk: bytes) -> None:
+        assert self.file is not None and self.bar is not None  # pooch writes after the hook accepted
+        self.file.write(chunk)
+        self.bar.update(len(chunk))
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+        if self.bar is not None:
+            self.bar.close()
+
+
 def fetch(url: str, dest: Path, size: int | None, timeout: float = 60.0) -> int | None:
     """Download ``url`` to ``dest`` through ``dest.part`` (resumed if present); returns the total
     length the server announced (None if it did not). An incomplete ``.part`` is kept for resume."""
@@ -44,73 +130,51 @@ def fetch(url: str, dest: Path, size: int | None, timeout: float = 60.0) -> int 
     if size is not None and offset == size:
         os.replace(part, dest)
         return size
-    headers = {"User-Agent": "lra-data-download/1", "Accept-Encoding": "identity"}
+    headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    sink = _Part(url, dest, offset, size)
+    download = pooch.HTTPDownloader(
+        chunk_size=CHUNK, timeout=timeout, headers=headers, hooks={"response": sink.check_response}
+    )
+    cut: BaseException | None = None  # a failure after the answer was accepted: the part is kept for resume
     try:
-        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
-    except urllib.error.HTTPError as e:
-        if e.code == 416 and offset:  # the range starts at or past the end of the file
-            m = re.fullmatch(r"\s*bytes\s+\*/(\d+)\s*", e.headers.get("Content-Range") or "")
+        try:
+            download(url, sink, None)
+        finally:
+            sink.close()
+    except _Restart:
+        part.unlink(missing_ok=True)
+        return fetch(url, dest, size, timeout)
+    except requests.HTTPError as e:
+        response = e.response
+        status = response.status_code if response is not None else None
+        if status == 416 and offset and response is not None:  # the range starts at or past the end of the file
+            m = re.fullmatch(r"\s*bytes\s+\*/(\d+)\s*", response.headers.get("Content-Range") or "")
             if m and int(m.group(1)) == offset:  # the part is the whole file
                 os.replace(part, dest)
                 return offset
             log(f"the server refused to resume {part} (HTTP 416): downloading from the start")
             part.unlink()
             return fetch(url, dest, size, timeout)
-        raise DownloadError(f"HTTP {e.code} ({e.reason}) from {url}; {_network_fix(url, dest)}") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-        reason = getattr(e, "reason", None) or e
-        raise DownloadError(f"cannot download {url} ({reason}); {_network_fix(url, dest)}") from None
-    with response:
-        mode, total = "wb", None
-        if offset and response.status == 206:
-            first, total = _content_range(response.headers.get("Content-Range")) or (-1, None)
-            if first != offset:
-                log(f"the server resumed {url} at byte {first}, not {offset}: downloading from the start")
-                part.unlink()
-                return fetch(url, dest, size, timeout)
-            mode = "ab"
-            log(f"resuming {dest.name} at {format_bytes(offset)}")
-        else:
-            if offset:
-                log(
-                    f"the server ignored the resume request for {url} (HTTP {response.status}, not 206): "
-                    f"downloading from the start"
-                )
-            offset = 0
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-        if size is not None and total is not None and total != size:
-            raise DownloadError(
-                f"{url} serves {total} bytes, but the published size of {dest.name} is {size}; "
-                f"to fix: check that --url or ${BASE_ENV} points at the official file"
-            )
-        expected = total if total is not None else size
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if expected is not None and shutil.disk_usage(dest.parent).free < expected - offset:
-            raise disk_full(part, expected - offset)
-        try:
-            with open(part, mode) as f, Progress(f"downloading {dest.name}", expected, offset) as bar:
-                while chunk := response.read(CHUNK):
-                    f.write(chunk)
-                    bar.update(len(chunk))
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise disk_full(part) from None
-            if isinstance(e, (urllib.error.URLError, TimeoutError, ConnectionError)) or e.errno is None:
-                pass  # a network failure mid-stream: reported below as an interrupted download
-            else:
-                raise DownloadError(
-                    f"cannot write {part} ({e.strerror}); to fix: make {part.parent} "
-                    f"writable or choose another --data_dir"
-                ) from None
-        except http.client.HTTPException:
-            pass
-    got = part.stat().st_size
-    if expected is not None and got < expected:
+        reason = response.reason if response is not None else e
+        raise DownloadError(f"HTTP {status} ({reason}) from {url}; {_network_fix(url, dest)}") from None
+    except requests.RequestException as e:  # before OSError: requests' errors are OSErrors
+        if sink.file is None:
+            raise DownloadError(f"cannot download {url} ({_reason(e)}); {_network_fix(url, dest)}") from None
+        cut = e  # a network failure mid-stream: reported below as an interrupted download
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(part) from None
         raise DownloadError(
-            f"download of {url} stopped after {format_bytes(got)} of {format_bytes(expected)}; to fix: run the same "
+            f"cannot write {part} ({e.strerror}); to fix: make {part.parent} writable or choose another --data_dir"
+        ) from None
+    got, expected = part.stat().st_size, sink.expected
+    if (expected is not None and got < expected) or (expected is None and cut is not None):
+        of = f" of {format_bytes(expected)}" if expected is not None else ""
+        raise DownloadError(
+            f"download of {url} stopped after {format_bytes(got)}{of}; to fix: run the same "
             f"command again: it resumes from {part}"
         )
     if expected is not None and got > expected:
@@ -120,4 +184,4 @@ def fetch(url: str, dest: Path, size: int | None, timeout: float = 60.0) -> int 
             f"to fix: run the command again (a mirror: --url URL)"
         )
     os.replace(part, dest)
-    return total
+    return sink.total

@@ -239,7 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args = parser.parse_args(rest)
     if args.command == "download":
-        return download.run(args)
+        status = download.run(args)
+        if status or args.no_prepare:
+            return status
+        for task in list(download.TASK_ARCHIVE) if args.task == "all" else [args.task]:
+            status = max(status, run(task, args.data_dir, args.max_len, force=args.force, download=False))
+        return status
     return run(
         args.task, args.data_dir, args.max_len, args.set, args.force, download=not args.no_download, fields=fields
     )

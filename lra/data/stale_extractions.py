@@ -1,5 +1,6 @@
 """Stale-folder collection: the temporary extraction folders a killed download left in the data
-dir, removed when their owner process is certainly gone (lra/data/download.py)."""
+dir, removed when their owner process is certainly gone (lra/data/download.py). pooch has no such
+clean-up: its extraction folders are never temporary."""
 
 from __future__ import annotations
 

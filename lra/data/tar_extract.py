@@ -2,7 +2,12 @@
 folder inside the data dir; members with an absolute path or ``..`` refuse the whole archive, only
 files and folders are written (no links, devices or permissions from the archive), the gzip
 trailer (CRC-32 and length) is checked, and each provided folder is renamed into place, so
-nothing half-extracted is ever at a final path (lra/data/download.py)."""
+nothing half-extracted is ever at a final path (lra/data/download.py).
+
+Not pooch's ``Untar``: on Python < 3.12 it extracts with no tar filter (pooch 1.9.0 wrote a member
+through an archive's symlink outside its folder here, on Python 3.11), never reads the gzip trailer
+(a wrong CRC-32 extracted without a word) and reads the 7.7 GB release twice (member list, then members).
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,9 @@
   ``sweep_cli`` (the command line, ``--config.FIELD=VALUE``, the runs a command selects).
 - ``masked_copy``: the clustered-attention paper's masked-copy task, full vs clustered vs improved
   clustered, trained in-process (scripts/masked_copy.py; resumable per variant).
+- ``records``: a measurement's record written with its provenance and seal (``write_record``) and the
+  one-record command line (``measure_main``), for the benchmarks, preflight and the reproductions.
 
-Experiments sit above ``lra.training`` and below the command lines (tests/test_layering.py).
+Experiments are the laboratory's lowest layer: above the library, below ``bench``, ``preflight`` and
+``reproduce`` (tests/test_layering.py).
 """

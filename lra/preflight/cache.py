@@ -62,7 +62,7 @@ STEP_SOURCES = (
     "lra/model.py",
     "lra/defaults.py",
     "lra/attention",
-    "lra/reference/__init__.py",
+    "lra/reference_config.py",
     "lra/training/steps.py",
     "lra/training/schedules.py",
     "lra/training/distributed.py",

@@ -230,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("results/preflight"))
     p.add_argument("--name", default="fit_h100_h200")
     args = p.parse_args(argv)
+    from lra.experiments.records import write_record
     from lra.preflight import cache, targets
     from lra.preflight.check import PreflightError, check_compiler, check_python, gpu_target_config
-    from lra.reproduce.records import write_record
     from lra.training.provenance import mark_start
     from lra.training.run_files import check_can_write, write_text_atomic
 

@@ -12,8 +12,10 @@ Read in this order:
 - ``curve_compare``: two sweeps' training-loss curves run by run (scripts/compare_curves.py).
 - ``pathfinder_figures``: Pathfinder example images and a run's validation curve
   (scripts/pathfinder_figures.py).
-- ``doc_numbers``: the numbers README.md and docs/*.md tie to records, and their verdict counts,
-  checked against those records (scripts/check_readme_numbers.py).
+- ``replication``: only the old entry point ``python -m lra.reports.replication`` (the committed
+  replication records name it); the module is ``lra.reproduce.replication``.
 
-Reports read what ``lra.training`` wrote and sit below the command lines (tests/test_layering.py).
+Reports read what ``lra.training`` wrote: the library's top layer, below its command lines; nothing
+here imports the laboratory (``lra.reproduce``, ``lra.bench``, ...; tests/test_layering.py). The
+checks that read the reproductions (``doc_numbers``, ``replication``) are in ``lra.reproduce``.
 """

@@ -14,6 +14,10 @@ Reading order:
    measurements their claims need, run as ``python -m lra.reproduce.<module>``).
 4. ``report``: the per-paper ``report.md`` and the verdict table over all papers.
 5. ``__main__``: the command line (run what is missing, then report).
+6. Beside them: ``replication`` (registered judges on a replication's records,
+   ``python -m lra.reproduce.replication``) and ``doc_numbers`` (README's and docs' numbers against the
+   records they cite and the verdict table; scripts/check_readme_numbers.py), moved here from
+   ``lra.reports`` (issue 55: they read the claims, so they sit above them, not in the library).
 
 Verdicts are computed by code from records committed under ``results/``; none is written by hand.
 A claim whose records are incomplete says which runs are missing instead of a verdict.

@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
     mark_start()
     _single_core()
-    from lra.reproduce.records import write_record
+    from lra.experiments.records import write_record
 
     print(f"agglomerative Figure 1: batch {BATCH}, dim {DIM}, {HEADS} heads, one core, {args.replicas} replicas",
           flush=True)

@@ -184,7 +184,7 @@ def judge_epoch_time(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.reproduce.records import measure_main
+    from lra.experiments.records import measure_main
 
     args = list(sys.argv[1:] if argv is None else argv)
     which = args.pop(0) if args and args[0] in ("parameters", "epoch-time") else None

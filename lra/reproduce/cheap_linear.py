@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     from lra.training.provenance import mark_start
 
     mark_start()
-    from lra.reproduce.records import write_record
+    from lra.experiments.records import write_record
 
     runs = []
     for i in range(args.runs):

@@ -142,7 +142,7 @@ def judge(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.reproduce.records import measure_main
+    from lra.experiments.records import measure_main
 
     return measure_main("Cheap linear attention: associative recall against the sequence length.", RECORD,
                         measure, argv)

@@ -60,7 +60,7 @@ def judge(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.reproduce.records import measure_main
+    from lra.experiments.records import measure_main
 
     return measure_main('Cheap linear attention: lookup speed-up at n = 750, k = 100.', RECORD, measure, argv)
 

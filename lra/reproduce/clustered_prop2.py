@@ -82,7 +82,7 @@ def judge(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.reproduce.records import measure_main
+    from lra.experiments.records import measure_main
 
     return measure_main('Clustered attention, Proposition 2, checked query by query.', RECORD, measure, argv)
 

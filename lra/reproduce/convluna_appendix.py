@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(commands()))
         return 0
     if argv[:1] == ["--throughput"]:
-        from lra.reproduce.records import measure_main
+        from lra.experiments.records import measure_main
 
         return measure_main("ConvLuna Appendix D: training steps/s at stride 1, 2, 4 (paper-scale ListOps).",
                             THROUGHPUT, measure_throughput, argv[1:])

@@ -186,7 +186,7 @@ PAPER = Paper(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.reproduce.records import measure_main
+    from lra.experiments.records import measure_main
 
     return measure_main('Dispersed attention, Table 1: attention-score counts.', RECORD, measure, argv)
 

@@ -115,7 +115,7 @@ def judge_window(root: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.reproduce.records import measure_main
+    from lra.experiments.records import measure_main
 
     return measure_main('Dispersed attention: equation 10 and the window-size statement.', RECORD, measure, argv)
 

@@ -30,8 +30,9 @@ def write_record(path: Path, record: dict[str, Any], command: str | None = None)
     seal(path)
 
 
-def measure_main(description: str, default_out: str, measure: Callable[[], dict[str, Any]],
-                 argv: list[str] | None = None) -> int:
+def measure_main(
+    description: str, default_out: str, measure: Callable[[], dict[str, Any]], argv: list[str] | None = None
+) -> int:
     """The command line of a one-record measurement (``--out``): provenance marked at the start,
     then ``measure()``'s record written atomically with its start and end commits."""
     import argparse
@@ -45,4 +46,3 @@ def measure_main(description: str, default_out: str, measure: Callable[[], dict[
     write_record(args.out, measure(), None)
     print(f"wrote {args.out}")
     return 0
-
