@@ -504,6 +504,7 @@ def _named_branches(rule: str) -> set[str]:
 
 def _all_cases() -> dict[str, dict[str, dict[str, tuple[Writer, str]]]]:
     """These cases and those of the claims whose tests live in their own file (run there, counted here)."""
+    from test_listops_paper_study import PAPER_CASES
     from test_reproduce_agglomerative_table1 import TABLE1_CASES
     from test_reproduce_appendix import APPENDIX_CASES
     from test_reproduce_confirm import CONFIRM_CASES
@@ -512,7 +513,7 @@ def _all_cases() -> dict[str, dict[str, dict[str, tuple[Writer, str]]]]:
 
     return {
         **CASES,
-        "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES, **LONG_CASES},
+        "convluna": {**CASES["convluna"], **CONFIRM_CASES, **APPENDIX_CASES, **LONG_CASES, **PAPER_CASES},
         "agglomerative": {**CASES["agglomerative"], **TABLE1_CASES},
         "cheap_linear": {**CASES["cheap_linear"], **RECALL_CASES},
     }

@@ -82,8 +82,9 @@ def settings_problem(root: Path, rel: str, settings: tuple[tuple[str, Any], ...]
 def accuracies(root: Path, design: Design, label: str) -> tuple[dict[int, float], list[str]]:
     """A row's test accuracy (%) per seed, only from finished runs of this design; and what is missing."""
     run_dir = design.run_dir(label)
-    found, missing = evidence.seed_accuracies(root, run_dir, design.seeds, steps=design.steps, variant=label,
-                                              task=design.task, program=design.program)
+    found, missing = evidence.seed_accuracies(
+        root, run_dir, design.seeds, steps=design.steps, variant=label, task=design.task, program=design.program
+    )
     for k in list(found):
         rel = f"{run_dir}/seed{k}/result.json"
         why = settings_problem(root, rel, design.settings)
@@ -114,9 +115,14 @@ def final_train_loss(root: Path, design: Design, label: str, seed: int, window: 
             rec = json.loads(line)
         except ValueError:
             continue
-        if (isinstance(rec, dict) and rec.get("split") == "train" and isinstance(rec.get("step"), int)
-                and rec["step"] > design.steps - window and isinstance(rec.get("loss"), (int, float))
-                and math.isfinite(rec["loss"])):
+        if (
+            isinstance(rec, dict)
+            and rec.get("split") == "train"
+            and isinstance(rec.get("step"), int)
+            and rec["step"] > design.steps - window
+            and isinstance(rec.get("loss"), (int, float))
+            and math.isfinite(rec["loss"])
+        ):
             losses.append(float(rec["loss"]))
     return sum(losses) / len(losses) if losses else None
 
@@ -154,8 +160,9 @@ def curves(root: Path, design: Design, labels: tuple[str, ...], names: Mapping[s
         g = late_gain(root, design, label, window)
         if g is not None:
             parts.append(f"{names[label]} {g[0]:+.2f} ({g[1]} of {g[2]} seeds rose)")
-    return (f"; curves (descriptive): validation gain over the last {window:,} steps " + ", ".join(parts)
-            if parts else "")
+    return (
+        f"; curves (descriptive): validation gain over the last {window:,} steps " + ", ".join(parts) if parts else ""
+    )
 
 
 def tost_p(a: Mapping[int, float], b: Mapping[int, float], margin: float) -> tuple[float, float, int]:
@@ -243,14 +250,18 @@ class Superiority:
     def _secondary(self, root: Path, design: Design, names: Mapping[str, str]) -> str:
         window = self.secondary_window
         assert window is not None
-        losses = [{k: final_train_loss(root, design, label, k, window) for k in design.seeds}
-                  for label in (self.winner, self.loser)]
+        losses = [
+            {k: final_train_loss(root, design, label, k, window) for k in design.seeds}
+            for label in (self.winner, self.loser)
+        ]
         a, b = ({k: -v for k, v in rows.items() if v is not None} for rows in losses)  # lower loss is better
         if len(set(a) & set(b)) < 2:
             return "secondary (final train loss): not enough records"
         gain, p, n = evidence.paired_greater(a, b)
-        return (f"secondary: final train loss {names[self.winner]} lower by {gain:.3f} nats (mean of the last "
-                f"{window} steps' logged losses), one-sided paired t p = {p:.3g} over {n} seeds")
+        return (
+            f"secondary: final train loss {names[self.winner]} lower by {gain:.3f} nats (mean of the last "
+            f"{window} steps' logged losses), one-sided paired t p = {p:.3g} over {n} seeds"
+        )
 
 
 def _family(name: str) -> str:
@@ -284,10 +295,14 @@ class Attribution:
         ours = _ours(acc, names, (self.loser, self.winner, self.carrier, self.minor))
         full_gain, p_full, n = evidence.paired_greater(win, lose)
         if not (full_gain > 0 and p_full < self.alpha):
-            return Outcome(NOT_REPRODUCED, ours, f"{names[self.winner]}'s gain over {names[self.loser]} "
-                                                 f"{full_gain:+.2f} points, one-sided paired t p = {p_full:.3g} over "
-                                                 f"{n} seeds",
-                           detail=f"no significant gain over {names[self.loser]} to attribute")
+            return Outcome(
+                NOT_REPRODUCED,
+                ours,
+                f"{names[self.winner]}'s gain over {names[self.loser]} "
+                f"{full_gain:+.2f} points, one-sided paired t p = {p_full:.3g} over "
+                f"{n} seeds",
+                detail=f"no significant gain over {names[self.loser]} to attribute",
+            )
         carry_gain, p_carry, _ = evidence.paired_greater(carry, lose)
         minor_loss, p_minor, _ = evidence.paired_greater(win, minor)
         q_carry, q_minor = evidence.holm([p_carry, p_minor])
@@ -295,9 +310,11 @@ class Attribution:
         carries = carry_gain >= self.share * full_gain and q_carry < self.alpha
         little = minor_gain < self.share * full_gain and q_minor < self.alpha
         w, lo, c, m = (_family(names[label]) for label in (self.winner, self.loser, self.carrier, self.minor))
-        stat = (f"gain over {names[self.loser]}: {w} {full_gain:+.2f} (p {p_full:.3g}), {c} {carry_gain:+.2f} "
-                f"(> {lo}: p_holm {q_carry:.3g}), {m} {minor_gain:+.2f} (below {w} by {minor_loss:+.2f}: "
-                f"p_holm {q_minor:.3g}); paired one-sided t over {n} seeds, Holm over the two ablation tests")
+        stat = (
+            f"gain over {names[self.loser]}: {w} {full_gain:+.2f} (p {p_full:.3g}), {c} {carry_gain:+.2f} "
+            f"(> {lo}: p_holm {q_carry:.3g}), {m} {minor_gain:+.2f} (below {w} by {minor_loss:+.2f}: "
+            f"p_holm {q_minor:.3g}); paired one-sided t over {n} seeds, Holm over the two ablation tests"
+        )
         return Outcome(_both_one_neither(carries, little), ours, stat)
 
 
@@ -331,13 +348,18 @@ class Equivalence:
         for label in self.others:
             diff, p_tost, n = tost_p(acc[label], base, self.margin)
             p_beyond = beyond_margin_p(acc[label], base, self.margin)
-            parts.append(f"{names[label]} - {names[self.base]} {diff:+.2f} points (TOST p = {p_tost:.3g}, "
-                         f"beyond +-{self.margin:g}: p = {p_beyond:.3g}, {n} seeds)")
+            parts.append(
+                f"{names[label]} - {names[self.base]} {diff:+.2f} points (TOST p = {p_tost:.3g}, "
+                f"beyond +-{self.margin:g}: p = {p_beyond:.3g}, {n} seeds)"
+            )
             equivalent.append(p_tost < self.alpha)
             different.append(p_beyond < self.alpha)
         ours = _ours(acc, names, self.order)
-        stat = (f"paired, each against {self.against}: " + "; ".join(parts)
-                + curves(root, design, self.order, names, self.curve_window))
+        stat = (
+            f"paired, each against {self.against}: "
+            + "; ".join(parts)
+            + curves(root, design, self.order, names, self.curve_window)
+        )
         if all(equivalent):
             return Outcome(REPRODUCED, ours, stat, detail=self.shown.format(margin=self.margin))
         if any(different):
@@ -373,9 +395,11 @@ class Contrast:
         matters_more = contrast > 0 and q_more < self.alpha
         names = dict(self.names)
         ln, fx, st = (_family(names[label]) for label in order)
-        stat = (f"initial value ({fx} - {st}) {init_gain:+.2f} points (one-sided paired t, p_holm {q_init:.3g}); "
-                f"learning it ({ln} - {fx}) {learn_gain:+.2f}; initial value's effect minus learning's "
-                f"{contrast:+.2f} (p_holm {q_more:.3g}); {n} seeds, Holm over the two tests")
+        stat = (
+            f"initial value ({fx} - {st}) {init_gain:+.2f} points (one-sided paired t, p_holm {q_init:.3g}); "
+            f"learning it ({ln} - {fx}) {learn_gain:+.2f}; initial value's effect minus learning's "
+            f"{contrast:+.2f} (p_holm {q_more:.3g}); {n} seeds, Holm over the two tests"
+        )
         return Outcome(_both_one_neither(helps, matters_more), _ours(acc, names, order), stat)
 
 
@@ -409,18 +433,47 @@ class TradeOff:
         slow, fast = str(stride[self.base]), str(stride[self.fast])
         ratios = [r["steps_per_second"][fast] / r["steps_per_second"][slow] for r in record["rounds"]]
         speedup = statistics.median(ratios)
-        per_stride = {s: statistics.median(r["steps_per_second"][str(s)] for r in record["rounds"])
-                      for s in stride.values()}
-        stat = (f"accuracy: stride {slow} over stride {fast} {loss:+.2f} points, one-sided paired t p = {p:.3g} over "
-                f"{n} seeds; throughput at the paper's ListOps scale (length {record.get('length')}, batch "
-                f"{record.get('batch_size')}): " + ", ".join(f"stride {s} {v:.3g} steps/s" for s, v in per_stride.items())
-                + f"; stride {fast} / stride {slow} {speedup:.2f}x (median of {len(ratios)} rounds: "
-                + ", ".join(f"{x:.2f}" for x in ratios) + ")")
+        per_stride = {
+            s: statistics.median(r["steps_per_second"][str(s)] for r in record["rounds"]) for s in stride.values()
+        }
+        stat = (
+            f"accuracy: stride {slow} over stride {fast} {loss:+.2f} points, one-sided paired t p = {p:.3g} over "
+            f"{n} seeds; throughput at the paper's ListOps scale (length {record.get('length')}, batch "
+            f"{record.get('batch_size')}): "
+            + ", ".join(f"stride {s} {v:.3g} steps/s" for s, v in per_stride.items())
+            + f"; stride {fast} / stride {slow} {speedup:.2f}x (median of {len(ratios)} rounds: "
+            + ", ".join(f"{x:.2f}" for x in ratios)
+            + ")"
+        )
         verdict = _both_one_neither(speedup >= self.speedup, loss > 0 and p < self.alpha)
         return Outcome(verdict, _ours(acc, dict(self.names), labels), stat)
 
 
 Test = Superiority | Attribution | Equivalence | Contrast | TradeOff
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """A trivial level each row is set beside (descriptive, never deciding): ``field`` of the record
+    at ``record`` (a fraction), e.g. ListOps's structure-free rule on the same test split."""
+
+    record: str
+    field: str
+    name: str
+
+    def sentence(self, root: Path, acc: Mapping[str, Mapping[int, float]], names: Mapping[str, str]) -> str:
+        data = evidence.read_json(root / self.record)
+        value = data.get(self.field) if data else None
+        if not isinstance(value, (int, float)):
+            return f"{self.name}: {self.record} is missing or has no {self.field}"
+        level = 100.0 * value
+        rows = ", ".join(
+            f"{names[label]} {evidence.mean_std(list(a.values()))[0] - level:+.1f}" for label, a in acc.items() if a
+        )
+        return (
+            f"descriptive: {self.name} scores {level:.1f}% on this test split ({self.record}); each row's mean "
+            f"from it: {rows} points"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -434,14 +487,22 @@ class Registration:
     test: Test
     first_form: str = DATA
     extra_records: tuple[str, ...] = ()
+    baseline: Baseline | None = None  # set beside each row in the outcome's detail (not deciding)
 
     def __post_init__(self) -> None:
         if self.first_form not in (SOURCE, DATA):
             raise ValueError(f"first_form must be {SOURCE!r} or {DATA!r}, not {self.first_form!r}")
 
     def as_json(self) -> dict[str, Any]:
-        return {"design": dataclasses.asdict(self.design), "test": dataclasses.asdict(self.test),
-                "first_form": self.first_form, "extra_records": list(self.extra_records)}
+        out: dict[str, Any] = {
+            "design": dataclasses.asdict(self.design),
+            "test": dataclasses.asdict(self.test),
+            "first_form": self.first_form,
+            "extra_records": list(self.extra_records),
+        }
+        if self.baseline is not None:  # only when set: the digests of registrations without one stay as they were
+            out["baseline"] = dataclasses.asdict(self.baseline)
+        return out
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON: the rule signature of a claim registered in the new form."""
@@ -465,15 +526,45 @@ class Registration:
         return self.design.records(*self.labels()) + self.extra_records
 
     def judge(self, root: Path) -> Outcome:
-        """The outcome on the records under ``root``: the one judge of this registration's kind of test."""
-        return self.test.judge(root, self.design)
+        """The outcome on the records under ``root``: the one judge of this registration's kind of test.
+        A rule born as data says "no records yet" while none exists; the baseline, if any, is set beside
+        the rows of a judged outcome."""
+        if self.first_form == DATA and not any((root / r).exists() for r in self.records()):
+            return Outcome(INCOMPLETE, missing=self.records(), detail="no records yet: the study has not run")
+        outcome = self.test.judge(root, self.design)
+        if self.baseline is None or outcome.verdict == INCOMPLETE:
+            return outcome
+        acc, _ = rows(root, self.design, self.labels())
+        names = dict(getattr(self.test, "names", ()))
+        sentence = self.baseline.sentence(root, acc, names)
+        return dataclasses.replace(outcome, detail=f"{outcome.detail}; {sentence}" if outcome.detail else sentence)
 
 
-def claim(claim_id: str, where: str, statement: str, paper_numbers: str, experiment: str, rule: str,
-          registration: Registration, commands: tuple[str, ...], **fields: Any) -> Claim:
+def claim(
+    claim_id: str,
+    where: str,
+    statement: str,
+    paper_numbers: str,
+    experiment: str,
+    rule: str,
+    registration: Registration,
+    commands: tuple[str, ...],
+    **fields: Any,
+) -> Claim:
     """A claim registered as data: its judge is the registration's, its records the registration's."""
-    return Claim(claim_id, where, statement, paper_numbers, experiment, rule, registration.judge, commands,
-                 registration.records(), registration=registration, **fields)
+    return Claim(
+        claim_id,
+        where,
+        statement,
+        paper_numbers,
+        experiment,
+        rule,
+        registration.judge,
+        commands,
+        registration.records(),
+        registration=registration,
+        **fields,
+    )
 
 
 def settings(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
