@@ -174,11 +174,12 @@ def test_main_prints_the_commands_and_the_status(capsys):
 @pytest.mark.slow
 def test_a_program_stopped_by_its_budget_resumes_from_its_packed_state(tmp_path):
     """The study's first program through scripts/gpu_call.sh at smoke size (the smoke model and data; the
-    study's grid, row, seed group and job name): stopped by its budget, its state archive unpacked into a
-    fresh state folder (the next call's bare machine), the same call resumes and finishes."""
+    study's grid, row, seed group and job name): stopped by its budget after some steps, its state archive
+    unpacked into a fresh state folder (the next call's bare machine), the same call resumes at the step
+    its checkpoint holds, not from the start. (Finishing and exporting: tests/test_gpu_call.py.)"""
     label, seeds = st.programs()[0]
     args = ["sweep", st.GRID, "--preset", "smoke", "--seeds", *map(str, seeds), "--variants", label,
-            "--set", "num_train_steps=300", "--set", "checkpoint_every=5", "--set", "eval_every=100"]  # fmt: skip
+            "--set", "num_train_steps=50000", "--set", "checkpoint_every=5", "--set", "eval_every=1000"]  # fmt: skip
     env = {**os.environ, "SMOKE": "1", "KIND": "cpu", "OUT": str(tmp_path / "out"), "LRA_DATA_DIR": str(tmp_path / "d"),
            "NAME": st.NAME, "PREPARE": "listops --max_len 64 --set min_len=8 --set num_train=160 --set num_val=32 "
            "--set num_test=32", "JOBS": "1"}  # fmt: skip
@@ -187,18 +188,15 @@ def test_a_program_stopped_by_its_budget_resumes_from_its_packed_state(tmp_path)
         return subprocess.run(["bash", "scripts/gpu_call.sh", *args], cwd=REPO, capture_output=True, text=True,
                               env={**env, "STATE": str(state), "BUDGET": budget}, timeout=900)  # fmt: skip
 
-    first = call(tmp_path / "state", "75")
+    first = call(tmp_path / "state", "200")  # past data, compile and some checkpoints, also on a loaded machine
     assert "runs stopped or done (exit 124" in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     with tarfile.open(fileobj=io.BytesIO((tmp_path / "out" / "sweep_state_cpu.tgz").read_bytes())) as archive:
         archive.extractall(fresh, filter="data")
-    assert list(fresh.glob(f"sweeps/{st.NAME}/*/seed*/checkpoints/latest"))
-    second = call(fresh, "600")
-    assert "1 done" in second.stdout, second.stdout[-2000:] + second.stderr[-2000:]
+    latest = fresh.glob(f"sweeps/{st.NAME}/*/seed{seeds[0]}/checkpoints/latest/*")
+    saved = [int(p.name) for p in latest if p.name.isdigit()]
+    assert saved and max(saved) > 0, "the first call ended before its first checkpoint: give it a larger budget"
+    call(fresh, "120")
     log = next((fresh / "logs" / st.NAME).glob("*.log")).read_text()
-    assert "resuming at step" in log
-    with tarfile.open(tmp_path / "out" / "sweep_cpu.tgz") as archive:
-        names = archive.getnames()
-    for k in seeds:
-        assert f"sweep/{st.NAME}/listops_convluna-16-reference/seed{k}/result.json" in names
+    assert f"resuming at step {max(saved)}" in log, log[-2000:]

@@ -194,13 +194,13 @@ def rule_commits(
     for commit in commits:  # newest first
         sigs = signatures_at(root, commit, cache) or {}
         for key in list(open_keys):
-            sig = sigs.get(key)
+            sig, since = sigs.get(key), found[key]
             if sig == target[key]:
                 found[key] = commit
             elif (target[key].startswith(MIGRATED_PREFIX) and sig is not None and form_of(sig) == "source"
-                  and found[key] is not None):
+                  and since is not None):
                 if migrations is not None:
-                    migrations[key] = Migration(since=found[key], last_source=commit)
+                    migrations[key] = Migration(since=since, last_source=commit)
                 target[key] = sig  # the source-form rule it was migrated from: where that one began
                 found[key] = commit
             else:

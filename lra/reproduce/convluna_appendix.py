@@ -47,6 +47,11 @@ statistics.
 **Tests**: each claim its own family at alpha 0.05; within a claim, Holm over its two tests where it
 has two (temperature). Nothing here may change after its runs start: ``python -m lra.reproduce
 --audit`` derives each claim's rule commit from git.
+
+The rules were registered in the old form (each judge's own source as its signature) and are data since
+issue 53 (``lra.reproduce.rules``: this module's ``Registration`` values, judged by the shared judge of
+each kind of test, ``first_form="source"``); the audit keeps their rule commits and checks, on their
+records, that the judges before and after the move give byte-identical outcomes.
 """
 
 from __future__ import annotations

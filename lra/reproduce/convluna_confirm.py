@@ -35,6 +35,11 @@ paper's ListOps claims (Table 1, Table 3, Figure 2):
 
 Nothing here may change after its runs start: ``python -m lra.reproduce --audit`` derives each
 claim's rule commit from git and labels the claim exploratory if a record predates it.
+
+The rules were registered in the old form (each judge's own source as its signature) and are data since
+issue 53 (``lra.reproduce.rules``: this module's ``Registration`` values, judged by the shared judge of
+each kind of test, ``first_form="source"``); the audit keeps their rule commits and checks, on their
+records, that the judges before and after the move give byte-identical outcomes.
 """
 
 from __future__ import annotations
