@@ -138,3 +138,67 @@ def test_a_shallow_clone_cannot_tell_and_the_reports_keep_their_labels(repo, tmp
         report._keep_determined_labels(shallow, without_git)
     index.write_text("| p/a | cannot tell (no git history) |\n")  # nothing determined to lose: written
     report._keep_determined_labels(shallow, regs["p/a"])
+
+
+DATA_REGISTRY = (
+    REGISTRY_CLASSES.replace("testable: bool = True\n", "testable: bool = True\n    registration: object = None\n")
+    + """
+class Reg:  # a rule as data (lra.reproduce.rules.Registration's two fields the audit reads)
+    def __init__(self, digest, first_form):
+        self._digest, self.first_form = digest, first_form
+
+    def digest(self):
+        return self._digest
+
+def _judge(root):
+    return "{judge}"
+
+def _data_judge(root):
+    return "{data_judge}"
+
+A = {a}
+B = Claim("b", "rule B", _data_judge, ("rec/b.json",), registration=Reg("{digest_b}", "data"))
+
+def papers():
+    return {{"p": Paper((A, B))}}
+"""
+)
+SOURCE_A = 'Claim("a", "rule A", _judge, ("rec/a.json",))'
+DATA_A = 'Claim("a", "rule A", _data_judge, ("rec/a.json",), registration=Reg("d1", "source"))'
+
+
+def _data_registry(repo: Path, a: str, judge: str = "v1", data_judge: str = "v1", digest_b: str = "b1") -> None:
+    _registry(repo)
+    text = DATA_REGISTRY.format(a=a, judge=judge, data_judge=data_judge, digest_b=digest_b)
+    (repo / "lra" / "reproduce" / "registry.py").write_text(text)
+
+
+def test_a_rule_moved_from_source_to_data_keeps_its_rule_commit_while_its_outcome_is_unchanged(repo, tmp_path):
+    """Issue 53 item 5: a rule registered in the old form (its judge's source) and moved to data keeps
+    the commit where the source rule began, is said to be of the old form, and the judge of the last
+    source-form commit and the data judge are compared on its records; a data rule's digest is its
+    signature: editing the data gives it a new rule commit."""
+    claims = {"p/a": ("rec/a.json",), "p/b": ("rec/b.json",)}
+    _data_registry(repo, SOURCE_A)
+    rules = _commit(repo, "register a in source, b as data")
+    _record(repo, "a.json", git_commit_start=rules)
+    _record(repo, "b.json", git_commit_start=rules)
+    _commit(repo, "records")
+    _data_registry(repo, DATA_A)  # a moved to data: same outcome
+    moved = _commit(repo, "a as data")
+    regs = audit.audit(repo, claims, tmp_path / "cache")
+    a = regs["p/a"]
+    assert a.label == audit.PRE_REGISTERED and a.rule_commit == rules and a.form == "data-from-source"
+    # the newest commit of lra/reproduce in the source form: the rules' (the records' commit touched no rule)
+    assert a.migration == audit.Migration(since=moved, last_source=rules)
+    assert "moved to data" in a.form_words and "old form" in a.form_words
+    assert any(n.startswith("moved from the old form to data; shown behaviour-preserving") for n in a.notes)
+    assert regs["p/b"].form == "data" and regs["p/b"].label == audit.PRE_REGISTERED
+    assert "registered as data (the registration's digest as signature): 1: p/b" in audit.forms_summary(regs)
+    # a's data judge now decides otherwise; b's data edited after its record
+    _data_registry(repo, DATA_A, data_judge="v2", digest_b="b2")
+    _commit(repo, "change both")
+    regs = audit.audit(repo, claims, tmp_path / "cache")
+    assert regs["p/a"].label == audit.EXPLORATORY and regs["p/a"].rule_commit == rules
+    assert any("NOT behaviour-preserving" in r for r in regs["p/a"].reasons)
+    assert regs["p/b"].label == audit.EXPLORATORY and "not after the rule's commit" in regs["p/b"].reasons[0]

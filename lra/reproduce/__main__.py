@@ -159,6 +159,7 @@ def _audit(papers: dict[str, registry.Paper], root: Path, only: str | None, json
     labels = [r.label for r in regs.values()]
     print(", ".join(f"{labels.count(x)} {x}" for x in dict.fromkeys(labels)))
     print(audit.older_evidence_summary(regs))
+    print(audit.forms_summary(regs))
     return 0
 
 

@@ -66,6 +66,12 @@ def _code(fn):
         return getattr(getattr(fn, "__code__", None), "co_code", b"").hex()
 
 def signature(claim):
+    registration = getattr(claim, "registration", None)
+    if registration is not None:  # the new form: the rule as data, its digest the signature
+        payload = json.dumps({"rule": claim.rule, "registration": registration.digest(),
+                              "records": list(claim.records), "testable": claim.testable}, sort_keys=True)
+        form = "data-from-source" if registration.first_form == "source" else "data"
+        return form + ":" + hashlib.sha256(payload.encode()).hexdigest()
     judge = claim.judge
     cells = []
     for cell in getattr(judge, "__closure__", None) or ():
@@ -151,16 +157,51 @@ def signatures_at(root: Path, commit: str, cache: Path | None = None) -> dict[st
     return result
 
 
-def rule_commits(root: Path, current: dict[str, str], cache: Path | None = None) -> dict[str, str | None]:
-    """claim key -> the commit where its current signature began (None: not committed as it is now)."""
+DATA_PREFIX = "data:"  # a signature of a rule registered as data (lra.reproduce.rules)
+MIGRATED_PREFIX = "data-from-source:"  # ... registered first in the old form (its judge's source), then migrated
+
+
+def form_of(signature: str) -> str:
+    """The rule's form from its signature: ``source`` (the old form: the judge's source is the
+    signature), ``data`` (the new form: the registration's digest) or ``data-from-source``."""
+    return signature.partition(":")[0] if signature.startswith(("data:", "data-from-source:")) else "source"
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    """Where a rule moved from the old form (source) to the new (data): ``since``, the oldest commit
+    with its data signature; ``last_source``, the newest with its source signature (the judge the
+    audit compares with the judge now on the claim's records)."""
+
+    since: str
+    last_source: str
+
+
+def rule_commits(
+    root: Path, current: dict[str, str], cache: Path | None = None, migrations: dict[str, Migration] | None = None
+) -> dict[str, str | None]:
+    """claim key -> the commit where its current signature began (None: not committed as it is now).
+
+    A rule migrated from the old form to data (its signature ``data-from-source:``) began where its
+    source-form signature began: when the run of its data signature ends at a commit whose signature
+    is of the source form, the walk goes on with that signature, and ``migrations`` gets the commits
+    on either side of the move. Once: a rule edited in the source form before the move begins there."""
     log = _git(root, "log", "--first-parent", "--format=%H", "HEAD", "--", "lra/reproduce")
     commits = log.stdout.split()
     found: dict[str, str | None] = {key: None for key in current}
+    target = dict(current)
     open_keys = set(current)
     for commit in commits:  # newest first
         sigs = signatures_at(root, commit, cache) or {}
         for key in list(open_keys):
-            if sigs.get(key) == current[key]:
+            sig, since = sigs.get(key), found[key]
+            if sig == target[key]:
+                found[key] = commit
+            elif (target[key].startswith(MIGRATED_PREFIX) and sig is not None and form_of(sig) == "source"
+                  and since is not None):
+                if migrations is not None:
+                    migrations[key] = Migration(since=since, last_source=commit)
+                target[key] = sig  # the source-form rule it was migrated from: where that one began
                 found[key] = commit
             else:
                 open_keys.discard(key)  # the run of equal signatures ends here (or never began)
@@ -217,6 +258,20 @@ class Registration:
     # lra.reproduce.fingerprint: the files the judge runs, and each one's changes after the first record
     fingerprint: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
+    # the rule's form: "source" (old form: the judge's source is the signature), "data" (new form: the
+    # registration's digest, lra.reproduce.rules), or "data-from-source" (registered as source, migrated)
+    form: str = ""
+    migration: Migration | None = None
+
+    @property
+    def form_words(self) -> str:
+        """Which form the rule was registered in, in words (the audit's column)."""
+        if self.form == "data":
+            return "data (its registration's digest)"
+        if self.form == "data-from-source":
+            moved = f" at {self.migration.since[:7]}" if self.migration else ""
+            return f"old form (its judge's source), moved to data{moved}"
+        return "old form (its judge's source)" if self.form == "source" else ""
 
     @property
     def short(self) -> str:
@@ -282,11 +337,18 @@ def audit(
     if gap is not None:
         return {key: Registration(key, NO_HISTORY, None, (gap,)) for key in claims}
     current = current_signatures(root)
-    commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache)
-    regs = {key: judge_registration(root, key, commits.get(key), records) for key, records in claims.items()}
+    migrations: dict[str, Migration] = {}
+    commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache, migrations)
+    regs = {
+        key: dataclasses.replace(judge_registration(root, key, commits.get(key), records),
+                                 form=form_of(current[key]) if key in current else "",
+                                 migration=migrations.get(key))
+        for key, records in claims.items()
+    }
     from lra.reproduce import fingerprint
 
-    return fingerprint.apply(root, regs, {k: tuple(r) for k, r in claims.items()}, cache)
+    return fingerprint.apply(root, regs, {k: tuple(r) for k, r in claims.items()}, cache,
+                             {k: m.last_source for k, m in migrations.items()})
 
 
 def default_cache() -> Path:
@@ -295,10 +357,10 @@ def default_cache() -> Path:
 
 def audit_table(registrations: dict[str, Registration]) -> str:
     """The labels (why, and what older evidence each rests on), then each claim's fingerprint."""
-    lines = ["| claim | registration | why | rests on older evidence |", "|---|---|---|---|"]
+    lines = ["| claim | registration | rule registered as | why | rests on older evidence |", "|---|---|---|---|---|"]
     for key, reg in registrations.items():
         lines.append(
-            f"| `{key}` | {reg.short} | {'; '.join(reg.reasons + reg.notes).replace('|', '/')} | "
+            f"| `{key}` | {reg.short} | {reg.form_words} | {'; '.join(reg.reasons + reg.notes).replace('|', '/')} | "
             f"{'; '.join(reg.old_evidence)} |"
         )
     lines += [
@@ -324,6 +386,20 @@ def older_evidence_summary(registrations: dict[str, Registration]) -> str:
     return (
         f"{len(old)} labels rest on records that predate code-tree hashes and seals (their commits taken as "
         f"recorded, not checked against the code that ran), {len(pre)} of them pre-registered: " + ", ".join(pre)
+    )
+
+
+def forms_summary(registrations: dict[str, Registration]) -> str:
+    """Which claims were registered in the old form (the judge's source as signature) and which as data."""
+    by_form: dict[str, list[str]] = {}
+    for key, reg in registrations.items():
+        by_form.setdefault(reg.form or "unknown", []).append(key)
+    source, moved, data = (by_form.get(f, []) for f in ("source", "data-from-source", "data"))
+    return (
+        f"rules registered in the old form (the judge's source as signature): {len(source) + len(moved)}, "
+        f"{len(moved)} of them since moved to data (lra.reproduce.rules; their outcomes compared with the "
+        f"source-form judge's on their records): {', '.join(moved) or 'none'}; registered as data (the "
+        f"registration's digest as signature): {len(data)}: {', '.join(data) or 'none'}"
     )
 
 

@@ -273,9 +273,9 @@ def _with_plans(paper: Paper) -> Paper:
 
 def _confirmatory() -> tuple[Claim, ...]:
     """The pre-registered confirmatory claims on fresh seeds (issue 35): their own module, never edited after."""
-    from lra.reproduce import convluna_appendix, convluna_confirm, convluna_long
+    from lra.reproduce import convluna_appendix, convluna_confirm, convluna_long, listops_paper_study
 
-    return convluna_confirm.CLAIMS + convluna_appendix.CLAIMS + convluna_long.CLAIMS
+    return convluna_confirm.CLAIMS + convluna_appendix.CLAIMS + convluna_long.CLAIMS + listops_paper_study.CLAIMS
 
 
 PAPER = Paper(

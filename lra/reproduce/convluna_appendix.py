@@ -47,19 +47,23 @@ statistics.
 **Tests**: each claim its own family at alpha 0.05; within a claim, Holm over its two tests where it
 has two (temperature). Nothing here may change after its runs start: ``python -m lra.reproduce
 --audit`` derives each claim's rule commit from git.
+
+The rules were registered in the old form (each judge's own source as its signature) and are data since
+issue 53 (``lra.reproduce.rules``: this module's ``Registration`` values, judged by the shared judge of
+each kind of test, ``first_form="source"``); the audit keeps their rule commits and checks, on their
+records, that the judges before and after the move give byte-identical outcomes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lra.reproduce import convluna_confirm as confirm
-from lra.reproduce import evidence
-from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome
+from lra.reproduce import rules
+from lra.reproduce.registry import Claim
 
 GRID = "convluna_appendix"
 SEEDS = tuple(range(20, 30))
@@ -87,14 +91,12 @@ SCALE = (f"ListOps `cpu` preset model (lengths 32-256, 2 blocks, width 64), {STE
          f"seeds {SEEDS[0]}-{SEEDS[-1]}, all rows `reference` (design fixed before these runs)")
 
 
-def _slug(label: str) -> str:
-    from lra.experiments.sweep import slug
-
-    return slug(label)
+DESIGN = rules.Design(RUNS, "listops", SEEDS, STEPS, rules.settings(SETTINGS))
+_SHORT = tuple((label, label.removesuffix(" (reference)")) for label in ROWS)
 
 
 def run_dir(label: str) -> str:
-    return f"{RUNS}/listops_{_slug(label)}"
+    return DESIGN.run_dir(label)
 
 
 def sweep_command(*labels: str) -> str:
@@ -105,111 +107,25 @@ def sweep_command(*labels: str) -> str:
             f"--root {SWEEP_ROOT} {sets} --variants {rows} --run")
 
 
-def _records(*labels: str) -> tuple[str, ...]:
-    return tuple(f"{run_dir(label)}/seed{k}/result.json" for label in labels for k in SEEDS)
-
-
 def accuracies(root: Path, label: str) -> tuple[dict[int, float], list[str]]:
     """A row's test accuracy (%) per seed, only from finished runs of this design; and what is missing."""
-    found, missing = evidence.seed_accuracies(root, run_dir(label), SEEDS, steps=STEPS, variant=label,
-                                              task="listops")
-    for k in list(found):
-        rel = f"{run_dir(label)}/seed{k}/result.json"
-        why = confirm._settings_problem(root, rel)  # the same SETTINGS: one check of the design's config
-        if why:
-            del found[k]
-            missing.append(f"{rel} ({why})")
-    return found, missing
+    return rules.accuracies(root, DESIGN, label)
 
 
-def _rows(root: Path, *labels: str) -> tuple[dict[str, dict[int, float]], list[str]]:
-    acc, missing = {}, []
-    for label in labels:
-        acc[label], miss = accuracies(root, label)
-        missing += miss
-    return acc, missing
-
-
-def _short(label: str) -> str:
-    return label.removesuffix(" (reference)")
-
-
-def _ours(acc: dict[str, dict[int, float]]) -> str:
-    return ", ".join(f"{_short(label)} {evidence.fmt_mean_std(list(a.values()))}" for label, a in acc.items())
-
-
-def _temperature(root: Path) -> Outcome:
-    """Appendix E: the temperature's initial value (1 instead of d^-1/2) matters more than learning it."""
-    acc, missing = _rows(root, CONVLUNA, FIXED, STANDARD)
-    if missing:
-        return Outcome(INCOMPLETE, missing=tuple(missing))
-    learned, fixed, standard = acc[CONVLUNA], acc[FIXED], acc[STANDARD]
-    init_gain, p_init, n = evidence.paired_greater(fixed, standard)
-    learn_gain = evidence.paired_greater(learned, fixed)[0]
-    # per seed: (fixed - standard) - (learned - fixed) = (2 fixed - learned) - standard
-    contrast, p_more, _ = evidence.paired_greater({k: 2 * fixed[k] - learned[k] for k in fixed}, standard)
-    q_init, q_more = evidence.holm([p_init, p_more])
-    initial_helps = init_gain > 0 and q_init < ALPHA
-    initial_matters_more = contrast > 0 and q_more < ALPHA
-    stat = (f"initial value (FixedTemperature - OnlyFiltering) {init_gain:+.2f} points (one-sided paired t, "
-            f"p_holm {q_init:.3g}); learning it (ConvLuna - FixedTemperature) {learn_gain:+.2f}; initial value's "
-            f"effect minus learning's {contrast:+.2f} (p_holm {q_more:.3g}); {n} seeds, Holm over the two tests")
-    if initial_helps and initial_matters_more:
-        verdict = REPRODUCED
-    elif initial_helps or initial_matters_more:
-        verdict = PARTLY
-    else:
-        verdict = NOT_REPRODUCED
-    return Outcome(verdict, _ours(acc), stat)
-
-
-def _filter(root: Path) -> Outcome:
-    """Appendix D / Table 2: on ListOps, Conv K=32 filtering beats MaxPool K=4 (the other tasks' filter)."""
-    acc, missing = _rows(root, CONVLUNA, MAXPOOL)
-    if missing:
-        return Outcome(INCOMPLETE, missing=tuple(missing))
-    gain, p, n = evidence.paired_greater(acc[CONVLUNA], acc[MAXPOOL])
-    stat = f"Conv K=32 over MaxPool K=4: paired gain {gain:+.2f} points over {n} seeds, one-sided paired t p = {p:.3g}"
-    if gain >= MIN_GAIN and p < ALPHA:
-        verdict = REPRODUCED
-    elif gain > 0 and p < ALPHA:
-        verdict = PARTLY
-    else:
-        verdict = NOT_REPRODUCED
-    return Outcome(verdict, _ours(acc), stat)
+# Appendix E: the temperature's initial value (1 instead of d^-1/2) matters more than learning it.
+TEMPERATURE = rules.Registration(DESIGN, rules.Contrast(CONVLUNA, FIXED, STANDARD, ALPHA, _SHORT), rules.SOURCE)
+# Appendix D / Table 2: on ListOps, Conv K=32 filtering beats MaxPool K=4 (the other tasks' filter).
+FILTER = rules.Registration(DESIGN, rules.Superiority(CONVLUNA, MAXPOOL, MIN_GAIN, ALPHA, _SHORT,
+                                                      prefix="Conv K=32 over MaxPool K=4: "), rules.SOURCE)
+# Appendix D: a larger stride trades accuracy for throughput (stride 4 faster and less accurate than 1).
+STRIDE = rules.Registration(DESIGN, rules.TradeOff(STRIDED[1], STRIDED[4], tuple((label, s) for s, label in STRIDED.items()),
+                                                   THROUGHPUT, SPEEDUP, ALPHA, _SHORT), rules.SOURCE,
+                            extra_records=(THROUGHPUT,))
 
 
 def speedups(record: dict[str, Any]) -> list[float]:
     """Stride 4's steps/s over stride 1's in each timing round of the throughput record."""
     return [r["steps_per_second"]["4"] / r["steps_per_second"]["1"] for r in record["rounds"]]
-
-
-def _stride(root: Path) -> Outcome:
-    """Appendix D: a larger stride trades accuracy for throughput (stride 4 faster and less accurate than 1)."""
-    acc, missing = _rows(root, *STRIDED.values())
-    record = evidence.read_json(root / THROUGHPUT)
-    if not (record and record.get("rounds")):
-        missing.append(THROUGHPUT)
-    if missing:
-        return Outcome(INCOMPLETE, missing=tuple(missing))
-    loss, p, n = evidence.paired_greater(acc[STRIDED[1]], acc[STRIDED[4]])
-    ratios = speedups(record)
-    speedup = statistics.median(ratios)
-    less_accurate = loss > 0 and p < ALPHA
-    faster = speedup >= SPEEDUP
-    per_stride = {s: statistics.median(r["steps_per_second"][str(s)] for r in record["rounds"]) for s in STRIDES}
-    stat = (f"accuracy: stride 1 over stride 4 {loss:+.2f} points, one-sided paired t p = {p:.3g} over {n} seeds; "
-            f"throughput at the paper's ListOps scale (length {record.get('length')}, batch {record.get('batch_size')}): "
-            + ", ".join(f"stride {s} {v:.3g} steps/s" for s, v in per_stride.items())
-            + f"; stride 4 / stride 1 {speedup:.2f}x (median of {len(ratios)} rounds: "
-            + ", ".join(f"{x:.2f}" for x in ratios) + ")")
-    if faster and less_accurate:
-        verdict = REPRODUCED
-    elif faster or less_accurate:
-        verdict = PARTLY
-    else:
-        verdict = NOT_REPRODUCED
-    return Outcome(verdict, _ours(acc), stat)
 
 
 def measure_throughput(length: int = THROUGHPUT_LENGTH, batch: int = THROUGHPUT_BATCH,
@@ -263,7 +179,7 @@ def power_table(sds: tuple[float, ...] = (2.13, 4.2), seeds: tuple[int, ...] = (
 
 
 CLAIMS = (
-    Claim("appendix-e-temperature", "Appendix E (ListOps)",
+    rules.claim("appendix-e-temperature", "Appendix E (ListOps)",
           "The packing temperature's initial value (logits / 1 instead of d^-1/2) matters more than learning it.",
           "none in numbers: 'the initial value ... may be the more important factor than the trainable parameter "
           "itself' (ListOps among the tasks where the sharper start helps)",
@@ -274,9 +190,8 @@ CLAIMS = (
           f"{SEEDS[0]}-{SEEDS[-1]}, Holm over the two at {ALPHA}: (1) the initial value helps (its effect > 0), "
           "(2) it matters more than learning (initial value's effect - learning's effect > 0). Reproduced if both "
           "hold, partly if one, else not reproduced",
-          _temperature, (sweep_command(CONVLUNA, FIXED, STANDARD), EXPORT), _records(CONVLUNA, FIXED, STANDARD),
-          cpu_minutes=900),
-    Claim("appendix-d-filter", "Appendix D / Table 2 (ListOps)",
+          TEMPERATURE, (sweep_command(CONVLUNA, FIXED, STANDARD), EXPORT), cpu_minutes=900),
+    rules.claim("appendix-d-filter", "Appendix D / Table 2 (ListOps)",
           "On ListOps, filtering with a convolution (K = 32) beats max-pooling (K = 4, the other tasks' filter).",
           "none in numbers: Table 2 uses Conv K=32 for ListOps only ('only ListOps benefiting from another "
           "configuration')",
@@ -285,8 +200,8 @@ CLAIMS = (
           f"reproduced if ConvLuna-16 beats MaxPool-16 by >= {MIN_GAIN} points of test accuracy on the paired mean "
           f"over seeds {SEEDS[0]}-{SEEDS[-1]} with a one-sided paired t-test p < {ALPHA}; partly if the gain is "
           "positive and significant but smaller; else not reproduced",
-          _filter, (sweep_command(CONVLUNA, MAXPOOL), EXPORT), _records(CONVLUNA, MAXPOOL), cpu_minutes=600),
-    Claim("appendix-d-stride", "Appendix D (ListOps)",
+          FILTER, (sweep_command(CONVLUNA, MAXPOOL), EXPORT), cpu_minutes=600),
+    rules.claim("appendix-d-stride", "Appendix D (ListOps)",
           "The filter's stride trades throughput for accuracy: a larger stride trains faster and is less accurate.",
           "none in numbers: 'the stride being the main hyperparameter to trade the throughput for performance' "
           "(Table 2 uses stride 1)",
@@ -296,8 +211,7 @@ CLAIMS = (
           f"less accurate: stride 1 beats stride 4 on test accuracy, one-sided paired t p < {ALPHA} over seeds "
           f"{SEEDS[0]}-{SEEDS[-1]}; faster: stride 4's training steps/s is >= {SPEEDUP:.2f}x stride 1's (median "
           "over the rounds). Reproduced if both hold, partly if one, else not reproduced (stride 2 reported)",
-          _stride, (THROUGHPUT_COMMAND, sweep_command(*STRIDED.values()), EXPORT),
-          _records(*STRIDED.values()) + (THROUGHPUT,), cpu_minutes=910),
+          STRIDE, (THROUGHPUT_COMMAND, sweep_command(*STRIDED.values()), EXPORT), cpu_minutes=910),
 )
 
 

@@ -37,18 +37,21 @@ verdicts stay as registered.
 
 Nothing here may change after its runs start: ``python -m lra.reproduce --audit`` derives each
 claim's rule commit from git.
+
+The rules were registered in the old form (each judge's own source as its signature) and are data since
+issue 53 (``lra.reproduce.rules``: this module's ``Registration`` values, judged by the shared judge of
+each kind of test, ``first_form="source"``); the audit keeps their rule commits and checks, on their
+records, that the judges before and after the move give byte-identical outcomes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-from lra.reproduce import convluna_confirm as confirm
-from lra.reproduce import evidence
-from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Outcome
+from lra.reproduce import rules
+from lra.reproduce.registry import Claim
 
 GRID = "convluna_listops"
 SEEDS = tuple(range(30, 50))
@@ -75,10 +78,12 @@ SCALE = (f"ListOps `cpu` preset model (lengths 32-256, 2 blocks, width 64), {STE
 PREPARE = "listops --max_len 256 --set min_len=32 --set num_train=96000 --set num_val=1000 --set num_test=1000"
 
 
-def run_dir(label: str) -> str:
-    from lra.experiments.sweep import slug
+DESIGN = rules.Design(RUNS, "listops", SEEDS, STEPS, rules.settings(SETTINGS))
+_SHORT = tuple((label, label.split(" ")[0]) for label in (*PAIR, *MEMORY_ROWS))
 
-    return f"{RUNS}/listops_{slug(label)}"
+
+def run_dir(label: str) -> str:
+    return DESIGN.run_dir(label)
 
 
 def sweep_arguments(*labels: str) -> str:
@@ -100,119 +105,26 @@ def gpu_command(*labels: str) -> str:
             f"bash scripts/gpu_call.sh sweep {GRID} {sweep_arguments(*labels)}")
 
 
-def _records(*labels: str) -> tuple[str, ...]:
-    return tuple(f"{run_dir(label)}/seed{k}/result.json" for label in labels for k in SEEDS)
-
-
-def _design_problem(root: Path, rel: str) -> str | None:
-    """Why a run's config.json is not this design's (None: it is)."""
-    from lra.training.run_files import flatten_config
-
-    config = evidence.read_json(root / Path(rel).parent / "config.json")
-    if config is None:
-        return "its config.json is missing"
-    flat = flatten_config(config)
-    for field, value in SETTINGS.items():
-        if flat.get(field) != value:
-            return f"its config has {field}={flat.get(field)!r}, the design {value!r}"
-    return None
-
-
 def accuracies(root: Path, label: str) -> tuple[dict[int, float], list[str]]:
     """A row's test accuracy (%) per seed, only from finished runs of this design; and what is missing."""
-    found, missing = evidence.seed_accuracies(root, run_dir(label), SEEDS, steps=STEPS, variant=label,
-                                              task="listops")
-    for k in list(found):
-        rel = f"{run_dir(label)}/seed{k}/result.json"
-        why = _design_problem(root, rel)
-        if why:
-            del found[k]
-            missing.append(f"{rel} ({why})")
-    return found, missing
+    return rules.accuracies(root, DESIGN, label)
 
 
 def late_gain(root: Path, label: str) -> tuple[float, int, int] | None:
     """Descriptive: mean validation gain (points) over the last CURVE_WINDOW steps, and seeds that rose / all."""
-    gains = []
-    for k in SEEDS:
-        path = root / run_dir(label) / f"seed{k}" / "metrics.jsonl"
-        try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
-        val = {}
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("split") == "validation" and isinstance(rec.get("accuracy"), float):
-                val[rec.get("step")] = rec["accuracy"]
-        if STEPS in val and STEPS - CURVE_WINDOW in val:
-            gains.append(100.0 * (val[STEPS] - val[STEPS - CURVE_WINDOW]))
-    if not gains:
-        return None
-    return sum(gains) / len(gains), sum(g > 0 for g in gains), len(gains)
+    return rules.late_gain(root, DESIGN, label, CURVE_WINDOW)
 
 
-def _curves(root: Path, labels: tuple[str, ...]) -> str:
-    parts = []
-    for label in labels:
-        g = late_gain(root, label)
-        if g is not None:
-            parts.append(f"{label.split(' ')[0]} {g[0]:+.2f} ({g[1]} of {g[2]} seeds rose)")
-    return (f"; curves (descriptive): validation gain over the last {CURVE_WINDOW:,} steps " + ", ".join(parts)
-            if parts else "")
-
-
-def _rows(root: Path, labels: tuple[str, ...]) -> tuple[dict[str, dict[int, float]], list[str]]:
-    acc, missing = {}, []
-    for label in labels:
-        acc[label], miss = accuracies(root, label)
-        missing += miss
-    return acc, missing
-
-
-def _table1(root: Path) -> Outcome:
-    """Rule: ConvLuna-16 beats Luna-16 by >= MIN_GAIN points of test accuracy, one-sided paired t p < ALPHA."""
-    acc, missing = _rows(root, PAIR)
-    if missing:
-        return Outcome(INCOMPLETE, missing=tuple(missing))
-    conv, luna = acc[PAIR[0]], acc[PAIR[1]]
-    gain, p, n = evidence.paired_greater(conv, luna)
-    ours = f"ConvLuna-16 {evidence.fmt_mean_std(list(conv.values()))}, Luna-16 {evidence.fmt_mean_std(list(luna.values()))}"
-    stat = f"paired gain {gain:+.2f} points over {n} seeds, one-sided paired t p = {p:.3g}" + _curves(root, PAIR)
-    if gain >= MIN_GAIN and p < ALPHA:
-        return Outcome(REPRODUCED, ours, stat)
-    if gain > 0 and p < ALPHA:
-        return Outcome(PARTLY, ours, stat)
-    return Outcome(NOT_REPRODUCED, ours, stat)
-
-
-def _memory_size(root: Path) -> Outcome:
-    """Rule: memory 1 and 256 each equivalent to memory 16 within +-MARGIN points (paired TOST, both p < ALPHA)."""
-    acc, missing = _rows(root, MEMORY_ROWS)
-    if missing:
-        return Outcome(INCOMPLETE, missing=tuple(missing))
-    base = acc[MEMORY_ROWS[1]]
-    parts, equivalent, different = [], [], []
-    for label in (MEMORY_ROWS[0], MEMORY_ROWS[2]):
-        diff, p_tost, n = confirm.tost_p(acc[label], base, MARGIN)
-        p_beyond = confirm._beyond_margin_p(acc[label], base, MARGIN)
-        parts.append(f"{label.split(' ')[0]} - ConvLuna-16 {diff:+.2f} points (TOST p = {p_tost:.3g}, "
-                     f"beyond +-{MARGIN:g}: p = {p_beyond:.3g}, {n} seeds)")
-        equivalent.append(p_tost < ALPHA)
-        different.append(p_beyond < ALPHA)
-    ours = ", ".join(f"{label.split(' ')[0]} {evidence.fmt_mean_std(list(acc[label].values()))}"
-                     for label in MEMORY_ROWS)
-    stat = "paired, each against memory 16: " + "; ".join(parts) + _curves(root, MEMORY_ROWS)
-    if all(equivalent):
-        return Outcome(REPRODUCED, ours, stat, detail=f"memory 1 and 256 are each within +-{MARGIN:g} points of "
-                                                      "memory 16 (equivalence shown)")
-    if any(different):
-        return Outcome(NOT_REPRODUCED, ours, stat, detail=f"memory size moves accuracy by at least {MARGIN:g} points")
-    return Outcome(NOT_REPRODUCED, ours, stat, detail="inconclusive: neither equivalence within the margin nor a "
-                                                      "difference beyond it is shown")
+# Table 1: ConvLuna-16 beats Luna-16 by >= MIN_GAIN points of test accuracy, one-sided paired t p < ALPHA.
+TABLE1 = rules.Registration(DESIGN, rules.Superiority(*PAIR, MIN_GAIN, ALPHA, _SHORT, curve_window=CURVE_WINDOW),
+                            rules.SOURCE)
+# Figure 2: memory 1 and 256 each equivalent to memory 16 within +-MARGIN points (paired TOST, both p < ALPHA).
+MEMORY_SIZE = rules.Registration(DESIGN, rules.Equivalence(
+    MEMORY_ROWS[1], (MEMORY_ROWS[0], MEMORY_ROWS[2]), MEMORY_ROWS, MARGIN, ALPHA, _SHORT, "memory 16",
+    shown="memory 1 and 256 are each within +-{margin:g} points of memory 16 (equivalence shown)",
+    different="memory size moves accuracy by at least {margin:g} points",
+    inconclusive="inconclusive: neither equivalence within the margin nor a difference beyond it is shown",
+    curve_window=CURVE_WINDOW), rules.SOURCE)
 
 
 def power_table(sds: tuple[float, ...] = (2.65, 4.20), seeds: tuple[int, ...] = (10, 20)) -> str:
@@ -227,7 +139,7 @@ def power_table(sds: tuple[float, ...] = (2.65, 4.20), seeds: tuple[int, ...] = 
         cells = []
         for n in seeds:
             draws = rng.normal(0.0, sd, size=(20000, n))
-            ok = sum(confirm.tost_p(dict(enumerate(d)), dict.fromkeys(range(n), 0.0), MARGIN)[1] < ALPHA
+            ok = sum(rules.tost_p(dict(enumerate(d)), dict.fromkeys(range(n), 0.0), MARGIN)[1] < ALPHA
                      for d in draws)
             cells.append(f"n={n}: {ok / 20000:.0%}")
         lines.append(f"  paired sd {sd}: {', '.join(cells)}")
@@ -239,15 +151,15 @@ def power_table(sds: tuple[float, ...] = (2.65, 4.20), seeds: tuple[int, ...] = 
 
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("long-table1-listops", "Table 1 (ListOps), pre-registered follow-up at 8,000 steps",
+    rules.claim("long-table1-listops", "Table 1 (ListOps), pre-registered follow-up at 8,000 steps",
           "ConvLuna-16 is more accurate on ListOps than Luna-16 (both with the published code's choices).",
           "ConvLuna-16 44.14 +- 0.69 vs Luna-16 36.98 +- 0.30 (5 runs each)",
           f"{SCALE}; rows `listops_convluna.py:cpu,mem=16,reference` and `listops_luna.py:cpu,mem=16,reference`",
           f"reproduced if ConvLuna-16 beats Luna-16 by >= {MIN_GAIN} points of test accuracy on the paired mean "
           f"over seeds {SEEDS[0]}-{SEEDS[-1]} with a one-sided paired t-test p < {ALPHA}; partly if the gain is "
           "positive and significant but smaller; else not reproduced",
-          _table1, (sweep_command(*PAIR), EXPORT), _records(*PAIR), cpu_minutes=2400),
-    Claim("long-fig2-memory-size", "Figure 2 (ListOps, ConvLuna), pre-registered follow-up at 8,000 steps",
+          TABLE1, (sweep_command(*PAIR), EXPORT), cpu_minutes=2400),
+    rules.claim("long-fig2-memory-size", "Figure 2 (ListOps, ConvLuna), pre-registered follow-up at 8,000 steps",
           "Memory size (1, 16, 256) has no material effect on ConvLuna's accuracy.",
           "no setup rejects H0 at 5% (ListOps ConvLuna 43.95 / 44.14 / 43.56 at memory 1 / 16 / 256)",
           f"{SCALE}; ConvLuna at memory 1, 16 and 256, `reference`",
@@ -256,8 +168,7 @@ CLAIMS: tuple[Claim, ...] = (
           f"no correction); not reproduced otherwise, said as 'a difference of at least {MARGIN:g} points' when one "
           f"size differs from 16 beyond the margin (one-sided paired t p < {ALPHA}) and as 'inconclusive' when "
           "neither is shown",
-          _memory_size, (sweep_command(MEMORY_ROWS[0], MEMORY_ROWS[2]), EXPORT), _records(*MEMORY_ROWS),
-          cpu_minutes=6000),
+          MEMORY_SIZE, (sweep_command(MEMORY_ROWS[0], MEMORY_ROWS[2]), EXPORT), cpu_minutes=6000),
 )
 
 

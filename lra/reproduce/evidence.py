@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -143,11 +142,11 @@ def _identity_problem(path: Path, result: dict[str, Any], seed: int, steps: int 
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for one value)."""
-    n = len(values)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
-    return mean, math.sqrt(var)
+    """Mean and sample standard deviation (0 for one value), by numpy."""
+    import numpy as np
+
+    x = np.asarray(values, dtype=np.float64)
+    return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else 0.0
 
 
 def fmt_mean_std(values: Sequence[float], unit: str = "%") -> str:

@@ -349,10 +349,13 @@ def current_judges(root: Path, claims: dict[str, tuple[str, ...]], cache: Path |
     return result
 
 
-def apply(root: Path, registrations: dict, claims: dict[str, tuple[str, ...]], cache: Path | None = None) -> dict:
+def apply(root: Path, registrations: dict, claims: dict[str, tuple[str, ...]], cache: Path | None = None,
+          migrations: dict[str, str] | None = None) -> dict:
     """The audit's registrations with each claim's fingerprint (its files), the changes to them after its
     first record, and the label that follows: a pre-registered claim with such a change stays so only
-    when a check of :data:`CHECKS` shows the change behaviour-preserving on its records."""
+    when a check of :data:`CHECKS` shows the change behaviour-preserving on its records. A rule moved
+    from the old form to data (``migrations``: claim -> the last commit of its source form) is checked
+    the same way against that commit's judge, records or not: the move must not change its outcome."""
     present = {k: tuple(r for r in rs if (root / r).exists()) for k, rs in claims.items()}
     try:
         now = current_judges(root, {k: present[k] for k in claims}, cache)["claims"]
@@ -384,4 +387,19 @@ def apply(root: Path, registrations: dict, claims: dict[str, tuple[str, ...]], c
             more = f" and {len(changed[key]) - 3} more files" if len(changed[key]) > 3 else ""
             out[key] = dataclasses.replace(reg, label="exploratory", reasons=(
                 *reg.reasons, f"{named}{more} after its first record ({result.old[:7]}); {result.sentence}"))
+    moved = {k: (old, present.get(k, ())) for k, old in (migrations or {}).items() if k in out}
+    with_records = {k: v for k, v in moved.items() if v[1]}
+    for key, result in same_outcome_on_its_records(root, with_records, outcomes, cache).items():
+        reg = out[key]
+        words = f"moved from the old form to data; {result.sentence}"
+        if result.preserved:
+            out[key] = dataclasses.replace(reg, notes=(*reg.notes, words))
+        elif reg.label == "pre-registered":
+            out[key] = dataclasses.replace(reg, label="exploratory", reasons=(*reg.reasons, words))
+        else:
+            out[key] = dataclasses.replace(reg, notes=(*reg.notes, words))
+    for key in set(moved) - set(with_records):
+        out[key] = dataclasses.replace(out[key], notes=(*out[key].notes, (
+            f"moved from the old form to data after {moved[key][0][:7]}; no records yet to compare the two "
+            "judges on (tests/test_rules_migration.py compares them on synthetic records)")))
     return out

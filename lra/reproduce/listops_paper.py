@@ -9,7 +9,8 @@ training examples, 37.6% on the 2,000 test ones: ``results/listops_paper_scale``
 flatten, and how fast does each row run (the cost of a registered study per row)?
 
 **EXPLORATORY.** It judges no claim: its seed and its numbers must never decide a registered verdict
-(the study that follows uses other seeds, ``STUDY_SEEDS_RESERVED``).
+(the registered study, ``lra.reproduce.listops_paper_study``, uses others of
+``STUDY_SEEDS_RESERVED``: 310-323).
 
 * **Rows.** The Transformer, Luna-16 and ConvLuna-16, both ``reference`` (the published code's choices).
 * **Seed.** 300, used by no committed ListOps record (0-4, 10-49, 100).

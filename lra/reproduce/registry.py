@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,6 +71,9 @@ class Claim:
     # Why the rule could not fail at the scale it runs, said in its row (e.g. "faster from some N on" on a
     # grid where a crossover is near certain); empty: it could.
     cannot_fail: str = ""
+    # The rule as data (lra.reproduce.rules.Registration): its digest is the rule signature and
+    # ``judge`` is its kind's shared judge. None: the old form, the judge's source is the signature.
+    registration: Any = None
 
     def commands_needed(self, root: Path = REPO) -> tuple[str, ...]:
         return self.plan(root) if self.plan is not None else self.commands
