@@ -69,7 +69,7 @@ def seed_accuracies(root: Path, run_dir: str, seeds: Sequence[int], steps: int |
 
 
 # Whether a registered design's device and program are required (the default). A replication
-# (lra.reports.replication) judges with the registered judges on another device by design, so it
+# (lra.reproduce.replication) judges with the registered judges on another device by design, so it
 # sets this off: then only one device and program per row is required.
 DESIGN_PROGRAM: contextvars.ContextVar[bool] = contextvars.ContextVar("DESIGN_PROGRAM", default=True)
 
