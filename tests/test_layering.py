@@ -84,10 +84,6 @@ KNOWN_CIRCLES: dict[tuple[str, str], str] = {
     },
     ("lra.reproduce.cheap_linear_speedup", "lra.reproduce.cheap_linear"): "the speed-up's measurement reuses "
     "the paper module's lookups, which registers the claim (issue 55: lra/reproduce's rewrite)",
-    ("lra.attention.clustered", "lra.attention.clustered_accelerator"): "the CPU module dispatches to the "
-    "accelerator module, which reuses the CPU module's hashing, seeding, softmax and dropout (issue 55, not yet "
-    "done: move those down into a module of their own; clustered.py is in the clustered claims' fingerprints, "
-    "so the audit re-checks them after the move)",
 }
 
 

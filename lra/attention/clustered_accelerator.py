@@ -55,7 +55,7 @@ import jax
 import jax.numpy as jnp
 
 from lra.attention.base import MASK_LOGIT, key_mask_bias
-from lra.attention.clustered import (
+from lra.attention.clustered_shared import (
     INITS,
     _dropout,
     _farthest_point_init,

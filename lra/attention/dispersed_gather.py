@@ -24,8 +24,12 @@ slices, so the B x K x N x H x D products are never written. (The first version 
 by an offset table; XLA fuses a gather into its reduction only up to ~400M elements, so the batch
 had to be cut into groups whose number grew with N: 857 kernels per step at 1K, 1,285 at 4K.) A
 stack of more than ~180 slices is split by XLA into concatenations of 128 that it writes to
-memory, so the offsets are read in :data:`SLOT_PARTS` runs, the same number at every N: the
-kernel count does not grow with N (``scripts/bench_launches.py``). On a CPU the same sums are
+memory, so the offsets are read in :data:`SLOT_PARTS` runs, the same number at every N. The
+arrays without a head dimension (the mask, and the backward's B x K x N x H weights seen from
+their keys) are read by one gather each, which XLA fuses into its reader (as static slices they
+would be cut into pieces whose number grows with K). The forward and backward pass compile to
+17-25 kernels at N = 1K-8K (32 rows, 4 heads of 32, H100 target; ``scripts/bench_launches.py``
+counts whole steps). On a CPU the same sums are
 einsums: jaxlib 0.10.2's CPU compiler miscomputes the multiply-and-sum form when it fuses it with
 its neighbours into a YNNPACK kernel (results off by O(1) at N = 1000, found by
 tests/test_dispersed.py; ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` restores them), and
@@ -80,16 +84,22 @@ def _shifts(x_BxNx___: jax.Array, shifts: tuple[int, ...]) -> jax.Array:
     return jnp.stack([jax.lax.slice_in_dim(padded, pad + s, pad + s + n, axis=1) for s in shifts], axis=1)
 
 
-def _slot_shifts(x_BxKxNx___: jax.Array, shifts: tuple[int, ...]) -> jax.Array:
-    """``out[:, j, m] = x[:, j, m + shifts[j]]`` (zero outside): each slot's row shifted by its own
-    offset, K static slices of one zero-padded copy."""
-    n, pad = x_BxKxNx___.shape[2], max(abs(s) for s in shifts)
-    widths = [(0, 0)] * x_BxKxNx___.ndim
-    widths[2] = (pad, pad)
-    padded = jnp.pad(x_BxKxNx___, widths)
-    return jnp.stack(
-        [jax.lax.slice_in_dim(padded[:, j], pad + s, pad + s + n, axis=1) for j, s in enumerate(shifts)], axis=1
-    )
+def _rows(x_BxNx___: jax.Array, live: tuple[int, ...], sign: int) -> jax.Array:
+    """``out[:, j, i] = x[:, i + sign * d_j]`` (clipped into range; callers mask those slots): one
+    gather, for the arrays without a head dimension (the mask), fused into its reader."""
+    n = x_BxNx___.shape[1]
+    pos_KxN = sign * jnp.asarray(live, jnp.int32)[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]
+    return x_BxNx___.at[:, jnp.clip(pos_KxN, 0, n - 1)].get(mode="clip")
+
+
+def _slot_shifts(x_BxKxNxH: jax.Array, live: tuple[int, ...], sign: int) -> jax.Array:
+    """``out[:, j, m] = x[:, j, m + sign * d_j]`` (clipped; callers mask those slots): each slot's
+    row shifted by its own offset. One gather of B x K x N x H (no head-dimension factor), fused
+    into its reader; as K static slices, XLA would cut it into pieces whose number grows with K."""
+    b, k, n, h = x_BxKxNxH.shape
+    pos_KxN = sign * jnp.asarray(live, jnp.int32)[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]
+    flat_KxN = jnp.arange(k, dtype=jnp.int32)[:, None] * n + jnp.clip(pos_KxN, 0, n - 1)
+    return x_BxKxNxH.reshape(b, k * n, h).at[:, flat_KxN].get(mode="clip")
 
 
 def _dots(a_BxNxHxD: jax.Array, rows_BxKxNxHxD: jax.Array) -> jax.Array:
@@ -130,7 +140,7 @@ def _core_fwd(q, k, v, mask_BxN, kept, live, rate, parts):
     n = q.shape[1]
     runs = _parts(live, parts)
     inside_KxN = _inside(live, n, +1)
-    real_BxKxN = jnp.concatenate([_shifts(mask_BxN.astype(bool), r) for r in runs], axis=1) & inside_KxN[None]
+    real_BxKxN = _rows(mask_BxN.astype(bool), live, +1) & inside_KxN[None]
     masked_BxKxN = jnp.broadcast_to(jnp.where(inside_KxN, MASK_LOGIT, 2 * MASK_LOGIT).astype(F32), real_BxKxN.shape)
     dots_BxKxNxH = jnp.concatenate([_dots(q, _shifts(k, r)) for r in runs], axis=1)
     s_BxKxNxH = jnp.where(real_BxKxN[..., None], dots_BxKxNxH, masked_BxKxN[..., None])
@@ -166,21 +176,12 @@ def _core_bwd(live, rate, parts, residuals, dy_BxNxHxD):
     ds_BxKxNxH = w_BxKxNxH * (dw_BxKxNxH * keep - row_BxNxH[:, None])
     dq = _sum_parts(ds_BxKxNxH, k, runs, lambda x, r: _shifts(x, r))
     inside = from_inside_KxN[None, :, :, None]
-    seen_ds = jnp.concatenate(
-        [_slot_shifts(ds_BxKxNxH[:, j0 : j0 + len(b)], b) for j0, b in zip(_starts(runs), back, strict=True)], axis=1
-    )
-    seen_w = jnp.concatenate(
-        [_slot_shifts((w_BxKxNxH * keep)[:, j0 : j0 + len(b)], b) for j0, b in zip(_starts(runs), back, strict=True)],
-        axis=1,
-    )
+    seen_ds = _slot_shifts(ds_BxKxNxH, live, -1)
+    seen_w = _slot_shifts(w_BxKxNxH * keep, live, -1)
     by_back = dict(zip(runs, back, strict=True))
     dk = _sum_parts(jnp.where(inside, seen_ds, 0.0), q, runs, lambda x, r: _shifts(x, by_back[r]))
     dv = _sum_parts(jnp.where(inside, seen_w, 0.0), dy, runs, lambda x, r: _shifts(x, by_back[r]))
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None
-
-
-def _starts(runs: list[tuple[int, ...]]) -> list[int]:
-    return [sum(len(r) for r in runs[:i]) for i in range(len(runs))]
 
 
 _core.defvjp(_core_fwd, _core_bwd)
