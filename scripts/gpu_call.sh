@@ -146,6 +146,9 @@ case "$STEP" in
       'w=$(echo "{}" | sed "s/.*--workdir=\([^ ]*\).*/\1/"); {} >> "'"$STATE/logs/$name"'/$(basename "$w").log" 2>&1 || echo "exit $? from $w"' \
       < "$STATE/sweep_$name.sh"
     say "runs stopped or done (exit $?; 124: the budget ran out, call again with the state carried)"
+    # timeout's TERM reaches every run (its process group), but xargs exits at once and the runs only after
+    # saving their checkpoints: wait for them (up to 2 minutes) so that the state packed below is the saved one
+    for _ in $(seq 120); do pgrep -f -- "sweeps/$name" > /dev/null || break; sleep 1; done
     for log in "$STATE/logs/$name"/*.log; do echo "$(basename "$log" .log): $(grep -a -E '^step [0-9]+ (train|validation)' "$log" | tail -1)"; done
     $PY scripts/export_runs.py "$root" "$R/$name" > /dev/null  # finished runs' records
     # the state to resume from: every workdir, less the checkpoints of finished seeds
