@@ -10,7 +10,7 @@ jax: the tables and the audit read runs through it. What each part promises:
 A run's config.json: the config as JSON, its digest, what differs from a workdir's, the resume
 guard (``check_workdir``) and reading it back (``load_run_config``).
 
-One process per workdir: an exclusive ``fcntl`` lock on ``<workdir>/.lock``.
+One process per workdir: an exclusive lock on ``<workdir>/.lock`` (filelock's ``FileLock``).
 
 The OS drops the lock when its process dies (even by SIGKILL), so a stale lock file never
 blocks a rerun; a live holder is named (pid, host) in the refusal.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime
 import errno
-import fcntl
 import hashlib
 import io
 import json
@@ -37,6 +36,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import filelock
 import ml_collections
 
 from lra.errors import InputError, RunFileError, RunStateError, StorageError, WorkdirLockedError
@@ -224,38 +224,68 @@ def open_run_file(path: Path, flags: int, mode: int = 0o644) -> int:
         raise StorageError(path, e) from None
 
 
+# filelock releases a FileLock that is garbage-collected; a WorkdirLock is held until its release() or
+# the process's end, whoever keeps the object (as the fcntl descriptor it replaced was).
+_HELD_LOCKS: set[filelock.FileLock] = set()
+
+
 class WorkdirLock:
-    """Hold ``workdir``'s lock from ``acquire()`` until ``release()`` or the process ends."""
+    """Hold ``workdir``'s lock from ``acquire()`` until ``release()`` or the process ends.
+
+    The lock is filelock's ``FileLock`` (an ``fcntl.flock`` on ``<workdir>/.lock``, taken without
+    waiting; the lock file is kept, ``preserve_lock_file``, so there is no soft-lock fallback whose
+    stale file could block a rerun). What filelock does not do is added here: the holder's pid and
+    host are written into the file as it is taken (``on_acquired``) and named in the refusal, a
+    symlinked lock file is refused by name (filelock opens it with ``O_NOFOLLOW`` too), and each
+    failure is the suite's own error (exit 3 held, 2 a symlink, 4 the disk)."""
 
     def __init__(self, workdir: Path, flag: str = "--workdir"):
         self.path = Path(workdir) / LOCK_NAME
         self.flag = flag  # the option that names this folder in the refusing command's own terms
-        self._fd: int | None = None
+        self._lock: filelock.FileLock | None = None
+
+    @staticmethod
+    def _write_holder(fd: int) -> None:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
+
+    def _holder(self) -> str:
+        try:
+            fd = open_run_file(self.path, os.O_RDONLY)
+        except (RunStateError, StorageError):
+            return "unknown"
+        try:
+            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
 
     def acquire(self) -> WorkdirLock:
-        fd = open_run_file(self.path, os.O_RDWR | os.O_CREAT)
+        lock = filelock.FileLock(
+            self.path, timeout=0, thread_local=False, preserve_lock_file=True, on_acquired=self._write_holder
+        )
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
+            lock.acquire()
+        except filelock.Timeout:  # another process (or another lock of this one) holds it
             raise WorkdirLockedError(
-                f"{self.flag} {self.path.parent} is in use by another process ({holder}); nothing was "
+                f"{self.flag} {self.path.parent} is in use by another process ({self._holder()}); nothing was "
                 f"changed. Wait for it to finish (or stop it), or use another {self.flag}."
             ) from None
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
         except OSError as e:
-            os.close(fd)
+            if self.path.is_symlink():
+                raise RunStateError(
+                    f"{self.path} is a symlink (to {os.readlink(self.path)}); a run's files are never written "
+                    "through a link. Nothing was written: remove the link (or use another --workdir)"
+                ) from None
             raise StorageError(self.path, e) from None
-        self._fd = fd
+        self._lock = lock
+        _HELD_LOCKS.add(lock)  # held until release() or the process ends, not until this object is collected
         return self
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the lock
-            self._fd = None
+        if self._lock is not None:
+            self._lock.release()  # closes the descriptor, which drops the lock
+            _HELD_LOCKS.discard(self._lock)
+            self._lock = None
 
     def __enter__(self) -> WorkdirLock:
         return self.acquire()
