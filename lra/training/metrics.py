@@ -2,7 +2,10 @@
 and the memory-degradation statistics logged at each evaluation.
 
 Sections, in order: progress (``Progress``), memory statistics (``log_memory_stats``, ``make_probe``,
-``collect`` and the statistics). What each part promises:
+``collect`` and the statistics). Not clu's ``metric_writers``/``periodic_actions``: clu 0.0.12 imports
+TensorFlow when either is imported (``metric_writers/__init__`` imports its ``SummaryWriter``), which a
+JAX install lacks; TensorBoard goes through tensorboardX, and metrics.jsonl's format is ours
+(lra.training.run_files.MetricsLog, byte-compatible with the committed records). What each part promises:
 
 Progress output: a bar on a terminal, plain log lines otherwise; TensorBoard without TensorFlow.
 
