@@ -14,7 +14,7 @@ batch (the first ``eval_batch_size`` validation examples, :func:`lra.training.me
   cosine of the initial memory and of each block's memory, batch means; each block's packing
   entropy / log(real keys));
 
-and across the runs: ``metrics.md`` / ``metrics.json`` (a row per run),
+and across the runs: ``memory_stats.md`` / ``memory_stats.json`` (a row per run),
 ``memory_degradation.png`` (the last block's statistics per variant and its memory) and, when the
 runs logged memory statistics during training (``config.log_memory_stats``),
 ``memory_curves.png``. Blocks are numbered from 1 in words and in the markdown table;
@@ -234,10 +234,10 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
         "distinct_cosine": DISTINCT_COSINE,
         "runs": runs,
     }
-    md = out_dir / "metrics.md"
+    md = out_dir / "memory_stats.md"
     write_text_atomic(md, markdown_table(runs, command))
     log(f"wrote {md}")
-    js = out_dir / "metrics.json"
+    js = out_dir / "memory_stats.json"
     write_text_atomic(js, json.dumps(document, indent=2, sort_keys=True) + "\n")
     log(f"wrote {js}")
     figure = degradation_figure(runs, memories, out_dir / "memory_degradation.png")
