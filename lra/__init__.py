@@ -10,7 +10,9 @@ The library, what a user imports and extends:
    batching, caches, the download): neither imports the other.
 2. ``model`` (the encoder and its heads) and ``defaults`` (Table 2's task defaults, presets, the
    option parser, config files), with ``reference_config`` (what ``:reference`` changes in a config).
-3. ``training/``: the loop and everything a run needs (its ``__init__`` gives the reading order).
+3. ``training/``: the loop and everything a run needs, in eight modules (its ``__init__`` gives the
+   reading order). Beneath every layer: ``errors`` (the error classes and exit codes), ``console``,
+   ``cpu_speed`` (the bit-identical CPU speed settings the loop and the runners opt into), ``papers/``.
 4. ``reports/`` (tables, statistics, plots, diagnostics).
 5. The library's command lines: ``python -m lra.train``, ``lra.evaluate``, ``lra.diagnose`` (here)
    and ``python -m lra.data`` (``data/prepare``).

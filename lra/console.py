@@ -3,7 +3,7 @@
 ``format_bytes`` (decimal, for downloads), ``binary_bytes`` (GiB/MiB, for memory), ``mib_cell`` (a
 table's MiB column), ``clock`` (an ETA or elapsed time) and ``duration`` (a projection's size);
 ``BarOrLines``: a tqdm bar on a terminal that can draw one, plain lines otherwise. Training's step
-progress (lra/training/progress.py) and the data pipeline's byte progress (lra/data/byte_progress.py)
+progress (lra/training/metrics.py) and the data pipeline's byte progress (lra/data/byte_progress.py)
 both draw through it; each keeps its own rate and its own plain-line cadence. It sits beneath every
 layer (with lra.errors) because the data package cannot import training (tests/test_layering.py).
 """

@@ -50,7 +50,7 @@ _TABLE2: dict[str, dict[str, Any]] = {
     # Not in Table 2: LRA's Transformer settings (lra_benchmarks/image/configs/pathfinder32/
     # {base_pathfinder32_config,transformer_base}.py and pathfinder128/...): 200 epochs of 160k
     # images, warmup one epoch, peak learning rate 0.001, no weight decay. Our schedule
-    # (lra/training/schedules.py) decays as 1/sqrt(step) where LRA's decays by a cosine: the same warmup and
+    # (lra/training/step.py) decays as 1/sqrt(step) where LRA's decays by a cosine: the same warmup and
     # peak, base_lr = 0.001 * sqrt(warmup). The rest of their config: _pathfinder_task below.
     "pathfinder": dict(
         max_len=1024,
@@ -85,7 +85,7 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.preset = "paper"
     c.variant = "Transformer"
     c.seed = 0
-    c.seeds = ()  # --config.seeds=0,1,2,3,4: train these seeds in one program (lra.training.seeds); () = (seed,)
+    c.seeds = ()  # --config.seeds=0,1,2,3,4: train these seeds in one program (lra.training.runs); () = (seed,)
     c.data_dir = ""  # empty: $LRA_DATA_DIR, else ~/.cache/lra
 
     c.data = ml_collections.ConfigDict()
@@ -94,7 +94,7 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     # longest example (one compilation per boundary). Empty: pad every batch to max_len.
     c.data.buckets = ()
     # Seed of the bucket order (the sequence of batch lengths); -1: the run's own seed. The seeds
-    # of one vmapped program share the first seed's order (lra.training.seeds.seed_config).
+    # of one vmapped program share the first seed's order (lra.training.runs.seed_config).
     c.data.bucket_order_seed = -1
     c.data.source = "auto"  # listops: "auto" (release files if present, else generate) | "release" | "generated"
     c.data.min_len = 500  # listops generator: keep 500 < length < max_len (LRA)
@@ -162,13 +162,13 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.warmup_steps = t["warmup_steps"]
     c.grad_clip_norm = 0.0  # 0: off (Table 2 clips nothing)
     # Gradient accumulation: each train step runs the batch as this many microbatches (a divisor of
-    # batch_size) and sums their gradients: the same step in less memory (lra.training.microbatch).
+    # batch_size) and sums their gradients: the same step in less memory (lra.training.step).
     c.microbatches = 1
     c.eval_every = 1000
     c.checkpoint_every = 1000
     c.log_every = 100
     c.max_eval_batches = 0  # 0: the whole split
-    # Memory families: memory statistics (lra.training.memory_stats) on one validation batch at each
+    # Memory families: memory statistics (lra.training.metrics) on one validation batch at each
     # evaluation, logged to metrics.jsonl as split "memory". On in the cpu preset of memory families.
     c.log_memory_stats = False
     if task in PATHFINDER_TASKS:

@@ -6,7 +6,7 @@ Section 2) at each run's best checkpoint.
     python -m lra.diagnose memory --workdir RUN [RUN ...] --out results/diagnostics
 
 Exit status: 0 done; 2 a run that cannot be diagnosed or a missing file (one ``error:`` line);
-4 / 5 an unwritable or damaged file (lra.training.run_errors).
+4 / 5 an unwritable or damaged file (lra.errors).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory degradation of Luna / ConvLuna runs (the ConvLuna paper's Figure 1)",
         description="Memory degradation of memory-family runs (luna, convluna) at their best checkpoints, on "
         "the first eval_batch_size validation examples: heatmaps of the learned initial memory "
-        "and each block's memory (memory_<run>.png), the statistics of lra.training.memory_stats "
+        "and each block's memory (memory_<run>.png), the statistics of lra.training.metrics "
         "(memory_stats.md, memory_stats.json), memory_degradation.png, and memory_curves.png "
         "when the runs logged memory statistics during training.",
     )

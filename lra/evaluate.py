@@ -27,20 +27,19 @@ from lra.attention.trees import parameter_tree, swap_groups, tree_difference
 from lra.config_args import FAMILY_PREFIX, split_config_args
 from lra.data import load_task
 from lra.defaults import apply_override, parse_option
-from lra.errors import InputError
+from lra.errors import EXIT_INVALID, InputError, describe, exit_code
 from lra.model import build_model
-from lra.training import distributed
+from lra.training import hosts
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
-from lra.training.run_errors import EXIT_INVALID, describe, exit_code
 from lra.training.run_files import RunFileError, append_jsonl, load_run_config
-from lra.training.steps import evaluate_split, make_steps
-from lra.training.validation import validate_config
+from lra.training.runs import validate_config
+from lra.training.step import evaluate_split, make_steps
 
 
 def error_line(error: BaseException) -> tuple[int, str]:
     """(exit code, one ``error:`` line) of a failure to read a run: a missing run or checkpoint or a
     wrong option 2, a damaged checkpoint or config.json 5, an unwritable file 4
-    (lra.training.run_errors); TypeError for an exception that is a bug, not a run's state."""
+    (lra.errors); TypeError for an exception that is a bug, not a run's state."""
     if isinstance(error, FileNotFoundError):
         return EXIT_INVALID, f"error: {error}"
     code, line = exit_code(error), f"error: {describe(error)}"
@@ -129,11 +128,9 @@ def evaluate_run(
     config = evaluation_config(workdir, config, attention, options)
     data = load_task(config)
     model = build_model(config.model, data.vocab_size, data.num_classes, data.dual)
-    mesh = distributed.data_mesh()
+    mesh = hosts.data_mesh()
     sample = jax.numpy.zeros((1,) + data.train.inputs.shape[1:], jax.numpy.int32)
-    params = jax.jit(
-        lambda: model.init(jax.random.key(0), sample)["params"], out_shardings=distributed.replicated(mesh)
-    )()
+    params = jax.jit(lambda: model.init(jax.random.key(0), sample)["params"], out_shardings=hosts.replicated(mesh))()
 
     checkpoints = Checkpoints(workdir)
     try:
@@ -152,7 +149,7 @@ def evaluate_run(
     _, eval_step = make_steps(model, None, config, mesh)
     params_S = jax.tree.map(lambda x: x[None], best["params"])  # the steps carry a seed axis: one seed
     split_data = data.splits()[split]
-    metrics = evaluate_split(eval_step, params_S, split_data, config, distributed.batch_sharded(mesh), examples=True)[0]
+    metrics = evaluate_split(eval_step, params_S, split_data, config, hosts.batch_sharded(mesh), examples=True)[0]
     return {
         "trained_with": trained_with,
         "attention": config.model.attention,

@@ -309,7 +309,7 @@ def init_params(model: Classifier, key: jax.Array, sample: jax.Array) -> Any:
 
 
 def build_model(model_config: ml_collections.ConfigDict, vocab_size: int, num_classes: int, dual: bool) -> Classifier:
-    """The classifier for a task; validate the config with lra.training.validation first.
+    """The classifier for a task; validate the config with lra.training.runs first.
 
     The module holds a frozen copy of ``model_config`` (``FrozenConfigDict``): a Flax module's
     fields are meant to be immutable and hashable, and a later change to the caller's config

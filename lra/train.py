@@ -2,26 +2,48 @@
 
 The command line only: the loop is lra.training (its package docstring is the map).
 ``--config.seeds=0,1,2,3,4`` trains five seeds in one program, each in its own ``seed<k>/``
-workdir. Exit codes: lra.training.run_errors.
+workdir. Exit codes: lra.errors.
+
+JAX's persistent compilation cache (below: this command turns it on, a library call does not): a
+resume (or a rerun) loads its compiled steps.
+
+A run compiles one train step per length bucket and its evaluation steps (tens of seconds on a
+CPU, minutes at paper scale); without a persistent cache every resume compiles them again. The
+command line (``python -m lra.train``, and so every sweep and study that launches it) turns JAX's
+cache on, in this order:
+
+* ``JAX_COMPILATION_CACHE_DIR`` set: JAX's own setting, left as it is (the test suite's folder);
+* ``LRA_COMPILATION_CACHE=off`` (or ``0``, ``none``, empty): no persistent cache;
+* ``LRA_COMPILATION_CACHE=DIR``: that folder;
+* otherwise ``$XDG_CACHE_HOME/lra/jax`` (``~/.cache/lra/jax``).
+
+Under that folder each machine has its own subfolder (:func:`machine_key`: jaxlib, the
+architecture, the CPU and its instruction-set flags), so a home shared by a cluster's different
+nodes never hands one CPU another's code. A loaded program is the compiled one: results are the
+same bits. Library calls (``lra.training.train_and_evaluate``) leave JAX's settings alone.
 """
 
 from __future__ import annotations
 
 if __name__ == "__main__":  # before jax loads: glibc reads its allocator settings at process start
-    from lra.training.cpu_speed import reexec_with_fast_allocator
+    from lra.cpu_speed import reexec_with_fast_allocator
 
     reexec_with_fast_allocator()
 
-import sys  # noqa: E402
+import hashlib  # noqa: E402
+import os
+import platform
+import re
+import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lra.training.run_errors import EXIT_INVALID, describe, exit_code
+from lra.errors import EXIT_INVALID, describe, exit_code
 
 if TYPE_CHECKING:
     from lra.training import Interrupted, NonFiniteLossError, train_and_evaluate
-    from lra.training.steps import evaluate_split, make_steps
+    from lra.training.step import evaluate_split, make_steps
 
 __all__ = ["Interrupted", "NonFiniteLossError", "train_and_evaluate", "make_steps", "evaluate_split"]
 # Imported on first use (PEP 562): ``--help`` and a bad flag or config file answer before jax loads.
@@ -29,8 +51,8 @@ _LAZY = {
     "Interrupted": "lra.training",
     "NonFiniteLossError": "lra.training",
     "train_and_evaluate": "lra.training",
-    "make_steps": "lra.training.steps",
-    "evaluate_split": "lra.training.steps",
+    "make_steps": "lra.training.step",
+    "evaluate_split": "lra.training.step",
 }
 
 
@@ -40,6 +62,69 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- JAX's persistent compilation cache ----------------------------------------------------------------------
+
+
+ENV = "LRA_COMPILATION_CACHE"
+OFF = ("", "0", "off", "none", "false")
+# The CPU features LLVM's code generation reads (x86 vector and matrix extensions, Arm's SIMD).
+_ISA_FLAG = re.compile(r"^(sse4|avx|fma|f16c|amx|asimd|sve|neon|bf16|i8mm|fphp)")
+
+
+def cpu_identity() -> tuple[str, list[str]]:
+    """(the CPU as LLVM identifies it: vendor, family, model; its instruction-set flags), from
+    /proc/cpuinfo's first processor on Linux; elsewhere ``platform.processor()`` and no flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        return platform.processor(), []
+    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+    ident = " ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model", "CPU implementer", "CPU part"))
+    flags = (fields.get("flags") or fields.get("Features") or "").split()
+    return " ".join(ident.split()), sorted(f for f in flags if _ISA_FLAG.match(f))
+
+
+def machine_key() -> str:
+    """A folder name for this machine's compiled programs: ``<arch>-<12 hex digits>``."""
+    import jaxlib
+
+    cpu, isa = cpu_identity()
+    text = "|".join([jaxlib.__version__, platform.machine(), cpu, *isa])
+    return f"{platform.machine()}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
+    """The folder a run's compiled programs go to, or None (off, or JAX's own setting rules)."""
+    env = os.environ if environ is None else environ
+    if env.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    chosen = env.get(ENV)
+    if chosen is not None and chosen.strip().lower() in OFF:
+        return None
+    if chosen:
+        root = Path(chosen).expanduser()
+    else:
+        root = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lra" / "jax"
+    return root / machine_key()
+
+
+def enable() -> Path | None:
+    """Turn JAX's persistent compilation cache on for this process (see the module docstring);
+    the folder used, or None. A folder that cannot be made leaves the cache off (a run never
+    fails for its cache)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    return folder
 
 
 def _fail(message: str, code: int) -> None:
@@ -87,12 +172,11 @@ def main(argv: list[str], parsed: dict[str, Any]) -> None:
     from absl import flags, logging
 
     from lra.training import Interrupted, train_and_evaluate
-    from lra.training.compile_cache import enable as enable_compilation_cache
-    from lra.training.seeds import seed_workdirs, set_command_line
+    from lra.training.runs import seed_workdirs, set_command_line
 
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
     quiet_library_errors()
-    enable_compilation_cache()  # a resume loads its compiled steps (lra.training.compile_cache)
+    enable()  # JAX's persistent compilation cache: a resume loads its compiled steps (above)
 
     if len(argv) > 1:
         _fail(f"unexpected arguments: {' '.join(argv[1:])}", EXIT_INVALID)
@@ -121,7 +205,7 @@ def main(argv: list[str], parsed: dict[str, Any]) -> None:
         then = ("checkpoint saved in" if e.saved else "nothing needed saving in") + f" {where}"
         print(f"{e}; {then}. Rerun the same command to resume.", file=sys.stderr, flush=True)
         sys.exit(exit_code(e))
-    except (ValueError, RuntimeError, OSError) as e:  # every class has its code (lra.training.run_errors)
+    except (ValueError, RuntimeError, OSError) as e:  # every class has its code (lra.errors)
         try:
             code = exit_code(e)
         except TypeError:

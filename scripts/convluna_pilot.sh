@@ -7,7 +7,7 @@
 # ConvLuna-16 (reference) on the 20k split, shows whether the split size matters.
 #
 # Two lanes, one per core, each process pinned to its core after its first compile
-# (LRA_PIN_CORE; lra.training.cpu_speed). Every run resumes from its checkpoint: rerunning this
+# (LRA_PIN_CORE; lra.cpu_speed). Every run resumes from its checkpoint: rerunning this
 # script after an interruption loses nothing. Run it from a work tree at a fixed commit:
 #     git worktree add ../pilot <commit> && cd ../pilot && bash scripts/convluna_pilot.sh
 set -uo pipefail

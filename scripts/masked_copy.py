@@ -27,8 +27,8 @@ resumes from them (``--restart`` discards them).
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # before jax loads: the faster allocator is set up at process start (lra.training.cpu_speed)
-    from lra.training.cpu_speed import reexec_with_fast_allocator
+if __name__ == "__main__":  # before jax loads: the faster allocator is set up at process start (lra.cpu_speed)
+    from lra.cpu_speed import reexec_with_fast_allocator
 
     reexec_with_fast_allocator()
 
@@ -41,9 +41,8 @@ from typing import Any
 
 from lra.config_args import as_old_spelling, split_config_args
 from lra.config_fields import apply_override
-from lra.errors import InputError
+from lra.errors import InputError, WorkdirLockedError, describe, exit_code
 from lra.experiments import masked_copy
-from lra.training.run_errors import WorkdirLockedError, describe, exit_code
 
 # --config.FIELD=VALUE as the parser reads it: rewritten in place (lra.config_args.as_old_spelling) to this
 # hidden flag, so both spellings land in one list in the order given.

@@ -19,8 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lra.errors import InputError  # noqa: E402
 from lra.evaluate import evaluate_run, evaluation_config, fail, load_run_config, parse_options  # noqa: E402
-from lra.training.provenance import mark_start, stamp  # noqa: E402
-from lra.training.record_seal import seal  # noqa: E402
+from lra.training.provenance import (  # noqa: E402
+    mark_start,
+    seal,  # noqa: E402
+    stamp,
+)
 from lra.training.run_files import append_jsonl, check_can_write, write_json_atomic, write_text_atomic  # noqa: E402
 
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
 
         args.out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.out / "swap_eval.json", {"workdir": str(args.workdir), **stamp(), "rows": rows})
-        seal(args.out / "swap_eval.json")  # an edit after this is found by the audit (lra.training.record_seal)
+        seal(args.out / "swap_eval.json")  # an edit after this is found by the audit (lra.training.provenance)
         lines = [
             f"Checkpoint of `{args.workdir}` (trained with {rows[0]['trained_with']}, step {rows[0]['step']}),",
             f"evaluated on {args.split} with each attention. Command: `python {' '.join(sys.argv)}`",

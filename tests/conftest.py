@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     are unchanged, so a SIGKILLed child never leaves a cut entry) except the documentation's
     commands (test_doc_commands.py), never killed but by their timeout. Removed at the end by its
     maker; a cache the caller set is left alone. ``python -m lra.train`` children get no cache of
-    their own either (LRA_COMPILATION_CACHE=off: lra.training.compile_cache) unless a test gives one."""
+    their own either (LRA_COMPILATION_CACHE=off: lra.train) unless a test gives one."""
     os.environ["LRA_COMPILATION_CACHE"] = "off"
     if os.environ.get(COMPILATION_CACHE):
         return  # set by the caller

@@ -31,7 +31,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from lra.training.compile_cache import cpu_identity
+from lra.train import cpu_identity
 
 GOLDEN = Path(__file__).parent / "golden"
 _COMMITTED = GOLDEN  # the records the summary counts (tests may point GOLDEN elsewhere)

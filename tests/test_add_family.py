@@ -19,7 +19,7 @@ from lra.bench import steps as step_bench
 from lra.defaults import load_config_file
 from lra.experiments import sweep
 from lra.family_configs import CONFIGS, config_spec
-from lra.training.seeds import default_workdir
+from lra.training.runs import default_workdir
 from test_attention_contract import CHECKS
 
 NAME = "mean_pool"

@@ -25,8 +25,8 @@ from lra.data.listops import NUM_CLASSES, VOCAB
 from lra.defaults import load_config_file
 from lra.family_configs import config_spec
 from lra.model import build_model
-from lra.training.schedules import make_optimizer
-from lra.training.validation import validate_config
+from lra.training.runs import validate_config
+from lra.training.step import make_optimizer
 
 STEPS = 4
 BATCH, LENGTH = 8, 48
@@ -112,7 +112,7 @@ def _train_losses(grad_fn: Any, update: Any, tx: Any, params: Any, batches: list
 def start(family: str, init_seed: int = 1) -> tuple[Any, list[dict[str, np.ndarray]], Any, Any, Any]:
     """(float32 config, batches, initial parameters, AdamW, its compiled update) of ``family``'s
     smoke steps. One float32 initialisation serves both dtypes (parameters are float32 whatever
-    the compute dtype), and one compiled AdamW update (lra.training.schedules.make_optimizer)."""
+    the compute dtype), and one compiled AdamW update (lra.training.step.make_optimizer)."""
     c32 = _smoke_config(family, "float32")
     batches = _batches(seed=0)
     model = build_model(c32.model, len(VOCAB), NUM_CLASSES, dual=False)

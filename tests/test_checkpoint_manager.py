@@ -13,7 +13,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from lra.training import integrity
+from lra.training import provenance
 from lra.training.checkpoints import DELETED, RECORD, STEP_METADATA, Checkpoints, CorruptCheckpointError
 from lra.training.run_files import config_digest
 from test_checkpoints import _state, flip_bit
@@ -30,22 +30,22 @@ def save_format1(folder: Path, state, config: dict | None) -> None:
         "format": 1,
         "kind": folder.parent.name,
         "step": int(folder.name),
-        "files": integrity.file_digests(folder / "state"),
-        "arrays": integrity.array_digests(jax.device_get(state)),
+        "files": provenance.file_digests(folder / "state"),
+        "arrays": provenance.array_digests(jax.device_get(state)),
     }
     if config is not None:
         record.update(config=config, config_digest=config_digest(config))
-    integrity.write_sealed_json(folder / RECORD, record)
+    provenance.write_sealed_json(folder / RECORD, record)
 
 
 def as_format1(folder: Path) -> None:
     """Rewrite a checkpoint saved by the CheckpointManager in format 1's layout, arrays untouched."""
-    record = integrity.read_sealed_json(folder / RECORD)
+    record = provenance.read_sealed_json(folder / RECORD)
     shutil.move(folder / STEP_METADATA, folder / "state" / STEP_METADATA)
     (folder / "commit_success.txt").unlink()
     shutil.rmtree(folder / "metrics", ignore_errors=True)
-    record.update(format=1, files=integrity.file_digests(folder / "state"))
-    integrity.write_sealed_json(folder / RECORD, record)
+    record.update(format=1, files=provenance.file_digests(folder / "state"))
+    provenance.write_sealed_json(folder / RECORD, record)
 
 
 def test_keep_two_latest_and_the_best_by_accuracy_with_the_config_as_orbax_metadata(tmp_path):
@@ -128,5 +128,5 @@ def test_a_run_with_format1_checkpoints_resumes_to_the_uninterrupted_result(
         as_format1(folder)
     result = train_and_evaluate(smoke(smoke_data_dir), workdir)
     assert {k: result[k] for k in SAME} == {k: finished_smoke_run[1][k] for k in SAME}
-    assert integrity.read_sealed_json(workdir / "checkpoints" / "latest" / "6" / RECORD)["format"] == 2
+    assert provenance.read_sealed_json(workdir / "checkpoints" / "latest" / "6" / RECORD)["format"] == 2
     assert json.loads((workdir / "result.json").read_text())["test_accuracy"] == finished_smoke_run[1]["test_accuracy"]

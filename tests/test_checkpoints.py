@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lra.training import integrity
+from lra.errors import NonFiniteLossError
+from lra.training import provenance
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
-from lra.training.run_errors import NonFiniteLossError
 
 
 def _state(value: float = 1.0) -> dict:
@@ -107,13 +107,13 @@ def test_interrupted_save_leaves_previous_checkpoint_and_is_cleaned(tmp_path):
 
 def test_sealed_json_detects_any_change(tmp_path):
     path = tmp_path / "r.json"
-    integrity.write_sealed_json(path, {"a": [1, 2], "b": "x"})
-    assert integrity.read_sealed_json(path) == {"a": [1, 2], "b": "x"}
+    provenance.write_sealed_json(path, {"a": [1, 2], "b": "x"})
+    assert provenance.read_sealed_json(path) == {"a": [1, 2], "b": "x"}
     raw = path.read_bytes()
     for byte in range(len(raw)):
         path.write_bytes(raw[:byte] + bytes([raw[byte] ^ 4]) + raw[byte + 1 :])
-        with pytest.raises((integrity.IntegrityError, ValueError)):
-            integrity.read_sealed_json(path)
+        with pytest.raises((provenance.IntegrityError, ValueError)):
+            provenance.read_sealed_json(path)
     os.remove(path)
-    with pytest.raises(integrity.IntegrityError, match="missing"):
-        integrity.read_sealed_json(path)
+    with pytest.raises(provenance.IntegrityError, match="missing"):
+        provenance.read_sealed_json(path)

@@ -1,4 +1,4 @@
-"""A run's persistent compilation cache (lra.training.compile_cache): where it goes, how it is
+"""A run's persistent compilation cache (lra.train): where it goes, how it is
 turned off, and that a resumed ``python -m lra.train`` loads its steps instead of compiling them."""
 
 from __future__ import annotations
@@ -11,24 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from lra.training import compile_cache
+from lra import train
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_where_the_cache_goes(tmp_path):
-    key = compile_cache.machine_key()
-    assert compile_cache.cache_dir({"HOME": str(tmp_path)}) == Path.home() / ".cache" / "lra" / "jax" / key
-    assert compile_cache.cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "lra" / "jax" / key
-    assert compile_cache.cache_dir({"LRA_COMPILATION_CACHE": str(tmp_path / "c")}) == tmp_path / "c" / key
+    key = train.machine_key()
+    assert train.cache_dir({"HOME": str(tmp_path)}) == Path.home() / ".cache" / "lra" / "jax" / key
+    assert train.cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "lra" / "jax" / key
+    assert train.cache_dir({"LRA_COMPILATION_CACHE": str(tmp_path / "c")}) == tmp_path / "c" / key
     for off in ("off", "0", "none", "", "OFF"):
-        assert compile_cache.cache_dir({"LRA_COMPILATION_CACHE": off}) is None
-    assert compile_cache.cache_dir({"JAX_COMPILATION_CACHE_DIR": str(tmp_path)}) is None  # JAX's own setting rules
+        assert train.cache_dir({"LRA_COMPILATION_CACHE": off}) is None
+    assert train.cache_dir({"JAX_COMPILATION_CACHE_DIR": str(tmp_path)}) is None  # JAX's own setting rules
 
 
 def test_one_folder_per_machine():
-    cpu, isa = compile_cache.cpu_identity()
-    key = compile_cache.machine_key()
+    cpu, isa = train.cpu_identity()
+    key = train.machine_key()
     assert key.startswith(f"{os.uname().machine}-") and len(key.split("-")[-1]) == 12
     if Path("/proc/cpuinfo").is_file() and os.uname().machine == "x86_64":
         assert cpu.startswith(("GenuineIntel", "AuthenticAMD")) and "sse4_2" in isa

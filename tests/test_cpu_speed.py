@@ -1,4 +1,4 @@
-"""The CPU speed settings (lra.training.cpu_speed) change no logged number, and are recorded.
+"""The CPU speed settings (lra.cpu_speed) change no logged number, and are recorded.
 
 The tests train the ListOps smoke model for 20 steps in child processes (``python -m lra.train``,
 the path users run: the suite's default settings once, jax's default path once, then one child per
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lra.training import cpu_speed
+from lra import cpu_speed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -151,7 +151,7 @@ def test_child_environment_adds_the_tunables_once_and_keeps_the_users():
 
 
 _BITS = (
-    "import json, jax; from lra.training import cpu_speed; on = cpu_speed.unroll_threefry_on_cpu(); "
+    "import json, jax; from lra import cpu_speed; on = cpu_speed.unroll_threefry_on_cpu(); "
     "k = jax.random.key(3); d, a = jax.random.split(jax.random.fold_in(k, 7)); "
     "keys = jax.vmap(jax.random.key)(jax.numpy.arange(2)); "
     "print(json.dumps([on, cpu_speed.settings()['threefry'], jax.jit(lambda: jax.random.bits(d, (4, "
@@ -162,7 +162,7 @@ _BITS = (
 
 
 def test_faster_threefry_lowerings_give_the_same_bits_and_break_loudly_if_jax_moves_them():
-    """The one use of jax internals (lra.training.threefry_lowering): if a jax upgrade moves them,
+    """The one use of jax internals (lra.cpu_speed): if a jax upgrade moves them,
     the one-pass lowering is not in force and this fails."""
     outs = {}
     for value in ("0", "", "1"):
@@ -180,7 +180,7 @@ def test_faster_threefry_lowerings_give_the_same_bits_and_break_loudly_if_jax_mo
     assert outs[""][:2] == [
         True,
         "one-pass",
-    ], "jax moved the threefry lowering: update lra/training/threefry_lowering.py"
+    ], "jax moved the threefry lowering: update lra/cpu_speed.py"
     assert outs["1"][:2] == [True, "fused"]
     assert outs["0"][2:] == outs[""][2:] == outs["1"][2:]
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from lra import diagnose
+from lra.errors import EXIT_CORRUPT
 from lra.reports import diagnostics
 from lra.train import train_and_evaluate
-from lra.training.run_errors import EXIT_CORRUPT
 from lra.training.run_files import config_to_dict, write_json_atomic
 from test_checkpoints import flip_bit
 
@@ -98,7 +98,7 @@ def _mean_cosine(m: np.ndarray) -> float:
 
 def test_numbers_equal_an_independent_recomputation(diagnosed):
     """Restore the checkpoint, run the model on the first 8 validation examples and recompute
-    the statistics here with numpy, without lra.training.memory_stats."""
+    the statistics here with numpy, without lra.training.metrics."""
     from lra.data import load_task
     from lra.model import build_model
     from lra.training.checkpoints import Checkpoints

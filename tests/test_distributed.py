@@ -15,13 +15,13 @@ from typing import Any
 import jax
 import pytest
 
-from lra.training import distributed
+from lra.training import hosts
 
 REPO = Path(__file__).resolve().parent.parent
 
 LAUNCHER_VARS = (
-    *distributed.EXPLICIT_VARS,
-    distributed.LOCAL_DEVICE_IDS_VAR,
+    *hosts.EXPLICIT_VARS,
+    hosts.LOCAL_DEVICE_IDS_VAR,
     "SLURM_NTASKS",
     "OMPI_COMM_WORLD_SIZE",
     "TPU_WORKER_HOSTNAMES",
@@ -38,31 +38,31 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """A clean launcher environment, a fresh module state and a fake jax.distributed.initialize."""
     for var in LAUNCHER_VARS:
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(distributed, "_initialized", False)
+    monkeypatch.setattr(hosts, "_initialized", False)
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(jax.distributed, "initialize", lambda **kwargs: calls.append(kwargs))
     return calls
 
 
 def test_one_process_initializes_nothing(captured):
-    assert distributed.initialize_args({}) is None
-    assert not distributed.multi_host_environment({})
-    distributed.initialize()
+    assert hosts.initialize_args({}) is None
+    assert not hosts.multi_host_environment({})
+    hosts.initialize()
     assert captured == []
 
 
 def test_explicit_launch_passes_all_three_and_device_ids(captured, monkeypatch):
     for var, value in {**EXPLICIT, "JAX_LOCAL_DEVICE_IDS": "0, 1"}.items():
         monkeypatch.setenv(var, value)
-    distributed.initialize()
-    distributed.initialize()  # once only
+    hosts.initialize()
+    hosts.initialize()  # once only
     assert captured == [
         dict(
             coordinator_address="10.0.0.1:1234",
             num_processes=4,
             process_id=3,
             local_device_ids=[0, 1],
-            initialization_timeout=distributed.DEFAULT_TIMEOUT + 60,
+            initialization_timeout=hosts.DEFAULT_TIMEOUT + 60,
         )  # ours first (issue 26 U3)
     ]
 
@@ -79,7 +79,7 @@ def test_a_missing_variable_is_named(captured, monkeypatch, given, missing):
     for var in given:
         monkeypatch.setenv(var, EXPLICIT[var])
     with pytest.raises(ValueError, match=missing):
-        distributed.initialize()
+        hosts.initialize()
     assert captured == []
 
 
@@ -95,18 +95,18 @@ def test_a_missing_variable_is_named(captured, monkeypatch, given, missing):
 )
 def test_bad_values_are_named(var, value, message):
     with pytest.raises(ValueError, match=message):
-        distributed.initialize_args({**EXPLICIT, var: value})
+        hosts.initialize_args({**EXPLICIT, var: value})
 
 
 def test_cluster_launchers_keep_jax_auto_detection():
     # SLURM / MPI / TPU: jax detects what is not given (as before), so a lone address is fine.
-    assert distributed.initialize_args({"SLURM_NTASKS": "8"}) == {}
-    assert distributed.initialize_args({"OMPI_COMM_WORLD_SIZE": "2"}) == {}
-    assert distributed.initialize_args({"TPU_WORKER_HOSTNAMES": "a,b"}) == {}
-    assert distributed.initialize_args({"SLURM_NTASKS": "8", "JAX_COORDINATOR_ADDRESS": "n1:99"}) == {
+    assert hosts.initialize_args({"SLURM_NTASKS": "8"}) == {}
+    assert hosts.initialize_args({"OMPI_COMM_WORLD_SIZE": "2"}) == {}
+    assert hosts.initialize_args({"TPU_WORKER_HOSTNAMES": "a,b"}) == {}
+    assert hosts.initialize_args({"SLURM_NTASKS": "8", "JAX_COORDINATOR_ADDRESS": "n1:99"}) == {
         "coordinator_address": "n1:99"
     }
-    assert distributed.initialize_args({"SLURM_NTASKS": "1"}) is None
+    assert hosts.initialize_args({"SLURM_NTASKS": "1"}) is None
 
 
 def test_cpu_collectives_default_to_gloo_but_a_choice_is_kept(monkeypatch):
@@ -116,10 +116,10 @@ def test_cpu_collectives_default_to_gloo_but_a_choice_is_kept(monkeypatch):
     before = getattr(jax.config, name)
     try:
         jax.config.update(name, None)
-        distributed._cpu_collectives_default()
+        hosts._cpu_collectives_default()
         assert getattr(jax.config, name) == "gloo"
         jax.config.update(name, "mpi")
-        distributed._cpu_collectives_default()
+        hosts._cpu_collectives_default()
         assert getattr(jax.config, name) == "mpi"
     finally:
         jax.config.update(name, before)
@@ -129,13 +129,13 @@ WORKER = textwrap.dedent(
     """
     import json
     import jax, jax.numpy as jnp, numpy as np
-    from lra.training import distributed
+    from lra.training import hosts
 
-    distributed.initialize()
-    mesh = distributed.data_mesh()
+    hosts.initialize()
+    mesh = hosts.data_mesh()
     batch = {"x": np.arange(24, dtype=np.float32).reshape(8, 3)}  # the same global batch everywhere
-    sharded = distributed.shard_batch(batch, distributed.batch_sharded(mesh))
-    total = jax.jit(lambda b: jnp.sum(b["x"] ** 2), out_shardings=distributed.replicated(mesh))(sharded)
+    sharded = hosts.shard_batch(batch, hosts.batch_sharded(mesh))
+    total = jax.jit(lambda b: jnp.sum(b["x"] ** 2), out_shardings=hosts.replicated(mesh))(sharded)
     print(json.dumps({"process_index": jax.process_index(), "process_count": jax.process_count(),
                       "devices": int(mesh.devices.size), "local_rows": sharded["x"].addressable_shards[0].data.shape[0],
                       "sum": float(total)}))
@@ -367,16 +367,16 @@ def _one_error_line(stderr: str) -> str:
 
 def test_waiting_messages_name_what_is_missing():
     assert (
-        distributed.waiting_message(dict(coordinator_address="h:1", num_processes=3, process_id=0))
+        hosts.waiting_message(dict(coordinator_address="h:1", num_processes=3, process_id=0))
         == "process 0 of 3: waiting for 2 more processes at h:1"
     )
-    assert "waiting for process 0 (the coordinator) at h:1" in distributed.waiting_message(
+    assert "waiting for process 0 (the coordinator) at h:1" in hosts.waiting_message(
         dict(coordinator_address="h:1", num_processes=2, process_id=1)
     )
-    assert distributed.join_timeout({}) == distributed.DEFAULT_TIMEOUT
-    assert distributed.join_timeout({distributed.TIMEOUT_VAR: "7"}) == 7
+    assert hosts.join_timeout({}) == hosts.DEFAULT_TIMEOUT
+    assert hosts.join_timeout({hosts.TIMEOUT_VAR: "7"}) == 7
     with pytest.raises(ValueError, match="LRA_DISTRIBUTED_TIMEOUT='soon' must be an integer >= 1"):
-        distributed.join_timeout({distributed.TIMEOUT_VAR: "soon"})
+        hosts.join_timeout({hosts.TIMEOUT_VAR: "soon"})
 
 
 @pytest.mark.parametrize("process_id", [0, 1])

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from lra.defaults import make_config
+from lra.errors import EXIT_CORRUPT
 from lra.evaluate import evaluate_run, load_run_config, parse_options
-from lra.training.run_errors import EXIT_CORRUPT
 from test_checkpoints import flip_bit
 
 REPO = Path(__file__).resolve().parent.parent

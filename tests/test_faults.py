@@ -227,8 +227,8 @@ def _error_line(out: subprocess.CompletedProcess) -> str:
 def test_bundle_start_over_takes_every_lock_before_removing_anything(finished_bundle, data_dir, tmp_path):
     """D1: seed 1's workdir held by another process: --start_over on the bundle is refused (exit 3)
     and seed 0's finished run is still there, byte for byte."""
-    from lra.training.run_errors import EXIT_LOCKED, WorkdirLockedError, exit_code
-    from lra.training.workdir_lock import WorkdirLock
+    from lra.errors import EXIT_LOCKED, WorkdirLockedError, exit_code
+    from lra.training.run_files import WorkdirLock
 
     workdir = tmp_path / "w"
     shutil.copytree(finished_bundle[0], workdir)
@@ -330,19 +330,19 @@ def test_bucketed_seed_resumed_alone_inherits_the_bundles_bucket_order(finished_
 
 def _legacy(checkpoint: Path) -> None:
     """Rewrite a checkpoint's integrity record as an older version wrote it (no config)."""
-    from lra.training import integrity
+    from lra.training import provenance
 
-    record = integrity.read_sealed_json(checkpoint / "integrity.json")
+    record = provenance.read_sealed_json(checkpoint / "integrity.json")
     for key in ("config", "config_digest"):
         record.pop(key)
-    integrity.write_sealed_json(checkpoint / "integrity.json", record)
+    provenance.write_sealed_json(checkpoint / "integrity.json", record)
 
 
 def test_checkpoints_of_another_or_an_unknown_config_are_refused(finished_smoke_run, data_dir, tmp_path):
     """D3: checkpoints left without config.json (a --start_over killed by an older version) are
     never resumed under another config: their sealed config is compared; one that records none
     is refused when config.json is gone."""
-    from lra.training.run_errors import RunStateError
+    from lra.errors import RunStateError
     from lra.training.run_files import WorkdirMismatchError
 
     workdir = tmp_path / "run"

@@ -5,8 +5,9 @@ Layers, low to high; a module may import its own layer and the layers beneath it
 
 The library, what a user imports and extends:
 
--1. ``lra.errors``: the suite's base error class (``InputError``), raised by every layer; ``lra.console``:
-   sizes, times and a bar or plain lines, shown by every layer.
+-1. ``lra.errors``: the suite's error classes (``InputError`` and the run errors, one exit code each), raised by
+   every layer; ``lra.console``: sizes, times and a bar or plain lines, shown by every layer; ``lra.cpu_speed``:
+   the bit-identical CPU speed settings, which the training loop and the commands that start runs opt into.
    ``lra.papers``: what each paper fixes (plain data), read by every layer.
 0. ``lra.attention`` and ``lra.data``, apart: neither imports the other (nor anything above).
 1. ``lra.model``, ``lra.defaults``, ``lra.config_fields``, ``lra.config_args`` (the override grammar),
@@ -47,7 +48,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 # (layer name, rank, module prefixes); a module belongs to the entry with its longest matching prefix.
 LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
-    ("errors, console output and paper data", -1, ("lra.errors", "lra.console", "lra.papers")),
+    (
+        "errors, console output, CPU speed settings and paper data",
+        -1,
+        ("lra.errors", "lra.console", "lra.cpu_speed", "lra.papers"),
+    ),
     ("attention", 0, ("lra.attention",)),
     ("data", 0, ("lra.data",)),
     (

@@ -144,7 +144,7 @@ def test_the_laptop_preset_is_the_confirmatory_budget():
     README's main job and the confirmatory ConvLuna-16 row train the same configuration (seeds aside)."""
     from lra.defaults import load_config_file
     from lra.reproduce.convluna_confirm import SETTINGS
-    from lra.training.run_config import config_to_dict, flatten_config
+    from lra.training.run_files import config_to_dict, flatten_config
 
     make = load_config_file("configs/listops_convluna.py").get_config
     laptop = flatten_config(config_to_dict(make("laptop,reference")))

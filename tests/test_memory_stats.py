@@ -1,10 +1,10 @@
-"""lra.training.memory_stats on hand-built memories and attention weights with known answers."""
+"""lra.training.metrics on hand-built memories and attention weights with known answers."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lra.training import memory_stats as ms
+from lra.training import metrics as ms
 
 
 def _three_vectors_16_cells(noise: float = 1e-4) -> np.ndarray:

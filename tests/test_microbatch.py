@@ -1,5 +1,5 @@
 """config.microbatches: the accumulated step equals the one-batch step (gradient, loss, accuracy)
-up to float summation order, with every example's dropout bits unchanged (lra.training.microbatch)."""
+up to float summation order, with every example's dropout bits unchanged (lra.training.step)."""
 
 import jax
 import jax.numpy as jnp
@@ -11,9 +11,9 @@ from lra.data import task_shapes
 from lra.defaults import make_config
 from lra.errors import InputError
 from lra.model import build_model
-from lra.training import distributed, microbatch
-from lra.training.steps import make_init, make_steps
-from lra.training.validation import ConfigError, validate_config
+from lra.training import hosts, step
+from lra.training.runs import ConfigError, validate_config
+from lra.training.step import make_init, make_steps
 
 # --- the row-keyed PRNG: a microbatch's bits are the full batch's bits of its rows
 
@@ -28,7 +28,7 @@ def test_row_keyed_bits_are_the_full_batch_bits_of_each_row(count, parts):
         jax.random.bernoulli(jax.random.fold_in(jax.random.split(key)[1], 3), 0.3, (parts * batch, 7))
     )
     for m in range(count):
-        k = microbatch.row_keyed(key, jnp.asarray(m), count, rows, batch, parts)
+        k = step.row_keyed(key, jnp.asarray(m), count, rows, batch, parts)
         mine = [p * batch + m + j * count for p in range(parts) for j in range(rows)]
         np.testing.assert_array_equal(np.asarray(jax.random.bits(k, (parts * rows, 3, 5))), full[mine])
         # derived keys (flax folds module paths into them) keep the map
@@ -42,7 +42,7 @@ def test_row_keyed_counter_crosses_2_to_the_32():
     count, per_row = 70_000, 98_304
     m = 43_690  # the row holds indices 4,294,901,760 .. 4,294,999,... : it crosses 2^32 (the carry)
     key = jax.random.key(3)
-    k = microbatch.row_keyed(key, jnp.asarray(m), count, 1, count, 1)
+    k = step.row_keyed(key, jnp.asarray(m), count, 1, count, 1)
     got = np.asarray(jax.random.bits(k, (1, per_row)))
     index = np.uint64(m) * np.uint64(per_row) + np.arange(per_row, dtype=np.uint64)
     assert index[0] < 2**32 < index[-1]
@@ -55,13 +55,13 @@ def test_row_keyed_counter_crosses_2_to_the_32():
 def test_mul_2x32_is_exact():
     a = jnp.asarray([0, 1, 2**32 - 1, 123_456_789, 65_535, 65_536], jnp.uint32)
     for c in (0, 1, 2**32 - 1, 64_032_016, 65_537):
-        hi, lo = microbatch.mul_2x32(a, c)
+        hi, lo = step.mul_2x32(a, c)
         got = [(int(h) << 32) | int(w) for h, w in zip(np.asarray(hi), np.asarray(lo), strict=True)]
         assert got == [int(x) * c for x in np.asarray(a)]
 
 
 def test_a_draw_without_the_rows_axis_is_refused():
-    k = microbatch.row_keyed(jax.random.key(0), jnp.asarray(1), 4, 2, 8, 1)
+    k = step.row_keyed(jax.random.key(0), jnp.asarray(1), 4, 2, 8, 1)
     with pytest.raises(InputError, match="leading axis"):
         jax.random.bits(k, (3, 2))
 
@@ -91,9 +91,9 @@ def _step(task, microbatches, seeds=(0,), dropout=0.1, remat=False, dtype="float
     vocab, classes, dual = task_shapes(task)
     model = build_model(c.model, vocab, classes, dual)
     tx = optax.sgd(1.0)  # the update is minus the gradient (Adam would amplify float noise in zero gradients)
-    mesh = distributed.data_mesh()
+    mesh = hosts.data_mesh()
     example = (2, 24) if dual else (24,)
-    init = make_init(model, tx, list(seeds), jnp.zeros((1, *example), jnp.int32), distributed.replicated(mesh))
+    init = make_init(model, tx, list(seeds), jnp.zeros((1, *example), jnp.int32), hosts.replicated(mesh))
     train, _ = make_steps(model, tx, c, mesh, list(seeds))
     rng = np.random.default_rng(0)
     s, b = len(seeds), c.batch_size
@@ -105,7 +105,7 @@ def _step(task, microbatches, seeds=(0,), dropout=0.1, remat=False, dtype="float
     batch = {"inputs": inputs, "labels": rng.integers(0, classes, (s, b)).astype(np.int32), "weights": weights}
     state = init()
     before = jax.tree.map(np.asarray, state["params"])
-    new_state, metrics = train(state, distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh)))
+    new_state, metrics = train(state, hosts.shard_batch(batch, hosts.seed_batch_sharded(mesh)))
     delta = jax.tree.map(lambda a, b: np.asarray(a) - b, new_state["params"], before)
     return delta, jax.tree.map(np.asarray, metrics)
 
@@ -156,7 +156,7 @@ def test_remat_is_the_same_step():
 
 def test_bf16_option_computes_in_bfloat16_and_keeps_float32_state():
     from lra.attention.base import dot_product_attention
-    from lra.training.schedules import make_optimizer
+    from lra.training.step import make_optimizer
 
     c = make_config("listops", "softmax", "smoke,bf16")
     assert c.model.dtype == "bfloat16" and c.preset == "smoke"

@@ -10,7 +10,7 @@ import pytest
 
 from lra.bench import profile_summary
 from lra.train import train_and_evaluate
-from lra.training.profiling import ProfileWindow
+from lra.training.loop import ProfileWindow
 
 
 def test_window_spec_and_placement_are_checked(tmp_path):

@@ -14,7 +14,7 @@ from git_history import REGISTRY_CLASSES
 from git_history import commit as _commit
 from git_history import git as _git
 from lra.reproduce import audit, record_evidence
-from lra.training import code_tree, record_seal
+from lra.training import provenance
 
 REGISTRY = (
     REGISTRY_CLASSES
@@ -62,43 +62,43 @@ def test_tree_ids_are_gits_own(repo):
     (lra / "only_cache" / "__pycache__").mkdir(parents=True)
     (lra / "only_cache" / "__pycache__" / "z.pyc").write_bytes(b"\x00")
     _commit(repo, "tree")
-    assert code_tree.code_trees(repo) == {
+    assert provenance.code_trees(repo) == {
         "lra": _git(repo, "rev-parse", "HEAD:lra"),
         "configs": _git(repo, "rev-parse", "HEAD:configs"),
     }
     (lra / "a0.py").write_text("# changed\n")
-    assert code_tree.code_trees(repo)["lra"] != _git(repo, "rev-parse", "HEAD:lra")
+    assert provenance.code_trees(repo)["lra"] != _git(repo, "rev-parse", "HEAD:lra")
 
 
 def test_uncommitted_code_stores_the_digest_of_its_diff(repo):
     _commit(repo, "clean")
-    assert "diff_sha256" not in code_tree.code_evidence(repo)
+    assert "diff_sha256" not in provenance.code_evidence(repo)
     (repo / "configs" / "base.py").write_text("STEPS = 20\n")
-    first = code_tree.code_evidence(repo)
+    first = provenance.code_evidence(repo)
     assert first["configs"] != _git(repo, "rev-parse", "HEAD:configs") and first["diff_sha256"]
     (repo / "configs" / "new.py").write_text("X = 1\n")  # an untracked file is part of what ran
-    assert code_tree.code_evidence(repo)["diff_sha256"] != first["diff_sha256"]
+    assert provenance.code_evidence(repo)["diff_sha256"] != first["diff_sha256"]
 
 
 def test_a_seal_finds_an_edit_and_a_correction_is_a_separate_file(tmp_path):
     record = tmp_path / "r.json"
     record.write_text(json.dumps({"git_commit_start": "abc", "accuracy": 0.5}))
-    assert record_seal.seal_state(record)[0] == record_seal.UNSEALED
-    record_seal.seal(record)
-    assert record_seal.seal_state(record)[0] == record_seal.SEALED
-    path = record_seal.write_correction(record, {"git_commit_start": "def"}, who="a reviewer", why="typo in the commit")
-    assert record_seal.seal_state(record)[0] == record_seal.SEALED  # the record itself is untouched
+    assert provenance.seal_state(record)[0] == provenance.UNSEALED
+    provenance.seal(record)
+    assert provenance.seal_state(record)[0] == provenance.SEALED
+    path = provenance.write_correction(record, {"git_commit_start": "def"}, who="a reviewer", why="typo in the commit")
+    assert provenance.seal_state(record)[0] == provenance.SEALED  # the record itself is untouched
     assert json.loads(record.read_text())["git_commit_start"] == "abc"
-    assert record_seal.corrected(record) == {"git_commit_start": "def", "accuracy": 0.5}
+    assert provenance.corrected(record) == {"git_commit_start": "def", "accuracy": 0.5}
     body = json.loads(path.read_text().split("\n", 1)[1])
     assert body["changes"] == {"git_commit_start": {"from": "abc", "to": "def"}} and body["who"] == "a reviewer"
     with pytest.raises(ValueError):
-        record_seal.write_correction(record, {"accuracy": 1.0}, who="", why="no name")
+        provenance.write_correction(record, {"accuracy": 1.0}, who="", why="no name")
     record.write_text(json.dumps({"git_commit_start": "abc", "accuracy": 0.9}))  # edited in place
-    state, sentence = record_seal.seal_state(record)
-    assert state == record_seal.EDITED and "r.json was changed after it was written" in sentence
+    state, sentence = provenance.seal_state(record)
+    assert state == provenance.EDITED and "r.json was changed after it was written" in sentence
     with pytest.raises(ValueError, match="corrects another version"):
-        record_seal.read_corrections(record)
+        provenance.read_corrections(record)
 
 
 def test_write_record_stores_code_trees_and_seals(tmp_path, monkeypatch):
@@ -111,8 +111,8 @@ def test_write_record_stores_code_trees_and_seals(tmp_path, monkeypatch):
     write_record(out, {"value": 1})
     data = json.loads(out.read_text())
     assert set(data["code_start"]) >= {"lra", "configs"} and data["code_start"]["lra"]
-    assert data["code_start"]["lra"] == code_tree.code_trees()["lra"] or "diff_sha256" in data["code_start"]
-    assert record_seal.seal_state(out)[0] == record_seal.SEALED
+    assert data["code_start"]["lra"] == provenance.code_trees()["lra"] or "diff_sha256" in data["code_start"]
+    assert provenance.seal_state(out)[0] == provenance.SEALED
 
 
 def _record(repo: Path, seal: bool = True, **fields) -> Path:
@@ -120,7 +120,7 @@ def _record(repo: Path, seal: bool = True, **fields) -> Path:
     path = repo / "rec" / "a.json"
     path.write_text(json.dumps(fields))
     if seal:
-        record_seal.seal(path)
+        provenance.seal(path)
     return path
 
 
@@ -130,7 +130,7 @@ def _label(repo: Path, tmp_path: Path) -> audit.Registration:
 
 def test_a_record_whose_code_is_its_commits_is_pre_registered_without_older_evidence(repo, tmp_path):
     rules = _commit(repo, "register")
-    _record(repo, git_commit_start=rules, code_start=code_tree.code_evidence(repo))
+    _record(repo, git_commit_start=rules, code_start=provenance.code_evidence(repo))
     _commit(repo, "record")
     reg = _label(repo, tmp_path)
     assert reg.label == audit.PRE_REGISTERED and reg.old_evidence == ()
@@ -150,7 +150,7 @@ def test_a_record_from_before_code_trees_keeps_its_label_and_says_so(repo, tmp_p
 def test_a_record_that_ran_on_uncommitted_code_is_never_pre_registered(repo, tmp_path):
     rules = _commit(repo, "register")
     (repo / "configs" / "base.py").write_text("STEPS = 99\n")  # edited, not committed, when the run starts
-    code = code_tree.code_evidence(repo)
+    code = provenance.code_evidence(repo)
     _git(repo, "checkout", "--", "configs")
     _record(repo, git_commit_start=rules + "-dirty", code_start=code)
     _commit(repo, "record")
@@ -161,7 +161,7 @@ def test_a_record_that_ran_on_uncommitted_code_is_never_pre_registered(repo, tmp
 
 def test_dirty_outside_the_code_is_not_uncommitted_code(repo, tmp_path):
     rules = _commit(repo, "register")
-    _record(repo, git_commit_start=rules + "-dirty", code_start=code_tree.code_evidence(repo))  # e.g. a doc edited
+    _record(repo, git_commit_start=rules + "-dirty", code_start=provenance.code_evidence(repo))  # e.g. a doc edited
     _commit(repo, "record")
     assert _label(repo, tmp_path).label == audit.PRE_REGISTERED
 
@@ -177,7 +177,7 @@ def test_an_old_dirty_record_is_labelled_uncommitted_code(repo, tmp_path):
 def test_a_declared_commit_whose_files_were_others_is_caught(repo, tmp_path):
     rules = _commit(repo, "register")
     (repo / "lra" / "extra.py").write_text("X = 2\n")  # the copy that ran had a file the commit lacks
-    code = code_tree.code_evidence(repo)
+    code = provenance.code_evidence(repo)
     (repo / "lra" / "extra.py").unlink()
     code.pop("diff_sha256", None)  # a machine without git computes no diff
     _record(repo, git_commit_start=rules + "-declared", code_start=code)
@@ -189,8 +189,8 @@ def test_a_declared_commit_whose_files_were_others_is_caught(repo, tmp_path):
 
 def test_a_record_edited_after_writing_is_named_and_a_correction_is_applied(repo, tmp_path):
     rules = _commit(repo, "register")
-    path = _record(repo, git_commit_start="0" * 40 + "-declared", code_start=code_tree.code_evidence(repo))
-    record_seal.write_correction(
+    path = _record(repo, git_commit_start="0" * 40 + "-declared", code_start=provenance.code_evidence(repo))
+    provenance.write_correction(
         path, {"git_commit_start": rules + "-declared"}, who="t", why="the typed commit was wrong"
     )
     _commit(repo, "record and its correction")
@@ -208,7 +208,7 @@ def test_a_record_edited_after_writing_is_named_and_a_correction_is_applied(repo
 def test_corrected_commit_ignores_a_damaged_correction(tmp_path):
     record = tmp_path / "r.json"
     record.write_text(json.dumps({"git_commit_start": "abc"}))
-    path = record_seal.write_correction(record, {"git_commit_start": "def"}, who="t", why="w")
+    path = provenance.write_correction(record, {"git_commit_start": "def"}, who="t", why="w")
     path.write_text(path.read_text().replace('"def"', '"fed"'))
     commit, _, notes = record_evidence.corrected_commit(record, "abc", "git_commit_start")
     assert commit == "abc" and "not applied" in notes[0]

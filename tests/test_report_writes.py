@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from lra.bench import steps_report
+from lra.errors import StorageError
 from lra.reports import curve_compare
-from lra.training.run_errors import StorageError
 
 ENV = {"device_kind": "cpu", "backend": "cpu", "command": "c", "git_commit": "g", "jax_version": "j", "date": "d"}
 

@@ -511,7 +511,7 @@ def test_masked_copy_refuses_bad_settings_before_anything_runs(tmp_path, capsys,
 def test_masked_copy_lock_names_its_own_flag(tmp_path, capsys):
     """Issue 38 MC4: the refusal names --out, the flag masked_copy has."""
     from conftest import script_main
-    from lra.training.workdir_lock import WorkdirLock
+    from lra.training.run_files import WorkdirLock
 
     (tmp_path / "out").mkdir()
     with WorkdirLock(tmp_path / "out"):
@@ -662,8 +662,8 @@ def test_a_full_disk_while_writing_reports_is_one_line_and_no_torn_file(tmp_path
 
 def test_report_figures_are_replaced_atomically(tmp_path, monkeypatch):
     """Issue 38 R5: a figure that cannot be written leaves the previous image whole."""
+    from lra.errors import StorageError
     from lra.reproduce import figures
-    from lra.training.run_errors import StorageError
 
     record = {
         "batch": 1,

@@ -11,13 +11,16 @@ import pytest
 
 from lra.config_args import split_config_args
 from lra.defaults import make_config
-from lra.errors import InputError
-from lra.training.run_config import WorkdirMismatchError, check_workdir, foreign_problem
-from lra.training.run_errors import EXIT_INVALID, RunStateError, exit_code
-from lra.training.run_files import append_session, config_to_dict
-from lra.training.seeds import default_workdir
-from lra.training.validation import ConfigError, validate_config
-from lra.training.workdir_lock import WorkdirLock
+from lra.errors import EXIT_INVALID, InputError, RunStateError, exit_code
+from lra.training.provenance import append_session
+from lra.training.run_files import (
+    WorkdirLock,
+    WorkdirMismatchError,
+    check_workdir,
+    config_to_dict,
+    foreign_problem,
+)
+from lra.training.runs import ConfigError, default_workdir, validate_config
 
 
 def test_a_symlinked_lock_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
@@ -187,7 +190,7 @@ def test_two_signals_inside_one_slow_call_stop_at_once() -> None:
     import time
 
     code = (
-        "import hashlib\nfrom lra.training.stop_signals import StopSignals\n"
+        "import hashlib\nfrom lra.training.hosts import StopSignals\n"
         "stop = StopSignals().install()\nstop.training = True\ndata = bytes(1 << 30)\n"
         "print('ready', flush=True)\nhashlib.sha256(data).hexdigest()\nprint('step done', flush=True)\n"
     )

@@ -7,27 +7,27 @@ import errno
 
 import pytest
 
+from lra import errors
 from lra.data.types import DataError
 from lra.errors import InputError
 from lra.evaluate import fail
-from lra.training import run_errors
 from lra.training.run_files import WorkdirMismatchError
-from lra.training.validation import ConfigError
+from lra.training.runs import ConfigError
 
 
 @pytest.mark.parametrize(
     "error",
-    [InputError("x"), ConfigError("x"), DataError("x"), WorkdirMismatchError("x"), run_errors.RunStateError("x")],
+    [InputError("x"), ConfigError("x"), DataError("x"), WorkdirMismatchError("x"), errors.RunStateError("x")],
 )
 def test_the_suites_input_errors_exit_2(error):
-    assert run_errors.exit_code(error) == run_errors.EXIT_INVALID
+    assert errors.exit_code(error) == errors.EXIT_INVALID
 
 
 def test_environment_and_run_errors_keep_their_codes():
-    assert run_errors.exit_code(OSError(errno.ENOSPC, "full")) == run_errors.EXIT_STORAGE
-    assert run_errors.exit_code(run_errors.NonFiniteLossError("nan")) == run_errors.EXIT_DIVERGED
-    assert run_errors.exit_code(run_errors.WorkdirLockedError("held")) == run_errors.EXIT_LOCKED
-    assert run_errors.exit_code(run_errors.CorruptFileError("bad")) == run_errors.EXIT_CORRUPT
+    assert errors.exit_code(OSError(errno.ENOSPC, "full")) == errors.EXIT_STORAGE
+    assert errors.exit_code(errors.NonFiniteLossError("nan")) == errors.EXIT_DIVERGED
+    assert errors.exit_code(errors.WorkdirLockedError("held")) == errors.EXIT_LOCKED
+    assert errors.exit_code(errors.CorruptFileError("bad")) == errors.EXIT_CORRUPT
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_environment_and_run_errors_keep_their_codes():
 )
 def test_a_bug_has_no_exit_code(bug):
     with pytest.raises(TypeError, match="no exit code"):
-        run_errors.exit_code(bug)
+        errors.exit_code(bug)
 
 
 def test_a_command_re_raises_a_bug_with_its_traceback(capsys):
@@ -46,5 +46,5 @@ def test_a_command_re_raises_a_bug_with_its_traceback(capsys):
     assert raised.value is bug and "error:" not in capsys.readouterr().err
     with pytest.raises(SystemExit) as stopped:
         fail(ConfigError("config.model.num_heads=3 does not divide qkv_dim"))
-    assert stopped.value.code == run_errors.EXIT_INVALID
+    assert stopped.value.code == errors.EXIT_INVALID
     assert capsys.readouterr().err.startswith("error: config.model.num_heads=3")

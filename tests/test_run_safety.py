@@ -19,9 +19,7 @@ import jax
 import numpy as np
 import pytest
 
-from lra.train import train_and_evaluate
-from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
-from lra.training.run_errors import (
+from lra.errors import (
     EXIT_CORRUPT,
     EXIT_INVALID,
     EXIT_LOCKED,
@@ -32,9 +30,10 @@ from lra.training.run_errors import (
     WorkdirLockedError,
     exit_code,
 )
-from lra.training.run_files import MetricsLog, RunFileError, check_workdir, config_to_dict, result_problem
-from lra.training.validation import ConfigError, validate_config
-from lra.training.workdir_lock import WorkdirLock
+from lra.train import train_and_evaluate
+from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.run_files import MetricsLog, RunFileError, WorkdirLock, check_workdir, config_to_dict, result_problem
+from lra.training.runs import ConfigError, validate_config
 from test_checkpoints import flip_bit
 from test_train import REPO, assert_saved_states_finite, smoke
 
@@ -188,7 +187,7 @@ def test_second_process_on_a_workdir_is_refused_naming_the_holder(data_dir, tmp_
 
 def test_lock_of_a_killed_process_is_free(tmp_path):
     code = (
-        "from lra.training.workdir_lock import WorkdirLock; import time; "
+        "from lra.training.run_files import WorkdirLock; import time; "
         f"WorkdirLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=run_env())
@@ -373,7 +372,7 @@ def test_numeric_family_options_are_type_checked():
 
 
 def test_failed_metrics_write_is_a_storage_error_and_tensorboard_only_warns(tmp_path, capsys):
-    from lra.training.progress import Progress
+    from lra.training.metrics import Progress
 
     with pytest.raises(StorageError, match="cannot write /dev/full: No space left on device") as e:
         MetricsLog(Path("/dev/full")).write([{"step": 1, "split": "train"}])
@@ -400,8 +399,8 @@ def test_a_full_disk_reaching_tensorboard_first_leaves_no_traceback_at_exit(tmp_
         "import errno, sys, time\n"
         "from pathlib import Path\n"
         "import tensorboardX.record_writer as rw\n"
-        "import lra.training.progress as P\n"
-        "from lra.training.progress import Progress\n"
+        "import lra.training.metrics as P\n"
+        "from lra.training.metrics import Progress\n"
         "discard = P._discard\n"
         "def slow_discard(writer):  # a loaded machine: the event thread is slow to discard\n"
         "    time.sleep(0.5)\n"
@@ -524,8 +523,8 @@ def test_a_compile_cut_by_the_stop_signal_saves_and_stops_like_a_signal_during_a
     """On a GPU, SIGTERM reaches ptxas too (the compiler runs as a child in the signalled process
     group) and the first step's compile fails: that is the signal's stop, not a crash. Without a
     signal the same failure is a real error and propagates."""
+    from lra.errors import Interrupted
     from lra.training import loop
-    from lra.training.run_errors import Interrupted
 
     real = loop.make_steps
 

@@ -17,12 +17,12 @@ import jax
 import numpy as np
 import pytest
 
+from lra.errors import RunStateError
 from lra.training import NonFiniteLossError, train_and_evaluate
 from lra.training import loop as loop_module
 from lra.training.checkpoints import Checkpoints
-from lra.training.run_errors import RunStateError
-from lra.training.seeds import run_seeds, seed_config, seed_workdirs
-from lra.training.validation import ConfigError, validate_config
+from lra.training.runs import ConfigError, seed_config, seed_workdirs, validate_config
+from lra.training.step import run_seeds
 from test_run_safety import cli, run_env, snapshot
 from test_train import REPO, assert_saved_states_finite, smoke
 

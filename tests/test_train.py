@@ -17,7 +17,7 @@ import pytest
 from lra.defaults import make_config
 from lra.train import train_and_evaluate
 from lra.training.run_files import WorkdirMismatchError
-from lra.training.validation import ConfigError
+from lra.training.runs import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_KEYS = {
@@ -106,23 +106,23 @@ import jax, jax.numpy as jnp, numpy as np
 from lra.defaults import make_config
 from lra.model import build_model
 import optax
-from lra.training import distributed
-from lra.training.seeds import stack
-from lra.training.steps import init_state, make_steps
+from lra.training import hosts
+from lra.training.step import stack
+from lra.training.step import init_state, make_steps
 c = make_config("listops", "softmax", "smoke")
 model = build_model(c.model, 16, 10, False)
 # Plain SGD: Adam would turn gradients that differ only by reduction order into +-lr updates.
 tx = optax.sgd(0.5)
-mesh = distributed.data_mesh()
+mesh = hosts.data_mesh()
 train_step, _ = make_steps(model, tx, c, mesh)
 rng = np.random.default_rng(0)
 inputs = rng.integers(1, 16, size=(8, 64)).astype(np.int32); inputs[:, 50:] = 0
 batch = {"inputs": inputs, "labels": rng.integers(0, 10, 8).astype(np.int32), "weights": np.ones(8, np.float32)}
 batch = {k: v[None] for k, v in batch.items()}  # one seed
 params0 = model.init(jax.random.key(0), inputs[:1])["params"]
-state = jax.device_put(stack([init_state(params0, tx)]), distributed.replicated(mesh))
+state = jax.device_put(stack([init_state(params0, tx)]), hosts.replicated(mesh))
 for _ in range(2):
-    state, metrics = train_step(state, distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh)))
+    state, metrics = train_step(state, hosts.shard_batch(batch, hosts.seed_batch_sharded(mesh)))
 flat = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(state["params"])])
 print(json.dumps({"devices": jax.device_count(), "loss": float(metrics["loss"][0]), "params": flat.tolist()}))
 """
@@ -358,7 +358,7 @@ def test_a_family_option_as_its_config_field_is_the_option_after_the_colon():
 def test_a_very_deep_model_says_it_is_tracing_before_the_long_silence(data_dir, capsys):
     """Issue 52 O10: num_layers=100000 traced for minutes without a word; past DEEP_MODEL_BLOCKS the
     run says what it is doing first (and a normal depth prints nothing extra)."""
-    from lra.training.run_setup import DEEP_MODEL_BLOCKS, prepare
+    from lra.training.runs import DEEP_MODEL_BLOCKS, prepare
 
     prepare(smoke(data_dir), [])
     assert "tracing a model" not in capsys.readouterr().err

@@ -86,7 +86,7 @@ class Family:
 def format_label(label: str, options: dict[str, Any]) -> str:
     """``label`` (``"MeanPool-x{scale}"``) filled from ``options``, a whole float written as an integer
     (``scale=1.0`` is ``MeanPool-x1``, as ``scale=1`` is): one label and one run folder
-    (lra.training.run_config.slug) for one value, however it was typed."""
+    (lra.training.run_files.slug) for one value, however it was typed."""
     return label.format(**{k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in options.items()})
 
 

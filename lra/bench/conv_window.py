@@ -290,8 +290,9 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.training import cpu_speed, provenance
-    from lra.training.record_seal import seal
+    from lra import cpu_speed
+    from lra.training import provenance
+    from lra.training.provenance import seal
     from lra.training.run_files import write_json_atomic, write_text_atomic
 
     cpu_speed.reexec_with_fast_allocator()  # time the layer as lra.train runs it: mimalloc, one-pass threefry
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, record)
-    seal(args.out)  # an edit after this is found by the audit (lra.training.record_seal)
+    seal(args.out)  # an edit after this is found by the audit (lra.training.provenance)
     write_text_atomic(args.out.with_suffix(".md"), markdown(record))
     print(markdown(record))
     return 0

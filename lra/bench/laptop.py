@@ -1,5 +1,5 @@
 """The laptop benchmark: whole ``lra.train`` runs of any config, today's jax path against the
-suite's CPU speed settings (lra.training.cpu_speed), alternated on one machine.
+suite's CPU speed settings (lra.cpu_speed), alternated on one machine.
 
 Each case is a config with options (``configs/listops_convluna.py:cpu,mem=16,reference``) and a
 seed count; each variant is an environment (``default``: jax as it comes, ``LRA_FAST_ALLOC=0``;
@@ -165,21 +165,20 @@ def step_cost(config_arg: str, seeds: int) -> dict[str, Any]:
     from lra.data import task_shapes
     from lra.defaults import load_config_file
     from lra.model import build_model
-    from lra.training import distributed
-    from lra.training.schedules import make_optimizer
-    from lra.training.steps import make_init, make_steps
+    from lra.training import hosts
+    from lra.training.step import make_init, make_optimizer, make_steps
 
     path, _, options = config_arg.partition(":")
     config = load_config_file(REPO / path).get_config(options or None)
     vocab_size, num_classes, dual = task_shapes(config.task)
     model = build_model(config.model, vocab_size, num_classes, dual)
     tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
-    mesh = distributed.data_mesh()
+    mesh = hosts.data_mesh()
     seed_list = list(range(seeds))
     train, _ = make_steps(model, tx, config, mesh, seed_list)
     length = config.data.max_len
     sample = jnp.zeros((1, length), jnp.int32)
-    state = make_init(model, tx, seed_list, sample, distributed.replicated(mesh))()
+    state = make_init(model, tx, seed_list, sample, hosts.replicated(mesh))()
     batch = {
         "inputs": jnp.zeros((seeds, config.batch_size, length), jnp.int32),
         "labels": jnp.zeros((seeds, config.batch_size), jnp.int32),

@@ -69,7 +69,7 @@ def seeds_vs_sequential(
 ) -> list[dict[str, Any]]:
     """For each config: ``seeds`` trained one after another, then in one vmapped program."""
     from lra.defaults import load_config_file
-    from lra.training.seeds import seed_config  # noqa: F401  (the bundle's config rule, documented there)
+    from lra.training.runs import seed_config  # noqa: F401  (the bundle's config rule, documented there)
 
     rows = []
     for path in config_paths:

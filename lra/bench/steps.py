@@ -4,7 +4,7 @@ One case = (family, length, dtype, seeds) for every registered family (``familie
 of that family's ListOps config (``configs/listops_<family>.py``, or ``configs/listops.py:family=NAME``
 for a family without files) at paper scale (Table 2's 6 layers, width 128, 4 heads, MLP 512,
 batch 32, and the family's own filter, norms, pooling and dropout) at sequence length N, trained
-with the suite's own compiled step (lra.training.steps, AdamW, dropout on) on random tokens, with
+with the suite's own compiled step (lra.training.step, AdamW, dropout on) on random tokens, with
 S seeds vmapped.
 
 * Speed: ``steps`` timed steps after one compiling step and one warm-up step; the median of
@@ -171,20 +171,19 @@ def compile_case(case: Case) -> dict[str, Any]:
     so other cases can compile while one is timed); what ``time_case`` needs."""
     from lra.data import task_shapes
     from lra.model import build_model
-    from lra.training import distributed
-    from lra.training.schedules import make_optimizer
-    from lra.training.steps import make_init, make_steps
-    from lra.training.validation import validate_config
+    from lra.training import hosts
+    from lra.training.runs import validate_config
+    from lra.training.step import make_init, make_optimizer, make_steps
 
     config = case_config(case)
     validate_config(config, num_devices=jax.device_count())
-    mesh = distributed.data_mesh()
+    mesh = hosts.data_mesh()
     vocab, classes, dual = task_shapes(config.task)
     model = build_model(config.model, vocab, classes, dual)
     tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
     seeds = list(range(case.seeds))
     train, _ = make_steps(model, tx, config, mesh, seeds)
-    init = make_init(model, tx, seeds, jnp.zeros((1, case.length), jnp.int32), distributed.replicated(mesh))
+    init = make_init(model, tx, seeds, jnp.zeros((1, case.length), jnp.int32), hosts.replicated(mesh))
     shape_SxB = (case.seeds, config.batch_size, case.length)
     batch = {
         "inputs": jax.ShapeDtypeStruct(shape_SxB, jnp.int32),
@@ -217,7 +216,7 @@ def compile_case(case: Case) -> dict[str, Any]:
 
 def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
     """Allocate the state and a random batch, then time the compiled step."""
-    from lra.training import distributed
+    from lra.training import hosts
 
     config, train = compiled["config"], compiled["train"]
     state = compiled["init"]()
@@ -228,7 +227,7 @@ def time_case(case: Case, compiled: dict[str, Any]) -> dict[str, Any]:
         "labels": rng.integers(0, compiled["classes"], tokens.shape[:2]).astype(np.int32),
         "weights": np.ones(tokens.shape[:2], np.float32),
     }
-    placed = distributed.shard_batch(batch, distributed.seed_batch_sharded(compiled["mesh"]))
+    placed = hosts.shard_batch(batch, hosts.seed_batch_sharded(compiled["mesh"]))
     state, metrics = train(state, placed)  # warm-up
     jax.block_until_ready(metrics)
     windows = []

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lra import attention
+from lra import attention, cpu_speed
 from lra.errors import InputError
 from lra.experiments.masked_copy_task import MASK_TOKEN as MASK_TOKEN
 from lra.experiments.masked_copy_task import MAX_TOKENS as MAX_TOKENS
@@ -52,7 +52,6 @@ from lra.experiments.masked_copy_task import settings_from_config as settings_fr
 from lra.experiments.masked_copy_task import settings_problem as settings_problem
 from lra.experiments.masked_copy_task import settings_record as settings_record
 from lra.experiments.masked_copy_task import sinusoids as sinusoids
-from lra.training import cpu_speed
 
 
 def train_variant(settings: Settings, spec: str, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -300,10 +299,8 @@ def run_resumable(
     ``out/partial.jsonl``, so a killed call resumes where it stopped when run again, exactly (each
     variant trains from the seed alone); ``results.json`` and ``results.md`` are written atomically
     at the end and the partial file removed. One process per folder (``out/.lock``)."""
-    from lra.training.provenance import mark_start, stamp
-    from lra.training.record_seal import seal
-    from lra.training.run_files import append_jsonl, write_text_atomic
-    from lra.training.workdir_lock import WorkdirLock
+    from lra.training.provenance import mark_start, seal, stamp
+    from lra.training.run_files import WorkdirLock, append_jsonl, write_text_atomic
 
     problem = settings_problem(settings)
     if problem:
@@ -339,7 +336,7 @@ def run_resumable(
         if starts:  # a resumed call: the record's data began with the first variant's process
             result["git_commit_start"] = starts[0]
         write_text_atomic(out / "results.json", json.dumps(result, indent=2) + "\n")
-        seal(out / "results.json")  # an edit after this is found by the audit (lra.training.record_seal)
+        seal(out / "results.json")  # an edit after this is found by the audit (lra.training.provenance)
         write_text_atomic(out / "results.md", markdown_report(result, command))
         partial.unlink(missing_ok=True)
     return result

@@ -11,10 +11,9 @@ from typing import Any
 
 def write_record(path: Path, record: dict[str, Any], command: str | None = None) -> None:
     """Write ``record`` atomically with its provenance (lra.training.provenance: the start and end
-    commits, the date, the code trees at the start), then its seal beside it (lra.training.record_seal);
+    commits, the date, the code trees at the start), then its seal beside it (lra.training.provenance);
     ``command`` defaults to this process's command line as typed."""
-    from lra.training.provenance import stamp
-    from lra.training.record_seal import seal
+    from lra.training.provenance import seal, stamp
     from lra.training.run_files import write_json_atomic
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None

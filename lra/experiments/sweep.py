@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lra.console import clock
+from lra.cpu_speed import PIN_VARIABLE, child_environment
 from lra.experiments.sweep_grids import (  # the grids; re-exported: lra.reproduce reads GRIDS here
     GRIDS,  # noqa: F401
     Grid,  # noqa: F401
@@ -64,12 +65,11 @@ from lra.experiments.sweep_runs import (  # a grid's runs; re-exported: callers 
     status,
 )
 from lra.papers.convluna import CONVLUNA_REFERENCE_REVERTS  # noqa: F401  (re-exported: lra.reproduce.convluna reads it)
-from lra.training.child_signals import ChildSignals
-from lra.training.cpu_speed import PIN_VARIABLE, child_environment
+from lra.training.hosts import ChildSignals
 from lra.training.run_files import slug, write_json_atomic  # noqa: F401  (slug: also lra.reproduce's run folders)
 
 INTERRUPTED = (130, 143)  # lra.train's exit codes after SIGINT / SIGTERM (checkpoint saved)
-IN_USE = 3  # lra.train's exit code when another process holds the workdir (run_errors.EXIT_LOCKED)
+IN_USE = 3  # lra.train's exit code when another process holds the workdir (lra.errors.EXIT_LOCKED)
 
 
 Runner = Callable[..., int]  # runner(run, log) -> exit code; with --jobs N also core=K
@@ -95,7 +95,7 @@ def subprocess_runner(run: Run, log: Path, core: int | None = None) -> int:
     of ``--jobs`` (not the main thread) prefixes its lines with the run's name and leaves the signals
     to :data:`LANES`, which ``run_sweep`` installs.
     """
-    env = dict(child_environment(), PYTHONUNBUFFERED="1")  # the faster allocator (lra.training.cpu_speed)
+    env = dict(child_environment(), PYTHONUNBUFFERED="1")  # the faster allocator (lra.cpu_speed)
     if core is not None:
         env[PIN_VARIABLE] = str(core)
     if threading.current_thread() is not threading.main_thread():
@@ -208,7 +208,7 @@ def run_sweep(
 ) -> SweepReport:
     """Run ``runs``: skip finished ones, (re)start the others in their workdir; one after another, or
     ``jobs`` at once, each pinned to a core of its own after its first compile when there are enough
-    (``runner(run, log, core=N)``; bit-identical, lra.training.cpu_speed).
+    (``runner(run, log, core=N)``; bit-identical, lra.cpu_speed).
 
     A failing run is reported and the sweep goes on; an interrupted one (exit 130/143: Ctrl-C or
     SIGTERM, checkpoint saved) stops the sweep (with ``jobs``, nothing new starts and the running

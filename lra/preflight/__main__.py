@@ -17,6 +17,7 @@ from lra.config_args import (
     split_config_args,
 )
 from lra.console import GIB
+from lra.errors import EXIT_INVALID, EXIT_STORAGE, Interrupted, describe
 from lra.preflight import targets
 from lra.preflight.check import (
     COMPILES,
@@ -27,7 +28,6 @@ from lra.preflight.check import (
     report_lines,
 )
 from lra.preflight.estimate import check_price
-from lra.training.run_errors import EXIT_INVALID, EXIT_STORAGE, Interrupted, describe
 from lra.training.run_files import check_can_write
 
 EPILOG = """examples:

@@ -16,7 +16,7 @@ from typing import Any
 from lra.console import binary_bytes
 from lra.preflight import cache, estimate, targets
 from lra.preflight.compile_step import ERROR, RESULT
-from lra.training.child_signals import ChildSignals
+from lra.training.hosts import ChildSignals
 
 
 class PreflightError(Exception):
@@ -201,7 +201,7 @@ def preflight(
         overrides["batch_size"] = batch
     try:
         config = load_config(path, options, overrides)
-        from lra.training.validation import validate_config
+        from lra.training.runs import validate_config
 
         validate_config(config)  # batch_size=0 and the like: refused here, not in the compile child
     except Exception as e:  # noqa: BLE001 -- a config file's own code may raise anything; it is reported, not hidden
@@ -344,7 +344,7 @@ def report_lines(r: dict[str, Any], price_per_hour: float | None = None, currenc
 
 def microbatch_counts(batch_size: int, devices: int) -> list[int]:
     """The microbatch counts a batch allows, smallest first: divisors M of the batch whose
-    microbatches still split evenly over the devices (lra.training.microbatch.check_split)."""
+    microbatches still split evenly over the devices (lra.training.step.check_split)."""
     return [m for m in range(1, batch_size + 1) if batch_size % m == 0 and (batch_size // m) % devices == 0]
 
 

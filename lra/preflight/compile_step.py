@@ -106,10 +106,9 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
 
         from lra.data import task_shapes
         from lra.model import build_model
-        from lra.training import distributed
-        from lra.training.schedules import make_optimizer
-        from lra.training.steps import make_init, make_steps
-        from lra.training.validation import validate_config
+        from lra.training import hosts
+        from lra.training.runs import validate_config
+        from lra.training.step import make_init, make_optimizer, make_steps
 
         stage = "devices"
         devices = devices_for(payload["target"])
@@ -122,7 +121,7 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
         model = build_model(config.model, vocab, classes, dual)
         tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
         example = (2, config.model.max_len) if dual else (config.model.max_len,)
-        init = make_init(model, tx, seeds, jnp.zeros((1, *example), jnp.int32), distributed.replicated(mesh))
+        init = make_init(model, tx, seeds, jnp.zeros((1, *example), jnp.int32), hosts.replicated(mesh))
         train, _ = make_steps(model, tx, config, mesh, seeds)
         shape = (len(seeds), int(config.batch_size), *example)
         batch = {
@@ -179,7 +178,7 @@ def _measure(compiled: Any, init: Any, config: Any, shape: tuple[int, ...], mesh
     import jax
     import numpy as np
 
-    from lra.training import distributed
+    from lra.training import hosts
 
     state = init()
     rng = np.random.default_rng(0)
@@ -188,7 +187,7 @@ def _measure(compiled: Any, init: Any, config: Any, shape: tuple[int, ...], mesh
         "labels": rng.integers(0, 2, shape[:2]).astype(np.int32),
         "weights": np.ones(shape[:2], np.float32),
     }
-    placed = distributed.shard_batch(batch, distributed.seed_batch_sharded(mesh))
+    placed = hosts.shard_batch(batch, hosts.seed_batch_sharded(mesh))
     state, metrics = compiled(state, placed)
     jax.block_until_ready(metrics)
     times = []

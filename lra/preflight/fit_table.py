@@ -10,7 +10,7 @@ headroom of the card); the table gives the first that fits, its memory, and what
 
 The ladder keeps the paper's training semantics: the same effective batch, float32, attention
 dropout. Microbatches (``config.microbatches``: gradient accumulation over equal parts of the batch,
-the same gradient up to summation order; lra.training.microbatch) and a recomputed encoder block
+the same gradient up to summation order; lra.training.step) and a recomputed encoder block
 (``config.model.remat``: activations recomputed in the backward pass) change memory and time
 only. A row that fits as configured needs neither::
 

@@ -8,7 +8,7 @@ Read in this order:
 - ``stats``: mean +- sample std over seeds; the Friedman test over memory sizes with Holm's correction.
 - ``plots``: every figure (matplotlib imported only when one is drawn).
 - ``diagnostics``: ``python -m lra.diagnose memory``: Figure 1's memory heatmaps and statistics of
-  finished Luna / ConvLuna runs (the statistics themselves: ``lra.training.memory_stats``).
+  finished Luna / ConvLuna runs (the statistics themselves: ``lra.training.metrics``).
 - ``curve_compare``: two sweeps' training-loss curves run by run (scripts/compare_curves.py).
 - ``pathfinder_figures``: Pathfinder example images and a run's validation curve
   (scripts/pathfinder_figures.py).

@@ -199,8 +199,7 @@ def markdown(rows: dict[str, dict[str, Any]], title: str, command: str, baseline
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra.training.provenance import command_line, mark_start, stamp
-    from lra.training.record_seal import seal
+    from lra.training.provenance import command_line, mark_start, seal, stamp
     from lra.training.run_files import write_json_atomic, write_text_atomic
 
     mark_start()
@@ -244,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out / "curves.json",
         {**stamp(), "rows": rows, "setups": setups(rows), "baseline_validation_percent": baseline},
     )
-    seal(args.out / "curves.json")  # an edit after this is found by the audit (lra.training.record_seal)
+    seal(args.out / "curves.json")  # an edit after this is found by the audit (lra.training.provenance)
     print(markdown(rows, args.title, command_line(), baseline_line))
     return 0
 

@@ -11,11 +11,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from lra.errors import InputError
+from lra.cpu_speed import child_environment
+from lra.errors import EXIT_INVALID, EXIT_STORAGE, InputError, describe
 from lra.reproduce import registry, report
-from lra.training.child_signals import ChildSignals
-from lra.training.cpu_speed import child_environment
-from lra.training.run_errors import EXIT_INVALID, EXIT_STORAGE, describe
+from lra.training.hosts import ChildSignals
 
 EPILOG = """examples:
   python -m lra.reproduce --list                         # every paper's claims and verdicts
@@ -113,7 +112,7 @@ CHILDREN = ChildSignals("passing it to {count} running command(s) and waiting fo
 
 def _run_batch(commands: list[str], root: Path, core: int | None = None) -> int:
     """Run one claim's commands in order; with ``core``, every training process they start is pinned
-    to that core after its first compile (LRA_PIN_CORE: bit-identical, lra.training.cpu_speed)."""
+    to that core after its first compile (LRA_PIN_CORE: bit-identical, lra.cpu_speed)."""
     env = child_environment()
     if core is not None:
         env["LRA_PIN_CORE"] = str(core)

@@ -238,7 +238,7 @@ def config_problems(spec: str, run_dir: Path) -> list[str]:
     """How ``run_dir/config.json`` differs from the config the current code builds from ``spec``
     (``configs/X.py:OPTIONS``, relative to the repository); [] when they are equal."""
     from lra.defaults import LEGACY_FIELDS, load_config_file
-    from lra.training.run_config import config_to_dict, flatten_config
+    from lra.training.run_files import config_to_dict, flatten_config
 
     path, _, options = spec.partition(":")
     try:

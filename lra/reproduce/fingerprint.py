@@ -330,7 +330,7 @@ def _inputs(root: Path, claims: dict[str, tuple[str, ...]]) -> list[str]:
 def current_judges(root: Path, claims: dict[str, tuple[str, ...]], cache: Path | None = None) -> dict:
     """:func:`run_judges` with the trace, on the tree as it is now, cached on the code's tree ids and
     the bytes of the files beside the claims' records (an unchanged clone reruns nothing)."""
-    from lra.training.code_tree import code_trees
+    from lra.training.provenance import code_trees
 
     key = hashlib.sha256(json.dumps([code_trees(root), sorted(claims)]).encode()
                          + records_digest(root, _inputs(root, claims)).encode()).hexdigest()[:20]

@@ -2,8 +2,8 @@
 
 A record names the commit its run started from, but a name can be typed in (``-declared``) or sit on
 uncommitted edits (``-dirty``). Records written since issue 53 also store ``code_start``: the git tree
-ids of the ``lra/`` and ``configs/`` files on disk when the run began (lra.training.code_tree), and a
-seal beside them (lra.training.record_seal). For one record, :func:`check` says:
+ids of the ``lra/`` and ``configs/`` files on disk when the run began (lra.training.provenance), and a
+seal beside them (lra.training.provenance). For one record, :func:`check` says:
 
 - the commit's trees (``git rev-parse <commit>:lra``) equal the stored ones: the declared commit is
   the code that ran, whatever was typed in, and a ``-dirty`` flag from edits outside the code does
@@ -15,7 +15,7 @@ seal beside them (lra.training.record_seal). For one record, :func:`check` says:
   taken as recorded, and the audit says which labels rest on that older evidence. A ``-dirty``
   record of that age ran on uncommitted code that nothing can recover, and is labelled so.
 
-A correction (lra.training.record_seal.write_correction) of a commit field is applied, and named.
+A correction (lra.training.provenance.write_correction) of a commit field is applied, and named.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from lra.training import record_seal
-from lra.training.code_tree import CODE_FOLDERS
+from lra.training import provenance
+from lra.training.provenance import CODE_FOLDERS
 
 UNCOMMITTED = "ran on uncommitted code"
 NOT_ITS_COMMIT = "the code that ran is not its commit's"
@@ -50,10 +50,10 @@ def _tree(root: Path, commit: str, folder: str) -> str | None:
 def corrected_commit(path: Path, commit: str | None, field: str) -> tuple[str | None, str, tuple[str, ...]]:
     """The record's commit after its corrections (a correction of ``field`` wins), which field, and a
     note per correction applied; a correction that is itself damaged is a note and is not applied."""
-    if not record_seal.correction_paths(path):
+    if not provenance.correction_paths(path):
         return commit, field, ()
     try:
-        bodies = record_seal.read_corrections(path)
+        bodies = provenance.read_corrections(path)
     except ValueError as e:  # IntegrityError is a ValueError
         return commit, field, (f"its correction is not applied: {e}",)
     notes = []
@@ -70,8 +70,8 @@ def check(root: Path, path: Path, commit: str) -> RecordEvidence:
     ``-declared``) and was not edited since."""
     problems: list[str] = []
     old: list[str] = []
-    state, sentence = record_seal.seal_state(path)
-    if state in (record_seal.EDITED, record_seal.SEAL_DAMAGED):
+    state, sentence = provenance.seal_state(path)
+    if state in (provenance.EDITED, provenance.SEAL_DAMAGED):
         problems.append(sentence)
     try:
         data = json.loads(path.read_text())
@@ -93,6 +93,6 @@ def check(root: Path, path: Path, commit: str) -> RecordEvidence:
                             "what ran is not recoverable)")
         old.append(PREDATES + (" (its commit was typed in by hand and cannot be checked)"
                                if commit.endswith("-declared") else ""))
-    if state == record_seal.UNSEALED:
+    if state == provenance.UNSEALED:
         old.append("unsealed")
     return RecordEvidence(tuple(problems), tuple(old))

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from lra.errors import StorageError, exit_code
 from lra.reports.compare import paired
-from lra.training.run_errors import StorageError, exit_code
 from lra.training.run_files import check_can_write, record_problem, write_json_atomic, write_text_atomic
 
 

@@ -1,25 +1,29 @@
-"""Training: the loop and everything a run needs. Read in this order:
+"""Training: the loop and everything a run needs, in eight modules. Read in this order:
 
-- ``loop``: ``train_and_evaluate`` and the ``Trainer`` loop (one seed or many, one code path).
-- ``run_setup``: before anything compiles: bad input refused, workdirs and locks, each seed's resume
-  decision; ``run_result``: result.json's contents.
-- ``steps``: the compiled, vmapped train/eval steps and the state they carry.
-- ``seeds``: which seeds a config trains, their configs and workdirs, the seed axis.
-- ``schedules``: AdamW and Table 2's learning-rate schedule.
-- ``checkpoints`` (+ ``integrity``): checksummed ``latest``/``best`` checkpoints.
-- ``resume``: what a rerun may do with an existing workdir; ``workdir_lock``: one process per workdir.
-- ``run_files``: config.json, metrics.jsonl, result.json and the run records; a finished run's config.
-- ``progress``: the bar, plain log lines and TensorBoard; ``profiling``: ``--profile``'s trace window.
-- ``memory_stats``: the memory families' degradation statistics, logged at each evaluation
-  (``config.log_memory_stats``) and measured again by ``lra.diagnose memory``.
-- ``distributed``: multi-host initialisation and the data-parallel mesh.
-- ``validation``: config checks before anything runs; ``memory_estimate``: refuse what cannot fit.
-- ``stop_signals``, ``run_errors``: SIGTERM/SIGINT, and one exit code per kind of failure.
+- ``loop``: ``train_and_evaluate`` and the ``Trainer`` loop (one seed or many, one code path);
+  result.json's contents; the ``--profile`` window.
+- ``step``: the compiled, vmapped train/eval steps and the state they carry; the seed axis; AdamW
+  and Table 2's schedule; microbatches.
+- ``runs``: each seed's run built in one place before anything compiles: config checks, the memory
+  check, data and model shapes, workdirs and locks, each seed's config, command and resume decision.
+- ``checkpoints``: sealed ``latest``/``best`` checkpoints, and what a rerun may do with a workdir.
+- ``run_files``: config.json, the workdir lock, metrics.jsonl, result.json, sessions and the record
+  export; the suite's one atomic writer. Imports no jax (the tables and the audit read runs with it).
+- ``metrics``: the bar, plain lines and TensorBoard; the memory families' degradation statistics,
+  logged at each evaluation (``config.log_memory_stats``) and measured again by ``lra.diagnose memory``.
+- ``hosts``: multi-host initialisation and the data mesh; SIGTERM/SIGINT and the stop every host
+  agrees on; commands that run commands pass signals on.
+- ``provenance``: sealed JSON (checkpoints' and records' seals), corrections, the command and commit
+  at a process's start, code trees.
+
+Beside it: ``lra.errors`` (the error classes and their exit codes), ``lra.cpu_speed`` (the
+bit-identical CPU speed settings, opted into by the loop and the runners), ``lra.train`` (the
+command line, which also turns JAX's persistent compilation cache on).
 """
 
 from typing import Any
 
-from lra.training.run_errors import Interrupted, NonFiniteLossError
+from lra.errors import Interrupted, NonFiniteLossError
 
 __all__ = ["Interrupted", "NonFiniteLossError", "train_and_evaluate"]
 

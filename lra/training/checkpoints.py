@@ -1,11 +1,16 @@
-"""Checkpoints of a run: ``latest`` (for resuming, the newest two) and ``best`` (by validation).
+"""Sealed checkpoints and resume planning: what a workdir holds, and whether it resumes.
+
+Sections, in order: the checkpoints (``Checkpoints``: orbax's CheckpointManager, our seal), resume
+(``plan_resume``: every refusal before anything is written; ``apply``). What each part promises:
+
+Checkpoints of a run: ``latest`` (for resuming, the newest two) and ``best`` (by validation).
 
 Each kind is an orbax ``CheckpointManager`` over ``checkpoints/<kind>/`` (synchronous saves):
 ``latest`` keeps the newest two (``max_to_keep``), ``best`` the one with the highest validation
 accuracy (``best_fn``). A step's folder ``checkpoints/<kind>/<step>/`` holds orbax's items
 (``state/``, and for ``best`` its ``metrics/``), orbax's step metadata ``_CHECKPOINT_METADATA``
 (with the config that trained it as ``custom_metadata``) and ``commit_success.txt``, and our
-``integrity.json`` (lra.training.integrity: SHA-256 of every file and array, and the config with
+``integrity.json`` (lra.training.provenance: SHA-256 of every file and array, and the config with
 its digest, so that a checkpoint is never resumed under another config even when config.json is
 gone).
 
@@ -20,24 +25,44 @@ holding a NaN or Inf is ever saved.
 
 Checkpoints written before the CheckpointManager (integrity format 1: only ``state/`` and
 ``integrity.json``, the files' digests relative to ``state/``) still verify, resume and restore.
+
+What a rerun in an existing workdir may do: start, resume, report, regenerate, or refuse.
+
+``plan_resume`` reads the workdir and raises before anything is written, so a refused command
+changes nothing; ``apply`` then makes the few changes a plan needs, each one announced.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
+import ml_collections
 import orbax.checkpoint as ocp
 from orbax.checkpoint.path import atomicity
 
-from lra.training import integrity
-from lra.training.run_errors import CorruptFileError, Interrupted, NonFiniteLossError, RunStateError, StorageError
-from lra.training.run_files import config_digest
+from lra.errors import CorruptFileError, Interrupted, NonFiniteLossError, RunStateError, StorageError
+from lra.training import provenance
+from lra.training.run_files import (
+    WorkdirMismatchError,
+    check_workdir,
+    config_differences,
+    config_digest,
+    describe_differences,
+    result_problem,
+    run_traces,
+)
+
+# -- checkpoints: latest and best, sealed --------------------------------------------------------------------
+
 
 KEEP = {"latest": 2, "best": 1}  # two latest: a damaged newest one can fall back to the previous
 RECORD = "integrity.json"
@@ -180,19 +205,19 @@ class Checkpoints:
         (only NaN/Inf are refused)."""
         folder = self.path(kind, step)
         try:
-            record = integrity.read_sealed_json(folder / RECORD)
+            record = provenance.read_sealed_json(folder / RECORD)
             if record.get("format") not in (1, FORMAT) or record.get("step") != step:
-                raise integrity.IntegrityError(f"{RECORD} describes another checkpoint")
-            integrity.compare(record["files"], self._file_digests(folder, record["format"]), "file")
-        except (integrity.IntegrityError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+                raise provenance.IntegrityError(f"{RECORD} describes another checkpoint")
+            provenance.compare(record["files"], self._file_digests(folder, record["format"]), "file")
+        except (provenance.IntegrityError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptCheckpointError(folder, str(e)) from None
         return record
 
     @staticmethod
     def _file_digests(folder: Path, fmt: int) -> dict[str, str]:
         if fmt == 1:
-            return integrity.file_digests(folder / ITEM)
-        return {name: digest for name, digest in integrity.file_digests(folder).items() if name != RECORD}
+            return provenance.file_digests(folder / ITEM)
+        return {name: digest for name, digest in provenance.file_digests(folder).items() if name != RECORD}
 
     def saved_config(self, kind: str, step: int) -> dict[str, Any] | None:
         """The config sealed into a checkpoint (``config`` and ``config_digest``), or None for a
@@ -239,13 +264,18 @@ class Checkpoints:
             except CorruptCheckpointError:
                 self.set_aside(kind, step)
         host = jax.device_get(state)
-        bad = integrity.nonfinite_leaves(host)
+        bad = provenance.nonfinite_leaves(host)
         if bad:
             raise NonFiniteLossError(
                 f"refusing to save a state with NaN/Inf values at step {step} ({', '.join(bad[:3])}"
                 f"{', ...' if len(bad) > 3 else ''})"
             )
-        record: dict[str, Any] = {"format": FORMAT, "kind": kind, "step": step, "arrays": integrity.array_digests(host)}
+        record: dict[str, Any] = {
+            "format": FORMAT,
+            "kind": kind,
+            "step": step,
+            "arrays": provenance.array_digests(host),
+        }
         custom = None
         if self.config is not None:
             custom = {"config": self.config, "config_digest": config_digest(self.config)}
@@ -274,7 +304,7 @@ class Checkpoints:
         """Write the integrity record of a finished temporary checkpoint folder (called by
         SealedTemporaryPath.finalize, just before the rename)."""
         record = {**self._sealing[_final_folder(folder)], "files": self._file_digests(folder, FORMAT)}
-        integrity.write_sealed_json(folder / RECORD, record)
+        provenance.write_sealed_json(folder / RECORD, record)
 
     def _remove_leftovers(self, kind: str) -> None:
         """A save's temporary folder left by a kill, and pruned checkpoints not yet deleted."""
@@ -309,8 +339,8 @@ class Checkpoints:
         )
         state = restored[ITEM]
         try:
-            integrity.compare(record["arrays"], integrity.array_digests(jax.device_get(state)), "array")
-        except integrity.IntegrityError as e:
+            provenance.compare(record["arrays"], provenance.array_digests(jax.device_get(state)), "array")
+        except provenance.IntegrityError as e:
             raise CorruptCheckpointError(folder, str(e)) from None
         return state
 
@@ -323,3 +353,147 @@ class Checkpoints:
         for manager in self._managers.values():
             manager.close()
         self._managers.clear()
+
+
+# -- resume: what a rerun in an existing workdir may do ------------------------------------------------------
+
+
+START_OVER = (
+    "use a new --workdir, or pass --start_over to delete this run's config, metrics, "
+    "checkpoints and result and train from step 0"
+)
+
+
+@dataclasses.dataclass
+class ResumePlan:
+    step: int | None  # the newest intact latest checkpoint; None: a fresh run
+    damaged: list[CorruptCheckpointError]  # newer latest checkpoints that failed their check
+    result: dict[str, Any] | None  # result.json of this config's finished run
+    result_problem: str | None  # why result.json (if there) is not that
+
+
+def plan_resume(
+    workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, fix: str | None = None
+) -> ResumePlan:
+    """Every reason to refuse ``workdir`` for ``config``, checked before anything is written.
+
+    ``fix``: what a refusal advises instead of START_OVER (a seed of a bundle gets its own
+    command: --start_over on the bundle would delete its other seeds' runs too)."""
+    fix = fix or START_OVER
+    check_workdir(workdir, config, fix=fix if fix is not START_OVER else None)
+    step, damaged = checkpoints.newest_intact("latest")
+    if step is None:
+        traces = run_traces(workdir)
+        if damaged:
+            raise damaged[0].__class__(
+                damaged[0].path,
+                f"{damaged[0].reason}; no intact checkpoint in "
+                f"{checkpoints.root / 'latest'} to fall back to. Nothing was changed: {fix}",
+            )
+        if traces:
+            missing = (
+                "checkpoints/ is missing" if not checkpoints.root.exists() else "checkpoints/latest holds no checkpoint"
+            )
+            raise RunStateError(
+                f"workdir {workdir} holds a run ({', '.join(traces)}) but {missing}, so it cannot be "
+                f"resumed, and training from step 0 would overwrite it. Nothing was changed: {fix}."
+            )
+    elif step > config.num_train_steps:
+        raise RunStateError(
+            f"config.num_train_steps={config.num_train_steps} is below the {step} steps this workdir "
+            f"({workdir}) already trained: pass --config.num_train_steps={step} or more, or use a new "
+            f"--workdir. Nothing was changed."
+        )
+    best = checkpoints.latest_step("best")
+    if best is not None:
+        try:
+            checkpoints.verify("best", best)  # the test accuracy is measured on it: no fallback
+        except CorruptCheckpointError as e:
+            raise CorruptCheckpointError(
+                e.path,
+                f"{e.reason}; the test accuracy is measured on the best "
+                f"checkpoint, so there is nothing to fall back to. Nothing was "
+                f"changed: {fix}",
+            ) from None
+    for kind, at in (("latest", step), ("best", best)):
+        if at is not None:
+            check_saved_config(workdir, config, checkpoints, kind, at, fix)
+    problem = result_problem(workdir / "result.json", config)
+    result = None
+    if problem is None and step == config.num_train_steps:
+        result = json.loads((workdir / "result.json").read_text())
+    return ResumePlan(step, damaged, result, problem)
+
+
+def check_saved_config(
+    workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, kind: str, step: int, fix: str
+) -> None:
+    """Refuse a checkpoint sealed by another config, or one whose config is unknown (saved before
+    configs were sealed, and config.json is gone): resuming it would report its run under this
+    config (issue 26 D3, a kill during --start_over)."""
+    path = checkpoints.path(kind, step)
+    saved = checkpoints.saved_config(kind, step)
+    if saved is None:
+        if not (workdir / "config.json").exists():
+            raise RunStateError(
+                f"checkpoint {path} records no config (it was saved by an older version) and {workdir}/config.json "
+                f"is missing, so which config trained it is unknown. Nothing was changed: {fix}."
+            )
+        return  # config.json, checked above, stands for it
+    if saved["config_digest"] == config_digest(config):
+        return
+    diffs = config_differences(saved["config"], config) or [
+        ("config digest", saved["config_digest"], config_digest(config))
+    ]
+    raise WorkdirMismatchError(
+        f"checkpoint {path} was saved by a run of a different config "
+        f"({describe_differences(diffs, 'the checkpoint')}), so it cannot be resumed by this one. Nothing "
+        f"was changed: rerun with the checkpoint's config to resume it; or {fix}."
+    )
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def report_damaged(plan: ResumePlan, checkpoints: Checkpoints, set_aside: bool) -> None:
+    """Warn about each damaged latest checkpoint (and move it out of the way if ``set_aside``)."""
+    for error in plan.damaged:
+        assert plan.step is not None  # plan_resume refuses damaged checkpoints with no intact one to fall back to
+        step = int(error.path.name)
+        moved = f"; moved to {checkpoints.set_aside('latest', step)}" if set_aside else ""
+        then = (
+            f"resuming from the previous intact checkpoint {checkpoints.path('latest', plan.step)}"
+            if step > plan.step
+            else "a newer intact checkpoint is used"
+        )
+        _say(f"warning: {error}{moved}. {then[0].upper() + then[1:]}")
+
+
+def apply(plan: ResumePlan, workdir: Path, checkpoints: Checkpoints) -> None:
+    """Set damaged checkpoints and a stale or damaged result.json aside, saying so."""
+    report_damaged(plan, checkpoints, set_aside=True)
+    path = workdir / "result.json"
+    # None: result.json is this config's valid result but the final checkpoint fell back (damaged): kept as it is
+    if plan.result is None and plan.result_problem is not None and plan.result_problem != "missing":
+        try:
+            steps = json.loads(path.read_text())["num_train_steps"]
+            aside = (
+                path.with_name(f"result_{int(steps)}steps.json")
+                if plan.result_problem.startswith("num_train_steps")
+                else None
+            )
+        except (ValueError, KeyError, TypeError):
+            aside = None
+        if aside is None:
+            aside = path.with_name("result.json.corrupt")
+            _say(
+                f"warning: {path} is not a valid result ({plan.result_problem}); moved to {aside}, "
+                f"a new one is written from the best checkpoint when the run ends"
+            )
+        else:
+            _say(
+                f"{path} is the result of a {steps}-step run; it is kept as {aside} while this run "
+                f"trains to its new num_train_steps"
+            )
+        os.replace(path, aside)

@@ -1,16 +1,16 @@
 """The training loop: train one seed or several in one program, evaluate, test, write the run files.
 
-One thing, over 400 lines: the loop that trains a run's seeds (``train_and_evaluate`` and the
-``Trainer`` it drives); its setup, result and stop agreement live in run_setup, run_result and
-stop_signals.
+Sections, in order: the loop (``train_and_evaluate``, ``Trainer``), result.json's contents
+(``seed_result``), the ``--profile`` window (``ProfileWindow``). The run's setup lives in
+lra.training.runs, its step in lra.training.step, its stop agreement in lra.training.hosts.
 
 Read it top to bottom:
 
 1. ``train_and_evaluate`` checks everything that can fail on bad input (config, workdirs, data,
    memory) before anything is written, then takes each seed's workdir lock.
-2. ``plan_seeds`` (lra.training.run_setup) asks lra.training.resume what each seed's workdir allows
-   (fresh, resume, finished, or a refusal); the ``Trainer`` is built whole for the seeds that still
-   train, every one resumed from one common step.
+2. ``plan_seeds`` (lra.training.runs) asks lra.training.checkpoints (``plan_resume``) what each
+   seed's workdir allows (fresh, resume, finished, or a refusal); the ``Trainer`` is built whole for
+   the seeds that still train, every one resumed from one common step.
 3. The loop: a vmapped train step over the seed axis per batch; metrics fetched every
    ``log_every`` steps and checked (a seed whose loss or weights turn NaN/Inf stops, its last good
    checkpoint kept; the other seeds go on); validation every ``eval_every`` steps, with each seed's
@@ -19,10 +19,25 @@ Read it top to bottom:
 
 Batches and keys are pure functions of (seed, step), so a resumed run ends exactly as an
 uninterrupted one, and seed k of a bundle ends as the single-seed run of seed k does.
+
+result.json is what one seed's finished run records (its test accuracy at the best-validation step,
+its timing and provenance); lra.training.loop writes it, lra.reports and lra.reproduce read it.
+
+``--profile=START:COUNT`` (``python -m lra.train ...``) writes a jax.profiler trace of a window of
+training steps. The trace (TensorBoard/xprof's ``plugins/profile/<date>/``, with a Perfetto ``perfetto_trace.json.gz``)
+covers steps START+1 .. START+COUNT. Every step of every run is annotated (``train`` step markers
+and a ``host_batch`` span around building and placing the batch; free when no trace is on), so the
+trace separates host input from the device's work. ``python -m lra.bench.profile_summary <dir>`` turns
+it into a breakdown: step time, host input, device busy time, gaps between kernels, top ops.
+
+The window must not include a validation or checkpoint step (they would be timed as training),
+and must start after the first step (which compiles); both are checked before training starts.
+Fetching the logged metrics every ``log_every`` steps is part of training and stays in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -37,21 +52,20 @@ import ml_collections
 import numpy as np
 import optax
 
+from lra import cpu_speed
 from lra.data import TaskData
 from lra.data.batching import TrainBatches, seed_batch
-from lra.training import cpu_speed, distributed
-from lra.training.memory_stats import log_memory_stats
-from lra.training.profiling import ProfileWindow
-from lra.training.progress import Progress
-from lra.training.record_seal import seal
-from lra.training.run_errors import Interrupted, NonFiniteLossError
-from lra.training.run_files import config_to_dict, git_commit, write_json_atomic
-from lra.training.run_result import seed_result
-from lra.training.run_setup import SeedRun, open_runs, plan_seeds, prepare, projection_warning
-from lra.training.schedules import make_optimizer
-from lra.training.seeds import run_seeds, seed_workdirs, stack, take
-from lra.training.steps import State, evaluate_split, make_init, make_steps
-from lra.training.stop_signals import StopSignals, agreed_stop
+from lra.errors import InputError, Interrupted, NonFiniteLossError
+from lra.training import hosts
+from lra.training.hosts import StopSignals, agreed_stop
+from lra.training.metrics import Progress, log_memory_stats
+from lra.training.provenance import seal
+from lra.training.run_files import config_to_dict, git_commit, read_sessions, write_json_atomic
+from lra.training.runs import SeedRun, open_runs, plan_seeds, prepare, projection_warning, seed_workdirs
+from lra.training.step import State, evaluate_split, make_init, make_optimizer, make_steps, run_seeds, stack, take
+
+# -- the loop ------------------------------------------------------------------------------------------------
+
 
 SAVE_THREADS = 8  # seeds' checkpoints saved side by side in one process (1: one after another)
 
@@ -91,16 +105,16 @@ def train_and_evaluate(
     None: ``runs/<task>_<variant>[_<preset>]/seed<k>``. ``start_over`` deletes a previous run's
     files first (the only way to reuse a workdir whose run cannot be resumed). ``profile``:
     ``"START:COUNT"``, a jax.profiler trace of those steps in ``<first workdir>/profile``
-    (lra.training.profiling; process 0 only)."""
+    (lra.training.loop; process 0 only)."""
     stop = StopSignals().install()  # first: a signal during setup or compilation stops cleanly
     runs: list[SeedRun] = []
     try:
         pin_core = cpu_speed.requested_core()  # a bad LRA_PIN_CORE fails before anything is compiled
-        cpu_speed.unroll_threefry_on_cpu()  # bit-identical, faster dropout bits (lra.training.cpu_speed)
-        distributed.initialize()
+        cpu_speed.unroll_threefry_on_cpu()  # bit-identical, faster dropout bits (lra.cpu_speed)
+        hosts.initialize()
         if jax.process_count() > 1:
             stop.reclaim()  # from jax's preemption notifier: Trainer._agreed_stop passes the flag to every host
-        distributed.check_same_config(
+        hosts.check_same_config(
             {  # data_dir may differ (each host's own disk)
                 "config": {k: v for k, v in config_to_dict(config).items() if k != "data_dir"},
                 "workdir": None if workdir is None else str(Path(workdir).absolute()),
@@ -137,7 +151,7 @@ ADVICE = "Lower --config.learning_rate or set --config.grad_clip_norm, then use 
 
 class Trainer:
     """The loop over steps for the seeds that train in one program (see the module docstring): built
-    whole, its state fresh or restored at the common step ``start`` (lra.training.run_setup.plan_seeds),
+    whole, its state fresh or restored at the common step ``start`` (lra.training.runs.plan_seeds),
     before ``run`` takes a step."""
 
     def __init__(
@@ -158,9 +172,9 @@ class Trainer:
         self.num_params = int(sum(np.prod(s.shape) for s in jax.tree.leaves(param_shapes)))
         self.pending: list[tuple[int, dict[str, jax.Array]]] = []
         seeds = [run.seed for run in runs]
-        mesh = distributed.data_mesh()
-        self.repl = distributed.replicated(mesh)
-        self.eval_sharding = distributed.batch_sharded(mesh)
+        mesh = hosts.data_mesh()
+        self.repl = hosts.replicated(mesh)
+        self.eval_sharding = hosts.batch_sharded(mesh)
         tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
         self.train_step, self.eval_step = make_steps(model, tx, config, mesh, seeds)
         self.memory_probe = log_memory_stats(model, config, data.validation, self.eval_sharding)
@@ -242,7 +256,7 @@ class Trainer:
             )
             for run in self.runs
         ]
-        sharding = distributed.seed_batch_sharded(distributed.data_mesh())
+        sharding = hosts.seed_batch_sharded(hosts.data_mesh())
         compiled_shapes: set[tuple[int, ...]] = set()
         self.window_start, self.window_steps = time.perf_counter(), 0
         self.stop.training = True
@@ -258,7 +272,7 @@ class Trainer:
             with jax.profiler.StepTraceAnnotation("train", step_num=step + 1):
                 with jax.profiler.TraceAnnotation("host_batch"):
                     host_batch = seed_batch(batches, step)
-                    device_batch = distributed.shard_batch(host_batch, sharding)
+                    device_batch = hosts.shard_batch(host_batch, sharding)
                 shape = host_batch["inputs"].shape
                 new_shape = shape not in compiled_shapes
                 if new_shape:  # the first step of each batch shape compiles: say so, and time it apart
@@ -330,7 +344,7 @@ class Trainer:
         raise Interrupted(self.stop.signum, step) from None
 
     def _agreed_stop(self, step: int) -> int | None:
-        """The signal every process stops on after ``step`` (None: go on; lra.training.stop_signals)."""
+        """The signal every process stops on after ``step`` (None: go on; lra.training.hosts)."""
         return agreed_stop(self.stop.signum, step)
 
     def _flush_train_metrics(self) -> None:
@@ -497,3 +511,119 @@ class Trainer:
                 + f" The other seeds finished: {', '.join(str(run.workdir) for run in self._active())}"
             )
         return results
+
+
+# -- result.json's contents for one finished seed ------------------------------------------------------------
+
+
+def seed_result(
+    config: ml_collections.ConfigDict,
+    run: SeedRun,
+    test: dict[str, float],
+    *,
+    best_val: float,
+    best_step: int,
+    train_seconds: float,
+    timed_steps: float,
+    compile_seconds: float,
+    num_params: int,
+    commit: str,
+    seeds_in_program: int,
+) -> dict[str, Any]:
+    """result.json's contents for ``run`` (``seeds_in_program`` > 1: recorded, the seeds trained together)."""
+    first_session = (read_sessions(run.workdir) or [{"git_commit": commit}])[0]
+    result = {
+        "task": config.task,
+        "attention": config.model.attention,
+        "variant": config.variant,
+        "seed": run.seed,
+        "best_val_accuracy": best_val,
+        "best_step": best_step,
+        "test_accuracy": test["accuracy"],
+        "test_loss": test["loss"],
+        "num_train_steps": config.num_train_steps,
+        "train_seconds": float(train_seconds),
+        # Steps of the whole program timed without compilation (all seeds at once); a
+        # resumed run counts the steps of each process.
+        "steps_per_second": float(timed_steps / max(train_seconds, 1e-9)),
+        "compile_seconds": compile_seconds,
+        "num_params": num_params,
+        "config_preset": config.preset,
+        "device_kind": jax.devices()[0].device_kind,
+        "num_devices": jax.device_count(),
+        "jax_version": jax.__version__,
+        "git_commit": commit,
+        # Provenance of the start: the commit of the process that began the run (sessions.jsonl) and
+        # the tree ids of the code it had on disk (absent from runs begun before they were recorded)
+        "git_commit_start": first_session["git_commit"],
+        **({"code_start": first_session["code_start"]} if "code_start" in first_session else {}),
+        "speed_settings": cpu_speed.settings(),
+    }
+    if seeds_in_program > 1:
+        result["seeds_in_program"] = seeds_in_program
+    return result
+
+
+# -- --profile: a jax.profiler trace of a window of steps ----------------------------------------------------
+
+
+@dataclasses.dataclass
+class ProfileWindow:
+    start: int  # steps already done when the trace starts
+    count: int  # steps traced
+    folder: Path
+    active: bool = False
+
+    @classmethod
+    def parse(cls, spec: str, folder: Path) -> ProfileWindow:
+        start, sep, count = spec.partition(":")
+        try:
+            window = cls(int(start), int(count), folder)
+        except ValueError:
+            window = None
+        if window is None or not sep or window.start < 1 or window.count < 1:
+            raise InputError(
+                f"--profile={spec!r}: expected START:COUNT with START >= 1 (the first step "
+                f"compiles) and COUNT >= 1, e.g. --profile=20:10"
+            )
+        return window
+
+    def check(self, config: ml_collections.ConfigDict) -> None:
+        """Refuse a window that would time validation, checkpoints or steps past the end."""
+        last = self.start + self.count
+        if last > config.num_train_steps:
+            raise InputError(
+                f"--profile={self.start}:{self.count} ends at step {last}, after "
+                f"num_train_steps={config.num_train_steps}: choose an earlier window"
+            )
+        for every, name in ((config.eval_every, "eval_every"), (config.checkpoint_every, "checkpoint_every")):
+            hit = next((s for s in range(self.start + 1, last) if s % every == 0), None)
+            if hit is not None:
+                raise InputError(
+                    f"--profile={self.start}:{self.count} covers step {hit}, a multiple of "
+                    f"{name}={every}, whose extra work would be timed as training: choose a "
+                    f"window between two multiples of {name} (the last traced step may be one)"
+                )
+
+    def before_step(self, done: int) -> None:
+        if done == self.start and not self.active:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            jax.profiler.start_trace(str(self.folder), create_perfetto_trace=True)
+            self.active = True
+
+    def after_step(self, done: int, state: object) -> str | None:
+        """Stop after the window's last step (waiting for the device, so its kernels are in the
+        trace); returns the line to show, or None."""
+        if self.active and done == self.start + self.count:
+            jax.block_until_ready(state)
+            self.stop()
+            return (
+                f"profile of steps {self.start + 1}-{done} written to {self.folder}; summary: "
+                f"python -m lra.bench.profile_summary {self.folder}"
+            )
+        return None
+
+    def stop(self) -> None:
+        if self.active:
+            self.active = False
+            jax.profiler.stop_trace()

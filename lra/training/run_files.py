@@ -1,17 +1,32 @@
-"""The files of a run's workdir: config.json, metrics.jsonl and result.json (docs/design.md, A run).
+"""The files of a run's workdir: config.json, the lock, metrics.jsonl, result.json, sessions, export
+(docs/design.md, A run).
 
-config.json's helpers live in :mod:`lra.training.run_config` and ``RunFileError`` in
-:mod:`lra.training.run_errors`; both are re-exported here, the import path every caller uses."""
+Sections, in order: config.json (the config as JSON, its digest, the resume guard ``check_workdir``,
+``load_run_config``, the run-folder ``slug``), the workdir lock (``WorkdirLock``, ``open_run_file``),
+then the suite's one atomic writer (``write_bytes/text/json/figure_atomic``), result.json's check,
+metrics.jsonl, sessions.jsonl, removal (--start_over) and the record export. This module imports no
+jax: the tables and the audit read runs through it. What each part promises:
+
+A run's config.json: the config as JSON, its digest, what differs from a workdir's, the resume
+guard (``check_workdir``) and reading it back (``load_run_config``).
+
+One process per workdir: an exclusive lock on ``<workdir>/.lock`` (filelock's ``FileLock``).
+
+The OS drops the lock when its process dies (even by SIGKILL), so a stale lock file never
+blocks a rerun; a live holder is named (pid, host) in the refusal.
+"""
 
 from __future__ import annotations
 
-import datetime
 import errno
+import hashlib
 import io
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,21 +35,265 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import filelock
 import ml_collections
 
-from lra.training.run_config import RESUMABLE_CHANGES as RESUMABLE_CHANGES
-from lra.training.run_config import WorkdirMismatchError as WorkdirMismatchError
-from lra.training.run_config import check_workdir as check_workdir
-from lra.training.run_config import config_differences as config_differences
-from lra.training.run_config import config_digest as config_digest
-from lra.training.run_config import config_to_dict as config_to_dict
-from lra.training.run_config import describe_differences as describe_differences
-from lra.training.run_config import flatten_config as flatten_config
-from lra.training.run_config import load_run_config as load_run_config
-from lra.training.run_config import slug as slug
-from lra.training.run_errors import RunFileError as RunFileError
-from lra.training.run_errors import StorageError
-from lra.training.workdir_lock import open_run_file
+from lra.errors import InputError, RunFileError, RunStateError, StorageError, WorkdirLockedError
+
+# -- config.json: the config as JSON, its digest, the resume guard -------------------------------------------
+
+
+# Fields that may differ when a run is resumed: they change neither the model nor the batches.
+RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "checkpoint_every", "seeds"})
+
+
+class WorkdirMismatchError(InputError):
+    """The workdir holds a run of a different config."""
+
+
+def slug(text: str) -> str:
+    """File-name form of a label (``"ConvLuna-16 (reference)"`` -> ``"convluna-16-reference"``): the
+    run folders of lra.train (training.seeds.default_workdir) and of the sweeps. A decimal point
+    stays (``"MeanPool-x0.5"`` -> ``"meanpool-x0.5"``, not ``x0-5``, which reads as a range)."""
+    kept = re.sub(r"(?<=\d)\.(?=\d)", "\0", text.lower())
+    return re.sub(r"[^a-z0-9\0]+", "-", kept).strip("-").replace("\0", ".")
+
+
+def config_to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
+    return json.loads(config.to_json_best_effort())
+
+
+def flatten_config(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"num_layers": 2}}`` -> ``{"model.num_layers": 2}``: configs compared field by field.
+    An empty dict stays a value (``{"model.attention_kwargs": {}}``): config digests sealed into
+    checkpoints depend on it, which is why this is not ``flax.traverse_util.flatten_dict``."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten_config(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def config_differences(old: dict[str, Any], config: ml_collections.ConfigDict) -> list[tuple[str, Any, Any]]:
+    """(field, recorded value, this config's value) for every field that changes the run."""
+    old_flat = flatten_config(old)
+    new = flatten_config(config_to_dict(config))
+    return [
+        (k, old_flat.get(k), new.get(k))
+        for k in sorted(old_flat.keys() | new.keys())
+        if old_flat.get(k) != new.get(k) and k.split(".")[0] not in RESUMABLE_CHANGES
+    ]
+
+
+def describe_differences(diffs: list[tuple[str, Any, Any]], where: str) -> str:
+    """``field: old in <where>, new now; ...`` (the first six)."""
+    shown = "; ".join(f"{k}: {old!r} in {where}, {new!r} now" for k, old, new in diffs[:6])
+    return shown + ("; ..." if len(diffs) > 6 else "")
+
+
+def config_digest(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
+    """SHA-256 of every field that changes the run (not RESUMABLE_CHANGES): two configs with one
+    digest train the same run. Sealed into each checkpoint and compared across the processes
+    of a multi-host launch."""
+    d = config if isinstance(config, dict) else config_to_dict(config)
+    kept = {k: v for k, v in flatten_config(d).items() if k.split(".")[0] not in RESUMABLE_CHANGES}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+# The top-level fields every lra.train config.json has: a config.json without them is another program's.
+SUITE_CONFIG_FIELDS = ("task", "variant", "model", "num_train_steps")
+# What a run's checkpoints/ folder holds: orbax's managers for the latest and the best checkpoints.
+CHECKPOINT_FOLDERS = ("latest", "best")
+
+
+def foreign_problem(workdir: Path) -> str | None:
+    """Why ``workdir`` is not (part of) a run of this suite (None: it is, or it is empty of runs): a
+    config.json that is not an lra.train config, or a checkpoints/ folder holding files this suite never
+    writes. Such a folder is never resumed, nor emptied by --start_over (issue 52 U1: a user's
+    ``checkpoints/my_model.bin`` was deleted)."""
+    path = workdir / "config.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            data = None
+        if isinstance(data, dict) and not all(k in data for k in SUITE_CONFIG_FIELDS):
+            return (
+                f"{path} is not an lra.train config (no {', '.join(k for k in SUITE_CONFIG_FIELDS if k not in data)})"
+            )
+    checkpoints = workdir / "checkpoints"
+    if checkpoints.is_dir():
+        strange = sorted(
+            p.name for p in checkpoints.iterdir() if p.name not in CHECKPOINT_FOLDERS and not p.name.startswith(".")
+        )
+        if strange:
+            return f"{checkpoints} holds files this suite never writes ({', '.join(strange[:3])})"
+    elif checkpoints.exists():
+        return f"{checkpoints} is a file, not this suite's checkpoint folder"
+    return None
+
+
+def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | None = None) -> None:
+    """Refuse to resume a workdir whose config.json differs in anything that changes the run, or that
+    is not this suite's run at all (:func:`foreign_problem`: then nothing is advised that deletes it).
+    ``fix``: what to do instead (default: a new --workdir, or delete the workdir)."""
+    foreign = foreign_problem(workdir)
+    if foreign:
+        raise WorkdirMismatchError(
+            f"{workdir} is not a run of this suite: {foreign}. Nothing was changed in it; pass another --workdir"
+        )
+    path = workdir / "config.json"
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text())
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as e:
+        where = f" (line {e.lineno} column {e.colno}: {e.msg})" if isinstance(e, json.JSONDecodeError) else f" ({e})"
+        raise RunFileError(
+            f"{path} is not a valid config{where}; it guards this workdir against another config. "
+            f"Restore it, or delete it to accept this command's config (checkpoints are kept, and "
+            f"resumed only if they were saved by this config)."
+        ) from None
+    diffs = config_differences(old, config)
+    if diffs:
+        names = {k for k, _, _ in diffs}
+        if names == {"data.bucket_order_seed"}:
+            recorded = diffs[0][1]
+            fix = (
+                f"this run was trained with data.bucket_order_seed={recorded!r} (the bucket order its "
+                f"bundle shared): pass --config.data.bucket_order_seed={recorded} to resume it"
+                + (f", or {fix}" if fix else ", or use a new --workdir")
+            )
+        raise WorkdirMismatchError(
+            f"workdir {workdir} holds a run of a different config ({describe_differences(diffs, 'the workdir')}). "
+            f"Nothing was changed in it: "
+            + (
+                fix
+                or f"pass a new --workdir, or pass --start_over to delete this run of {workdir} and train from step 0"
+            )
+            + "."
+        )
+
+
+def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
+    """The run's config.json (fields added since it ran take the values it trained with), as
+    lra.evaluate and lra.diagnose read a finished run.
+
+    FileNotFoundError when there is none; RunFileError (exit 5) naming the file when it is damaged."""
+    from lra.defaults import upgrade_run_config
+
+    path = workdir / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: --workdir must be a run directory written by lra.train")
+    try:
+        return upgrade_run_config(ml_collections.ConfigDict(json.loads(path.read_text())))
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as e:
+        where = f"line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else repr(e)
+        raise RunFileError(
+            f"{path} is not a valid run config ({where}); it is the only record of the model this "
+            f"run trained. To fix: restore it (an exported record under results/runs holds a copy) "
+            f"or delete the run"
+        ) from None
+
+
+# -- one process per workdir, and no file written through a link ---------------------------------------------
+
+
+LOCK_NAME = ".lock"
+
+
+def open_run_file(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a file of a run that never follows a symlink (``O_NOFOLLOW``): a run's files
+    are written only inside its folder, never through a link to a file elsewhere (issue 52 SEC1,
+    SEC2). A symlink is refused by name (RunStateError, exit 2, nothing written); any other failure
+    is a StorageError (exit 4)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as e:
+        if Path(path).is_symlink():
+            raise RunStateError(
+                f"{path} is a symlink (to {os.readlink(path)}); a run's files are never written through a "
+                "link. Nothing was written: remove the link (or use another --workdir)"
+            ) from None
+        raise StorageError(path, e) from None
+
+
+# filelock releases a FileLock that is garbage-collected; a WorkdirLock is held until its release() or
+# the process's end, whoever keeps the object (as the fcntl descriptor it replaced was).
+_HELD_LOCKS: set[filelock.FileLock] = set()
+
+
+class WorkdirLock:
+    """Hold ``workdir``'s lock from ``acquire()`` until ``release()`` or the process ends.
+
+    The lock is filelock's ``FileLock`` (an ``fcntl.flock`` on ``<workdir>/.lock``, taken without
+    waiting; the lock file is kept, ``preserve_lock_file``, so there is no soft-lock fallback whose
+    stale file could block a rerun). What filelock does not do is added here: the holder's pid and
+    host are written into the file as it is taken (``on_acquired``) and named in the refusal, a
+    symlinked lock file is refused by name (filelock opens it with ``O_NOFOLLOW`` too), and each
+    failure is the suite's own error (exit 3 held, 2 a symlink, 4 the disk)."""
+
+    def __init__(self, workdir: Path, flag: str = "--workdir"):
+        self.path = Path(workdir) / LOCK_NAME
+        self.flag = flag  # the option that names this folder in the refusing command's own terms
+        self._lock: filelock.FileLock | None = None
+
+    @staticmethod
+    def _write_holder(fd: int) -> None:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
+
+    def _holder(self) -> str:
+        try:
+            fd = open_run_file(self.path, os.O_RDONLY)
+        except (RunStateError, StorageError):
+            return "unknown"
+        try:
+            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+
+    def acquire(self) -> WorkdirLock:
+        lock = filelock.FileLock(
+            self.path, timeout=0, thread_local=False, preserve_lock_file=True, on_acquired=self._write_holder
+        )
+        try:
+            lock.acquire()
+        except filelock.Timeout:  # another process (or another lock of this one) holds it
+            raise WorkdirLockedError(
+                f"{self.flag} {self.path.parent} is in use by another process ({self._holder()}); nothing was "
+                f"changed. Wait for it to finish (or stop it), or use another {self.flag}."
+            ) from None
+        except OSError as e:
+            if self.path.is_symlink():
+                raise RunStateError(
+                    f"{self.path} is a symlink (to {os.readlink(self.path)}); a run's files are never written "
+                    "through a link. Nothing was written: remove the link (or use another --workdir)"
+                ) from None
+            raise StorageError(self.path, e) from None
+        self._lock = lock
+        _HELD_LOCKS.add(lock)  # held until release() or the process ends, not until this object is collected
+        return self
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()  # closes the descriptor, which drops the lock
+            _HELD_LOCKS.discard(self._lock)
+            self._lock = None
+
+    def __enter__(self) -> WorkdirLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# -- the atomic writers, metrics.jsonl, result.json, sessions, removal and export ----------------------------
 
 
 def _warn(message: str) -> None:
@@ -369,26 +628,6 @@ def git_commit() -> str:
 
 
 SESSIONS = "sessions.jsonl"
-
-
-def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str, Any]:
-    """Append one line to ``workdir/sessions.jsonl`` for a process that starts (or resumes) the run at
-    ``step``: its date, commit (``-dirty`` when the tree has changes), command line and ``extra``
-    (the speed settings). The first line is the run's start: provenance that a later resume on
-    another commit cannot overwrite. ``code_start``: the tree ids of the code on disk as this process
-    starts (lra.training.code_tree). A line torn by a full disk is cut off before appending."""
-    from lra.training.code_tree import code_evidence
-
-    record = {
-        "step": step,
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
-        "code_start": code_evidence(),
-        "argv": list(sys.argv),
-        **extra,
-    }
-    append_jsonl(workdir / SESSIONS, record)
-    return record
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:

@@ -1,4 +1,13 @@
-"""Progress output: a bar on a terminal, plain log lines otherwise; TensorBoard without TensorFlow.
+"""What a run shows and logs as it trains: progress (the bar or plain lines, rate, ETA, TensorBoard)
+and the memory-degradation statistics logged at each evaluation.
+
+Sections, in order: progress (``Progress``), memory statistics (``log_memory_stats``, ``make_probe``,
+``collect`` and the statistics). Not clu's ``metric_writers``/``periodic_actions``: clu 0.0.12 imports
+TensorFlow when either is imported (``metric_writers/__init__`` imports its ``SummaryWriter``), which a
+JAX install lacks; TensorBoard goes through tensorboardX, and metrics.jsonl's format is ours
+(lra.training.run_files.MetricsLog, byte-compatible with the committed records). What each part promises:
+
+Progress output: a bar on a terminal, plain log lines otherwise; TensorBoard without TensorFlow.
 
 One rate, measured here: training steps per second of wall time, compilation excluded
 (evaluations and checkpoints included, so the ETA is what the clock will show). The bar shows
@@ -11,6 +20,24 @@ The loop ticks a step when it has finished (its metrics are ready), not when it 
 jax runs ahead asynchronously, and counting dispatched steps made the paper-scale ETA swing from
 1 h to 25 h on a run that needed 214 h (issue 39). A run too big for its machine (paper scale on a
 CPU) is told so once, in one line, as soon as a few timed steps give the rate.
+
+Memory-degradation statistics of the memory families (the ConvLuna paper's Section 2, Figure 1).
+
+The paper's finding: the learned memory of Luna converges to a few distinct vectors and its
+packing attention spreads almost uniformly over the input; ConvLuna's filter counters both.
+Measured here on a memory matrix M x D (cells x features):
+
+* ``distinct_vectors``: cells grouped at cosine >= 0.99 (single linkage: connected components
+  of the graph whose edges join cells at that cosine), the number of groups;
+* ``effective_rank``: exp of the entropy of the singular values normalised to sum 1
+  (Roy & Vetterli, 2007): 1 for a rank-one memory, M for M orthogonal cells of equal norm;
+* ``mean_pairwise_cosine``: the mean cosine over the M (M - 1) / 2 pairs of cells (None for M=1);
+
+and on the packing attention (memory -> tokens), ``packing_entropy``: the entropy of each
+memory cell's weights over the real keys divided by log(number of real keys): 1.0 is uniform,
+0.0 is one key. Rows with a single real key are left out (their entropy is 0 by force).
+
+Per-example quantities (each block's memory depends on the input) are averaged over the batch.
 """
 
 from __future__ import annotations
@@ -24,7 +51,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from lra.console import BarOrLines, clock, duration, terminal_bar_possible
+
+# -- progress: the bar or plain lines, rate and ETA, TensorBoard ---------------------------------------------
+
 
 log = logging.getLogger("lra")
 
@@ -261,3 +295,151 @@ class Progress:
                     self._tensorboard_failed(e)
         if self._old_hook is not None:
             threading.excepthook, self._old_hook = self._old_hook, None
+
+
+# -- memory-degradation statistics, logged at each evaluation ------------------------------------------------
+
+
+DISTINCT_COSINE = 0.99
+STATS = ("distinct_vectors", "effective_rank", "mean_pairwise_cosine")
+
+
+def _cosines(memory_MxD: np.ndarray) -> np.ndarray:
+    m = np.asarray(memory_MxD, np.float64)
+    unit = m / np.maximum(np.linalg.norm(m, axis=-1, keepdims=True), 1e-12)
+    return unit @ unit.T
+
+
+def distinct_vectors(memory_MxD: np.ndarray, threshold: float = DISTINCT_COSINE) -> int:
+    """Number of groups of cells linked by cosine >= ``threshold`` (connected components)."""
+    close = _cosines(memory_MxD) >= threshold
+    cells = close.shape[0]
+    group = -np.ones(cells, int)
+    groups = 0
+    for start in range(cells):
+        if group[start] >= 0:
+            continue
+        group[start], stack = groups, [start]
+        while stack:
+            i = stack.pop()
+            for j in np.flatnonzero(close[i] & (group < 0)):
+                group[j] = groups
+                stack.append(int(j))
+        groups += 1
+    return groups
+
+
+def effective_rank(memory_MxD: np.ndarray) -> float:
+    """exp(entropy of the normalised singular values)."""
+    s = np.linalg.svd(np.asarray(memory_MxD, np.float64), compute_uv=False)
+    if s.sum() <= 0:
+        return 0.0
+    p = s / s.sum()
+    p = p[p > 0]
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def mean_pairwise_cosine(memory_MxD: np.ndarray) -> float | None:
+    """Mean cosine over distinct pairs of cells; None for a single cell."""
+    cells = memory_MxD.shape[0]
+    if cells < 2:
+        return None
+    c = _cosines(memory_MxD)
+    return float((c.sum() - np.trace(c)) / (cells * (cells - 1)))
+
+
+def memory_summary(memory_MxD: np.ndarray) -> dict[str, float | None]:
+    return {
+        "distinct_vectors": float(distinct_vectors(memory_MxD)),
+        "effective_rank": effective_rank(memory_MxD),
+        "mean_pairwise_cosine": mean_pairwise_cosine(memory_MxD),
+    }
+
+
+def batch_summary(memory_BxMxD: np.ndarray) -> dict[str, float | None]:
+    """:func:`memory_summary` of each example's memory, averaged over the batch."""
+    rows = [memory_summary(m) for m in np.asarray(memory_BxMxD)]
+    out: dict[str, float | None] = {}
+    for key in STATS:
+        values = [v for r in rows if (v := r[key]) is not None]
+        out[key] = float(np.mean(values)) if values else None
+    return out
+
+
+def normalized_entropy(weights_BxHxMxJ: jax.Array, key_mask_BxJ: jax.Array) -> jax.Array:
+    """Mean over (example, head, cell) of entropy / log(real keys); rows with one real key skipped."""
+    w = weights_BxHxMxJ.astype(jnp.float32)
+    real = key_mask_BxJ[:, None, None, :]
+    plogp = jnp.where(real & (w > 0), w * jnp.log(jnp.where(w > 0, w, 1.0)), 0.0)
+    entropy_BxHxM = -jnp.sum(plogp, axis=-1)
+    keys_B = jnp.sum(key_mask_BxJ, axis=-1).astype(jnp.float32)
+    log_keys = jnp.log(jnp.maximum(keys_B, 1.0))[:, None, None]
+    valid = jnp.broadcast_to((keys_B > 1)[:, None, None], entropy_BxHxM.shape)
+    ratio = jnp.where(valid, entropy_BxHxM / jnp.where(valid, log_keys, 1.0), 0.0)
+    return jnp.sum(ratio) / jnp.maximum(jnp.sum(valid), 1)
+
+
+def _blocks(tree: dict[str, Any]) -> list[str]:
+    return sorted((k for k in tree if k.startswith("block_")), key=lambda k: int(k.split("_")[1]))
+
+
+def make_probe(model: Any):
+    """A jit-compiled ``probe(params, inputs) -> (memories, entropies)``: each block's output
+    memory (B x M x D, a list over blocks) and its packing entropy (a scalar per block)."""
+
+    def probe(params: Any, inputs: jax.Array) -> tuple[list[jax.Array], list[jax.Array]]:
+        _, state = model.apply(
+            {"params": params},
+            inputs,
+            deterministic=True,
+            rngs={"attention": jax.random.key(0)},
+            mutable=["intermediates"],
+        )
+        encoder = state["intermediates"]["encoder"]
+        memories, entropies = [], []
+        for name in _blocks(encoder):
+            memories.append(encoder[name]["memory"][0])
+            attn = encoder[name]["attention"]
+            entropies.append(normalized_entropy(attn["packing_weights"][0], attn["packing_key_mask"][0]))
+        return memories, entropies
+
+    return jax.jit(probe)
+
+
+def collect(probe: Any, params: Any, inputs: jax.Array) -> dict[str, float | None]:
+    """Flat statistics for metrics.jsonl: ``initial/<stat>`` of the learned memory and
+    ``block<i>/<stat>`` (batch means) plus ``block<i>/packing_entropy`` per block."""
+    memories, entropies = jax.device_get(probe(params, inputs))
+    out: dict[str, float | None] = {}
+    initial = np.asarray(jax.device_get(params["encoder"]["memory"]))
+    out.update({f"initial/{k}": v for k, v in memory_summary(initial).items()})
+    for i, (memory, entropy) in enumerate(zip(memories, entropies, strict=False)):
+        out.update({f"block{i}/{k}": v for k, v in batch_summary(memory).items()})
+        out[f"block{i}/packing_entropy"] = float(entropy)
+    return out
+
+
+def probe_inputs(split: Any, batch_size: int) -> np.ndarray:
+    """The first ``batch_size`` examples of ``split`` in file order (not length-sorted, so short
+    and long inputs mix), padded to the longest of them: the same batch at every evaluation."""
+    rows = min(batch_size, len(split))
+    inputs = np.asarray(split.inputs[:rows])
+    longest = max(int(np.max(split.max_lengths[:rows])), 1)
+    return inputs[..., :longest]
+
+
+def log_memory_stats(model: Any, config: Any, validation: Any, sharding: Any):
+    """``params -> statistics`` on a fixed validation batch (:func:`probe_inputs`) when
+    ``config.log_memory_stats`` is on (the loop logs them at each evaluation as split "memory"),
+    else None."""
+    if not config.log_memory_stats:
+        return None
+    from lra.training import hosts
+
+    rows = config.eval_batch_size
+    inputs = probe_inputs(validation, rows)
+    if len(inputs) < rows:  # keep the batch divisible by the devices: repeat rows
+        inputs = np.resize(inputs, (rows,) + inputs.shape[1:])
+    placed = hosts.shard_batch({"inputs": inputs}, sharding)["inputs"]
+    probe = make_probe(model)
+    return lambda params: collect(probe, params, placed)

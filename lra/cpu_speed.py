@@ -1,4 +1,13 @@
-"""CPU speed settings that leave every computed number bit-identical.
+"""CPU speed settings in one module outside the training package: the allocator, one-pass threefry and
+pinning. Who opts in: ``python -m lra.train`` re-executes itself with the allocator settings and the
+runners that start training processes pass them on (``child_environment``); ``train_and_evaluate``
+registers the threefry lowering ``LRA_UNROLLED_THREEFRY`` asks for, pins to ``LRA_PIN_CORE`` and
+records ``settings()``. Each is switched off by its variable (below).
+
+Sections, in order: the allocator, pinning and the recorded settings; the one-pass threefry
+lowering (the one use of ``jax._src``). Nothing here changes a computed number.
+
+CPU speed settings that leave every computed number bit-identical.
 
 Three knobs, each on by default for processes that train, each measured and recorded in the run
 (``result.json``'s ``speed_settings``):
@@ -22,7 +31,7 @@ Three knobs, each on by default for processes that train, each measured and reco
   neither.
 * **one-pass threefry** (``LRA_UNROLLED_THREEFRY``; default ``one-pass``): jax lowers the
   threefry2x32 hash on CPU as a rolled 5-iteration loop that XLA cannot fuse; dropout's random bits
-  then cost 17-29% of the step. :mod:`lra.training.threefry_lowering` computes all rounds in one pass
+  then cost 17-29% of the step. :mod:`lra.cpu_speed` computes all rounds in one pass
   behind the same fusion boundary, bit-identical (the module says why jax's own unrolled lowering is
   not: ``LRA_UNROLLED_THREEFRY=1`` or ``fused`` opts into it, faster, logged numbers move by an ulp;
   ``0`` or ``rolled`` keeps jax's). It is the one place that touches ``jax._src``; a jax upgrade that
@@ -34,6 +43,24 @@ Three knobs, each on by default for processes that train, each measured and reco
 
 ``LRA_FAST_ALLOC=0`` switches the allocator settings off (``glibc``: the tunables, not mimalloc);
 ``LRA_UNROLLED_THREEFRY=0`` keeps jax's rolled threefry loop, ``=1`` picks jax's fused unrolled one.
+
+Dropout's random bits on the CPU in one pass, bit-identical to jax's default lowering.
+
+jax lowers the threefry2x32 hash on CPU as a rolled 5-iteration ``fori_loop`` (4 rounds each):
+every iteration is a pass over the whole array, and the loop cannot be fused. jax's unrolled
+lowering (the one it uses on GPU/TPU) computes the same integers in one fused pass, but it is then
+fused *into* the float computations that consume the bits (the dropout masks inside the attention
+and residual fusions), XLA groups those float operations differently, and logged numbers move in the
+last float32 place (a 30-step smoke run: different parameters after the first step, the same bits).
+An ``optimization_barrier`` does not stop that on CPU (XLA removes barriers before fusion).
+
+Here all 20 rounds run in one pass inside a ``while`` loop that XLA cannot count: it runs once,
+but its condition starts from a value XLA cannot prove (``any(d == d + 1)``, always False). The loop
+is a fusion boundary exactly where jax's rolled loop is one, so the float program around it is
+compiled as before and every number stays the same, while the hash is computed in one pass instead
+of five. jax has no public API for this: :func:`register` touches ``jax._src`` and returns False
+(jax's default stays) when a jax upgrade moves what it needs; ``tests/test_cpu_speed.py`` then fails
+loudly, and compares 20 logged losses with and without it.
 """
 
 from __future__ import annotations
@@ -45,8 +72,12 @@ import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from lra.errors import InputError
+
+# -- allocator, pinning and the settings a run records -------------------------------------------------------
+
 
 ALLOC_SWITCH = "LRA_FAST_ALLOC"
 THREEFRY_SWITCH = "LRA_UNROLLED_THREEFRY"
@@ -186,12 +217,11 @@ def unroll_threefry_on_cpu() -> bool:
     """Register the threefry2x32 CPU lowering that ``LRA_UNROLLED_THREEFRY`` asks for (once per
     process, before the first compile). Returns whether a faster lowering than jax's is in force."""
     global _threefry_unrolled
-    from lra.training import threefry_lowering
 
     mode = threefry_mode()
-    threefry_lowering.register(mode)
-    _threefry_unrolled = threefry_lowering.registered() == "fused"
-    return threefry_lowering.registered() != "rolled"
+    register(mode)
+    _threefry_unrolled = registered() == "fused"
+    return registered() != "rolled"
 
 
 def pin_process_to_core(core: int) -> int:
@@ -220,9 +250,7 @@ def requested_core() -> int | None:
 
 
 def _threefry_in_force() -> str:
-    from lra.training import threefry_lowering
-
-    return threefry_lowering.registered()
+    return registered()
 
 
 def settings() -> dict[str, object]:
@@ -234,3 +262,66 @@ def settings() -> dict[str, object]:
         "threefry": _threefry_in_force(),
         "pinned_core": os.environ.get(PIN_VARIABLE) or None,
     }
+
+
+# -- the one-pass threefry lowering --------------------------------------------------------------------------
+
+
+MODES = ("one-pass", "rolled", "fused")
+_registered: str | None = None
+
+
+def _one_pass(k1: Any, k2: Any, x1: Any, x2: Any) -> list[Any]:
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax._src.random import threefry2x32 as tf
+
+    key_mix = lax.bitwise_xor(k1, k2)
+    done = jnp.any(key_mix == key_mix + np.uint32(1))  # always False; XLA cannot tell, so the loop stays
+
+    def body(carry: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        a, b = tf._threefry2x32_lowering(k1, k2, carry[0], carry[1], use_rolled_loops=False)
+        return a, b, jnp.bool_(True)
+
+    shape = jnp.broadcast_shapes(*(np.shape(v) for v in (k1, k2, x1, x2)))  # the output's (jax broadcasts them)
+    start = (jnp.broadcast_to(x1, shape), jnp.broadcast_to(x2, shape), done)
+    a, b, _ = lax.while_loop(lambda carry: ~carry[2], body, start)
+    return [a, b]
+
+
+def register(mode: str) -> bool:
+    """Register ``mode``'s threefry2x32 lowering for the CPU (``rolled``: leave jax's). Returns whether
+    it is in force; False, with one note, when this jax has moved its internals."""
+    global _registered
+    if mode not in MODES:
+        raise InputError(f"threefry lowering {mode!r}: one of {', '.join(MODES)}")
+    if mode == "rolled" or _registered is not None:  # once per process: the first compile uses it
+        return _registered == (None if mode == "rolled" else mode)
+    try:
+        from jax._src.interpreters import mlir
+        from jax._src.random import threefry2x32 as tf
+
+        if mode == "fused":
+            rule = tf._threefry2x32_lowering_rule
+        else:
+            tf._threefry2x32_lowering  # noqa: B018 (fails here, not at the first compile, when jax moved it)
+            rule = mlir.lower_fun(_one_pass, multiple_results=True)
+        mlir.register_lowering(tf.threefry2x32_p, rule, platform="cpu")
+    except (ImportError, AttributeError) as e:  # a jax that reorganised these modules: keep its default
+        import jax
+
+        print(
+            f"note: jax {jax.__version__} has no threefry lowering where lra looks for it ({e}); "
+            "dropout uses jax's default CPU lowering (slower, same numbers)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return False
+    _registered = mode
+    return True
+
+
+def registered() -> str:
+    """The CPU lowering in force in this process."""
+    return _registered or "rolled"

@@ -1,4 +1,11 @@
-"""Devices: multi-host initialisation and the data-parallel mesh (the successor of pmap).
+"""The processes of a run: hosts joining a multi-host launch, the data mesh, the stop signals they agree on,
+and the children a command runs.
+
+Sections, in order: multi-host (``initialize``, ``check_same_config``, the mesh and shardings), stop
+signals (``StopSignals``, ``agreed_stop``), child processes (``ChildSignals``, for commands that run
+commands). What each part promises:
+
+Devices: multi-host initialisation and the data-parallel mesh (the successor of pmap).
 
 Launches:
 
@@ -16,23 +23,44 @@ address), again every WAIT_NOTE_SECONDS, and after ``LRA_DISTRIBUTED_TIMEOUT`` s
 from C++ (exit 134) with a stack dump. Once all have joined, :func:`check_same_config` compares
 what each process was asked to run, so that different commands are one clear error instead of a
 hang or a gloo abort.
+
+SIGTERM/SIGINT handling for a run, installed before anything else happens.
+
+Before training starts there is nothing to save: a signal stops the run at once (between two
+Python statements; a compilation in progress finishes first). During training the first signal
+finishes the step and saves a checkpoint; a second one exits immediately, which is safe at any
+moment because every file of a run is replaced atomically.
+
+Commands that run other commands pass SIGTERM/SIGINT on to them and wait: no orphans.
+
+``lra.reproduce`` (its sweeps) and ``lra.preflight`` (its compile children, several at once with
+``sweep --jobs N``) start each child in its own session, so a Ctrl-C at the terminal reaches a
+child once, through the parent, and a SIGTERM sent to the parent alone (``kill PID``, a batch
+system) is not lost: the parent's handler passes the signal to every running child, starts
+nothing new, and the caller waits for them and says what was interrupted (exit 128+signal).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lra.errors import InputError
+from lra.errors import InputError, Interrupted
+
+# -- multi-host: joining, one command, the data mesh ---------------------------------------------------------
+
 
 COORDINATOR_VAR = "JAX_COORDINATOR_ADDRESS"
 NUM_PROCESSES_VAR = "JAX_NUM_PROCESSES"
@@ -42,7 +70,7 @@ EXPLICIT_VARS = (COORDINATOR_VAR, NUM_PROCESSES_VAR, PROCESS_ID_VAR)
 TIMEOUT_VAR = "LRA_DISTRIBUTED_TIMEOUT"  # seconds to wait for every process to join (default 300)
 DEFAULT_TIMEOUT = 300
 WAIT_NOTE_SECONDS = 30
-EXIT_NO_PEERS = 2  # run_errors.EXIT_INVALID: a launch that cannot start; nothing was changed
+EXIT_NO_PEERS = 2  # lra.errors.EXIT_INVALID: a launch that cannot start; nothing was changed
 
 _initialized = False
 
@@ -258,3 +286,199 @@ def shard_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[s
         return jax.make_array_from_process_local_data(sharding, local, x.shape)
 
     return {k: place(v) for k, v in batch.items()}
+
+
+# -- stop signals: save and stop, agreed across hosts --------------------------------------------------------
+
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopSignals:
+    """The signal handler of one run; ``signum`` is set once a stop was asked for."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.training = False
+        self._old: dict[int, Any] = {}
+        self._pipe: tuple[int, int] | None = None
+        self._watcher: threading.Thread | None = None
+        self._old_wakeup = -1
+
+    def install(self) -> StopSignals:
+        self._old = {s: signal.signal(s, self) for s in SIGNALS}
+        self._count_deliveries()
+        return self
+
+    def _count_deliveries(self) -> None:
+        """Count every delivery, not every handler call: during a step the main thread sits in XLA's C++
+        code, where two signals of one kind set one pending flag and the handler runs once (issue 52 S5:
+        two Ctrl-Cs 0.8 s apart in one slow step counted as one). The C-level handler writes each
+        delivery's number to a wakeup pipe; a thread reading it ends the run at the second while
+        training, as the handler would, without waiting for the step."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        try:
+            self._old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread of the main interpreter
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        self._pipe = (read_fd, write_fd)
+
+        def watch() -> None:
+            seen = 0
+            while True:
+                try:
+                    data = os.read(read_fd, 64)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for signum in data:
+                    if signum not in SIGNALS:
+                        continue
+                    seen += 1
+                    if seen >= 2 and self.training:
+                        name = signal.Signals(signum).name
+                        print(
+                            f"{name} again: stopping at once; the last saved checkpoint is kept",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        os._exit(128 + signum)
+
+        self._watcher = threading.Thread(target=watch, name="lra-stop-signals", daemon=True)
+        self._watcher.start()
+
+    def reclaim(self) -> None:
+        """Take SIGTERM/SIGINT back after a library installed its own handler: jax.distributed's
+        preemption notifier catches SIGTERM, and the run would never hear of it (the multi-host loop
+        agrees on this handler's flag at every step instead). ``restore`` still restores the handlers
+        from before ``install``."""
+        for s in SIGNALS:
+            signal.signal(s, self)
+
+    def restore(self) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        self._old = {}
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._old_wakeup)
+            read_fd, write_fd = self._pipe
+            os.close(write_fd)  # the watcher reads the end of the pipe and returns
+            if self._watcher is not None:
+                self._watcher.join(timeout=5)
+            os.close(read_fd)
+            self._pipe = self._watcher = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signum is not None:
+            print(f"{name} again: stopping at once; the last saved checkpoint is kept", file=sys.stderr, flush=True)
+            os._exit(128 + signum)  # no cleanup that a third signal could interrupt
+        self.signum = signum
+        if not self.training:
+            raise Interrupted(signum, None, saved=False)
+        print(
+            f"{name}: finishing the step in flight (at most one: the loop runs one step ahead) and saving a "
+            "checkpoint; send it again to stop at once without saving",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def agreed_stop(own: int | None, step: int) -> int | None:
+    """The signal a run whose own stop flag is ``own`` stops on after ``step`` (None: go on). One
+    process: its own, no collective. Several: every process's flag is gathered at every step, so a SIGTERM that
+    reaches only some hosts stops all of them after the same step, where each takes its part in
+    the collective save; alone, the signalled host would leave the others waiting in the next
+    collective for ever (issue 38). The largest signal number wins (SIGTERM over SIGINT)."""
+    if jax.process_count() == 1:
+        return own
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(multihost_utils.process_allgather(np.int32(own or 0)))
+    signum = int(flags.max())
+    if signum and not own:
+        senders = ", ".join(str(i) for i in np.flatnonzero(flags))
+        print(
+            f"process {jax.process_index()}: process {senders} got {signal.Signals(signum).name}: all stop "
+            f"after step {step} and save a checkpoint",
+            file=sys.stderr,
+            flush=True,
+        )
+    return signum or None
+
+
+# -- child processes: signals passed on, no orphans ----------------------------------------------------------
+
+
+class ChildSignals:
+    """The children a process is running (each with a label), and the signal that stopped it."""
+
+    def __init__(self, on_signal: str) -> None:
+        """``on_signal``: the line printed once when a signal arrives, after ``SIGTERM: ``; it may name
+        ``{count}`` (running children) and ``{labels}``."""
+        self.on_signal = on_signal
+        self.children: dict[subprocess.Popen, str] = {}
+        self.signum: int | None = None
+        self.interrupted: list[str] = []  # labels of the children running when the signal came
+        self._lock = threading.RLock()  # the handler runs in the main thread, which may hold it
+
+    def forward(self, signum: int, frame: object = None) -> None:
+        """The signal handler: pass ``signum`` to every running child; remember it (nothing new starts)."""
+        with self._lock:
+            running = [(c, label) for c, label in self.children.items() if c.poll() is None]
+            if self.signum is None:
+                self.signum = signum
+                self.interrupted = [label for _, label in running]
+                print(
+                    f"{signal.Signals(signum).name}: "
+                    + self.on_signal.format(count=len(running), labels=", ".join(self.interrupted) or "none"),
+                    file=sys.stderr,
+                    flush=True,
+                )
+        for child, _ in running:
+            child.send_signal(signum)
+
+    def check(self) -> None:
+        """Raise :class:`Interrupted` once a signal has come: the caller starts nothing new."""
+        if self.signum is not None:
+            raise Interrupted(self.signum, None, saved=False)
+
+    def start(self, argv: list[str], label: str = "", **popen: Any) -> subprocess.Popen:
+        """``subprocess.Popen`` in a session of its own, tracked until :meth:`done`; refused after a signal."""
+        self.check()
+        child = subprocess.Popen(argv, start_new_session=True, **popen)
+        with self._lock:
+            self.children[child] = label or " ".join(argv)
+            late = self.signum
+        if late is not None:  # the signal came while it started: it gets it too
+            self.interrupted.append(self.children[child])
+            child.send_signal(late)
+        return child
+
+    def done(self, child: subprocess.Popen) -> None:
+        """``child`` has ended (or is being given up): stop tracking it; a live one is stopped and waited for."""
+        if child.poll() is None:
+            child.terminate()
+            child.wait()
+        with self._lock:
+            self.children.pop(child, None)
+
+    def reset(self) -> None:
+        """Forget a past signal (a new command in the same process, e.g. in tests)."""
+        self.signum, self.interrupted = None, []
+
+    @contextlib.contextmanager
+    def forwarding(self) -> Iterator[ChildSignals]:
+        """SIGINT/SIGTERM handled by :meth:`forward` inside the block (the main thread only), restored after."""
+        previous = {sig: signal.signal(sig, self.forward) for sig in SIGNALS}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

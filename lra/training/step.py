@@ -1,0 +1,450 @@
+"""The step: the compiled train/eval steps over the seed axis, the optimizer and its schedule, microbatches.
+
+Sections, in order: the seed axis (which seeds a config trains; ``take``/``stack``), the optimizer
+(AdamW and Table 2's schedule), the compiled steps (``make_init``, ``make_steps``,
+``evaluate_split``), microbatches (gradient accumulation with the full batch's dropout bits). What
+each part promises:
+
+The compiled steps: one train step and one eval step for a bundle of seeds.
+
+Every array of the training state carries a leading seed axis S (S = 1 for a single-seed run:
+one code path). The per-seed step is written for one seed and ``jax.vmap``-ed, so seed k of a
+bundle computes what a single-seed run of seed k computes; only XLA's batched kernels may sum in
+another order (tests/test_seeds.py states the tolerance).
+
+Randomness is a pure function of (seed, step): dropout and the attention key of step t are
+``fold_in(key(seed), t)``; parameters come from ``fold_in(key(seed), INIT_SALT)``.
+
+``config.microbatches`` = M > 1 accumulates the gradient over M microbatches of the batch
+(below): the same gradient up to float summation order, each example with the
+same dropout bits as in the one-batch step; M = 1 (the default) is the one-batch step unchanged.
+
+Table 2's learning-rate schedule: base_lr * min(1, step/warmup) / sqrt(max(step, warmup)).
+
+Microbatches. Gradient accumulation over microbatches (``config.microbatches``) with the full batch's semantics.
+
+A train step of batch B split into M microbatches of b = B / M examples computes, one microbatch
+at a time (a ``lax.scan``, so only one microbatch's activations are live), the gradient of
+``sum of weighted losses of the microbatch / real examples of the whole batch`` and sums them: the
+full batch's gradient of ``loss_sum / count`` up to float summation order. Loss and accuracy are
+the whole batch's sums over its real examples (padding rows weigh 0), as in the one-batch step.
+
+Microbatch m holds the examples m, m + M, m + 2M, ... (a strided split): on a data-parallel mesh
+each device's contiguous share of the batch then holds b / devices rows of every microbatch, so
+the split moves no data between devices.
+
+Dropout. Flax draws a dropout mask as ``bernoulli(key, p, shape)`` over the whole batch tensor;
+with jax's partitionable threefry (the default since jax 0.5, required here) element ``i`` of the
+tensor gets the bits ``threefry2x32(key, i)`` of its flat index ``i``. A microbatch's tensor has
+other flat indices, so plain keys would give each example other masks than the full batch did.
+The microbatched step therefore gives the model a key of :func:`row_keyed_impl`, a PRNG
+implementation whose keys are threefry keys plus the microbatch's index m, and whose row map
+(M microbatches of b rows out of B, ``parts``) is static: it splits
+and folds exactly as threefry (so flax derives the same per-module keys), and its random bits
+for a tensor whose leading axis holds the microbatch's rows are the bits of those rows in the
+full-batch tensor (the row's global index times the row size, plus the offset in the row, as a
+64-bit counter). Each example thus gets the same dropout masks whatever the microbatch count.
+The matching task's encoder runs both documents of a batch as 2B rows ([first documents; second
+documents]): ``parts`` = 2 maps them too. A dropout tensor whose leading axis is not the
+microbatch's rows (dispersed attention's chunked layout) cannot be mapped: it fails at trace time
+naming its shape (never silently other bits). The attention families' own randomness
+(``rngs["attention"]``: hash planes, seeding) is drawn without a batch axis and keeps plain keys.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import jax
+import jax.extend.random as jex_random
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from jax import lax
+
+from lra.data.batching import eval_batches
+from lra.errors import InputError
+from lra.model import init_params
+from lra.training import hosts
+
+# -- the seed axis -------------------------------------------------------------------------------------------
+
+
+MAX_SEED = 2**31 - 1
+
+
+def run_seeds(config: ml_collections.ConfigDict) -> tuple[int, ...]:
+    """The seeds a config trains: ``config.seeds`` if given, else ``(config.seed,)``."""
+    seeds = tuple(config.get("seeds", ()) or ())
+    return seeds if seeds else (int(config.seed),)
+
+
+def take(tree: Any, index: int) -> Any:
+    """Seed ``index`` of a stacked tree."""
+    return jax.tree.map(lambda x: x[index], tree)
+
+
+def stack(trees: Sequence[Any]) -> Any:
+    """Trees of single seeds, stacked on a leading seed axis."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+# -- the optimizer: AdamW and Table 2's learning-rate schedule -----------------------------------------------
+
+
+def lra_schedule(base_lr: float, warmup_steps: int) -> optax.Schedule:
+    """Linear warm-up then inverse-square-root decay (the LRA/ConvLuna schedule).
+
+    optax counts updates from 0; the schedule is evaluated at ``count + 1`` so the first update
+    uses step 1 (a zero learning rate at step 0 would waste the first batch). Not
+    ``optax.join_schedules`` of ``linear_schedule`` and a decay: in float32 it differs from this
+    expression at up to 2.8% of the steps, by up to 2.5e-4 relative (5 settings, 200,000 steps each),
+    which would move every golden run and committed record; a join of this very expression would only
+    wrap it (and its pieces still differ in the last bit: the operations group otherwise).
+    """
+    warmup = max(int(warmup_steps), 1)
+
+    def schedule(count: jnp.ndarray) -> jnp.ndarray:
+        step = jnp.asarray(count, jnp.float32) + 1.0
+        return base_lr * jnp.minimum(1.0, step / warmup) / jnp.sqrt(jnp.maximum(step, warmup))
+
+    return schedule
+
+
+def make_optimizer(
+    learning_rate: float, warmup_steps: int, weight_decay: float, grad_clip_norm: float = 0.0
+) -> optax.GradientTransformation:
+    """AdamW (b1 0.9, b2 0.999) with the LRA schedule; optional global-norm clipping."""
+    adamw = optax.adamw(lra_schedule(learning_rate, warmup_steps), b1=0.9, b2=0.999, weight_decay=weight_decay)
+    if grad_clip_norm > 0:
+        return optax.chain(optax.clip_by_global_norm(grad_clip_norm), adamw)
+    return adamw
+
+
+# -- the compiled steps --------------------------------------------------------------------------------------
+
+
+INIT_SALT = 1_000_003  # the parameter key of seed k: fold_in(key(k), INIT_SALT)
+
+Batch = dict[str, jax.Array]
+State = dict[str, Any]
+
+
+def init_state(params: Any, tx: optax.GradientTransformation | None) -> State:
+    """One seed's training state (the checkpoint format of ``checkpoints/latest``)."""
+    return {
+        "params": params,
+        "opt_state": tx.init(params) if tx is not None else {},
+        "step": jnp.zeros((), jnp.int32),
+        "best_val_accuracy": jnp.asarray(-1.0, jnp.float32),
+        "best_step": jnp.zeros((), jnp.int32),
+        "train_seconds": jnp.zeros((), jnp.float32),  # step time without compilation, all sessions
+        "timed_steps": jnp.zeros((), jnp.int32),
+    }
+
+
+def seed_keys(seeds: Sequence[int]) -> jax.Array:
+    """The base key of each seed, stacked (S,)."""
+    return jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.int32))
+
+
+def make_init(
+    model: Any, tx: optax.GradientTransformation, seeds: Sequence[int], sample: jax.Array, sharding: Any
+) -> jax.stages.Wrapped:
+    """``() -> state_S``: every seed's fresh state, stacked on the seed axis."""
+    keys_S = seed_keys(seeds)
+
+    def one(key: jax.Array) -> State:
+        return init_state(init_params(model, jax.random.fold_in(key, INIT_SALT), sample), tx)
+
+    return jax.jit(lambda: jax.vmap(one)(keys_S), out_shardings=sharding)
+
+
+def weighted_metrics(logits: jax.Array, labels: jax.Array, weights: jax.Array) -> dict[str, jax.Array]:
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
+    correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+    return {"loss_sum": jnp.sum(losses * weights), "correct": jnp.sum(correct * weights), "count": jnp.sum(weights)}
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """1.0 if every floating-point value in ``tree`` is finite, else 0.0 (on device, fused)."""
+    checks = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(checks)).astype(jnp.float32) if checks else jnp.ones((), jnp.float32)
+
+
+def make_steps(
+    model: Any,
+    tx: optax.GradientTransformation | None,
+    config: ml_collections.ConfigDict,
+    mesh: Any,
+    seeds: Sequence[int] | None = None,
+) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:
+    """``train(state_S, batch_SxB) -> (state_S, metrics_S)`` and ``evaluate(params_S, batch_B) -> metrics_S``.
+
+    The train batch holds one batch per seed (seed axis first, rows sharded over the mesh);
+    the eval batch is shared by all seeds. ``seeds`` defaults to the config's (lra.training.runs).
+    """
+    keys_S = seed_keys(run_seeds(config) if seeds is None else seeds)
+    repl = hosts.replicated(mesh)
+    schedule = lra_schedule(config.learning_rate, config.warmup_steps)
+    microbatches = int(config.get("microbatches", 1))
+    if microbatches > 1:
+        check_partitionable()
+    parts = 2 if getattr(model, "dual", False) else 1  # matching: the encoder's rows are both documents
+
+    def accumulated_grads(
+        params: Any, batch: Batch, dropout_key: jax.Array, attention_key: jax.Array
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        """The gradient of the whole batch's mean loss, one microbatch at a time (lra.training.step)."""
+        full = batch["labels"].shape[0]
+        rows = full // microbatches
+
+        def loss_sum(params: Any, micro: Batch, index: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+            logits = model.apply(
+                {"params": params},
+                micro["inputs"],
+                deterministic=False,
+                rngs={
+                    "dropout": row_keyed(dropout_key, index, microbatches, rows, full, parts),
+                    "attention": attention_key,
+                },
+            )
+            m = weighted_metrics(logits, micro["labels"], micro["weights"])
+            return m["loss_sum"], m
+
+        denominator = jnp.maximum(jnp.sum(batch["weights"]), 1.0)
+        return accumulate(loss_sum, params, batch, microbatches, denominator)
+
+    def train_one(state: State, batch: Batch, key: jax.Array) -> tuple[State, dict[str, jax.Array]]:
+        assert tx is not None, "make_steps(tx=None) serves evaluation only: its train step has no optimizer"
+        dropout_key, attention_key = jax.random.split(jax.random.fold_in(key, state["step"]))
+
+        def loss_fn(params: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
+            logits = model.apply(
+                {"params": params},
+                batch["inputs"],
+                deterministic=False,
+                rngs={"dropout": dropout_key, "attention": attention_key},
+            )
+            m = weighted_metrics(logits, batch["labels"], batch["weights"])
+            return m["loss_sum"] / jnp.maximum(m["count"], 1.0), m
+
+        if microbatches == 1:  # the one-batch step, exactly as before microbatches existed
+            (loss, m), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        else:
+            grads, m = accumulated_grads(state["params"], batch, dropout_key, attention_key)
+            loss = m["loss_sum"] / jnp.maximum(m["count"], 1.0)
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        new_state = dict(
+            state, params=optax.apply_updates(state["params"], updates), opt_state=opt_state, step=state["step"] + 1
+        )
+        metrics = {
+            "loss": loss,
+            "accuracy": m["correct"] / jnp.maximum(m["count"], 1.0),
+            "learning_rate": schedule(state["step"]),
+            # the loss is of the weights before the update: check the weights after it too
+            "state_finite": all_finite((new_state["params"], new_state["opt_state"])),
+        }
+        return new_state, metrics
+
+    def eval_one(params: Any, batch: Batch, key: jax.Array) -> dict[str, jax.Array]:
+        logits = model.apply({"params": params}, batch["inputs"], deterministic=True, rngs={"attention": key})
+        return weighted_metrics(logits, batch["labels"], batch["weights"])
+
+    train = jax.jit(
+        lambda state, batch: jax.vmap(train_one)(state, batch, keys_S),
+        in_shardings=(repl, hosts.seed_batch_sharded(mesh)),
+        out_shardings=(repl, repl),
+        donate_argnums=0,
+    )
+    evaluate = jax.jit(
+        lambda params, batch: jax.vmap(eval_one, in_axes=(0, None, 0))(params, batch, keys_S),
+        in_shardings=(repl, hosts.batch_sharded(mesh)),
+        out_shardings=repl,
+    )
+    return train, evaluate
+
+
+def evaluate_split(
+    eval_step: Callable,
+    params_S: Any,
+    split: Any,
+    config: ml_collections.ConfigDict,
+    sharding: Any,
+    examples: bool = False,
+) -> list[dict[str, float]]:
+    """Each seed's accuracy and loss over a whole split (or its first ``max_eval_batches`` batches);
+    ``examples``: also how many examples were scored (lra.evaluate records it: issue 52 EV1)."""
+    pending = [
+        eval_step(params_S, hosts.shard_batch(batch, sharding))
+        for batch in eval_batches(
+            split, config.eval_batch_size, config.data.buckets, config.data.max_len, config.max_eval_batches
+        )
+    ]
+    return summed_metrics(jax.device_get(pending), examples)
+
+
+def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]], examples: bool = False) -> list[dict[str, float]]:
+    """Per-seed accuracy and loss from the per-batch sums (each value of shape (S,)); ``examples``:
+    with the number of examples counted."""
+    totals: dict[str, np.ndarray] = {}
+    for m in per_batch:
+        for k in ("loss_sum", "correct", "count"):
+            totals[k] = totals.get(k, 0.0) + np.asarray(m[k], np.float64)
+    if not totals:
+        return []
+    count = np.maximum(totals["count"], 1.0)
+    return [
+        {"accuracy": float(c / n), "loss": float(s / n), **({"examples": int(t)} if examples else {})}
+        for c, s, n, t in zip(totals["correct"], totals["loss_sum"], count, totals["count"], strict=False)
+    ]
+
+
+# -- microbatches: gradient accumulation with the full batch's dropout bits ----------------------------------
+
+
+_THREEFRY = jex_random.threefry_prng_impl
+_K = 2  # key data: threefry's (k1, k2), then the microbatch's index m
+
+
+def _split(key_data: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    keys = _THREEFRY.split(key_data[:_K], shape)
+    return jnp.concatenate([keys, jnp.broadcast_to(key_data[_K:], (*shape, 1))], axis=-1)
+
+
+def _fold_in(key_data: jax.Array, data: Any) -> jax.Array:
+    return jnp.concatenate([_THREEFRY.fold_in(key_data[:_K], data), key_data[_K:]])
+
+
+def _seed(seed: jax.Array) -> jax.Array:
+    return jnp.concatenate([_THREEFRY.seed(seed), jnp.zeros((1,), jnp.uint32)])
+
+
+def mul_2x32(a: jax.Array, c: int) -> tuple[jax.Array, jax.Array]:
+    """``a * c`` (uint32 array times a constant below 2^32) as the (hi, lo) words of a uint64."""
+    assert 0 <= c < 2**32
+    mask16 = jnp.uint32(0xFFFF)
+    a0, a1 = a & mask16, a >> 16
+    c0, c1 = jnp.uint32(c & 0xFFFF), jnp.uint32(c >> 16)
+    p00, p01, p10, p11 = a0 * c0, a0 * c1, a1 * c0, a1 * c1
+    mid = (p00 >> 16) + (p01 & mask16) + (p10 & mask16)
+    lo = (p00 & mask16) | (mid << 16)
+    hi = p11 + (p01 >> 16) + (p10 >> 16) + (mid >> 16)
+    return hi, lo
+
+
+@functools.cache
+def row_keyed_impl(count: int, rows: int, batch: int, parts: int) -> Any:
+    """The PRNG implementation of microbatches of ``rows`` examples, ``count`` of them in a batch of
+    ``batch`` (strided), whose model tensors hold the rows ``parts`` times (module docstring)."""
+
+    def random_bits(key_data: jax.Array, bit_width: int, shape: tuple[int, ...]) -> jax.Array:
+        if bit_width not in (8, 16, 32):
+            raise NotImplementedError(f"microbatched random bits of width {bit_width}")
+        if not shape or shape[0] != parts * rows:
+            raise InputError(
+                f"a dropout draw of shape {tuple(shape)} does not have the microbatch's {parts * rows} rows as "
+                f"its leading axis, so config.microbatches > 1 cannot give it the full batch's bits: use "
+                f"config.microbatches=1 for this family (or no dropout)"
+            )
+        per_row = math.prod(shape[1:])
+        if per_row >= 2**32:
+            raise InputError(f"a microbatched dropout draw of shape {tuple(shape)} has rows of >= 2^32 elements")
+        r = jnp.arange(shape[0], dtype=jnp.uint32)
+        global_row = (r // rows) * jnp.uint32(batch) + key_data[_K] + (r % rows) * jnp.uint32(count)
+        hi_row, lo_row = (w.reshape((shape[0],) + (1,) * (len(shape) - 1)) for w in mul_2x32(global_row, per_row))
+        within = jnp.arange(per_row, dtype=jnp.uint32).reshape((1, *shape[1:]))
+        lo = lo_row + within
+        hi = hi_row + (lo < within).astype(jnp.uint32)  # the carry of the 64-bit add
+        bits1, bits2 = jex_random.threefry2x32_p.bind(
+            key_data[0], key_data[1], jnp.broadcast_to(hi, shape), jnp.broadcast_to(lo, shape)
+        )
+        bits = bits1 ^ bits2  # jax's partitionable threefry, 32 bits and narrower
+        return bits if bit_width == 32 else bits.astype({8: jnp.uint8, 16: jnp.uint16}[bit_width])
+
+    return jex_random.define_prng_impl(
+        key_shape=(_K + 1,),
+        seed=_seed,
+        split=_split,
+        random_bits=random_bits,
+        fold_in=_fold_in,
+        name=f"threefry2x32_rows_{count}x{rows}_of_{batch}x{parts}",
+        tag="mbr",
+    )
+
+
+def row_keyed(key: jax.Array, index: jax.Array, count: int, rows: int, batch: int, parts: int) -> jax.Array:
+    """``key`` (threefry) as a :func:`row_keyed_impl` key for microbatch ``index`` of ``count``: its
+    ``rows`` examples are ``index + count * j`` of the full batch's ``batch``; the model's batch
+    axis holds them ``parts`` times (2 for the matching task's two documents)."""
+    data = jnp.concatenate([jax.random.key_data(key), jnp.asarray(index, jnp.uint32)[None]])
+    return jax.random.wrap_key_data(data, impl=row_keyed_impl(count, rows, batch, parts))
+
+
+def check_partitionable() -> None:
+    """The row map reproduces jax's partitionable threefry only (jax's default since 0.5)."""
+    if not jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]
+        raise InputError(
+            "config.microbatches > 1 needs jax_threefry_partitionable=True (jax's default): each example's "
+            "dropout bits then depend on its index alone, which the microbatched step reproduces"
+        )
+
+
+def split_rows(batch_BxX: Any, index: jax.Array, count: int) -> Any:
+    """Microbatch ``index`` of ``count`` (strided: rows index, index + count, ...) of every array."""
+
+    def take(x: jax.Array) -> jax.Array:
+        b = x.shape[0] // count
+        return lax.dynamic_index_in_dim(x.reshape((b, count, *x.shape[1:])), index, axis=1, keepdims=False)
+
+    return jax.tree.map(take, batch_BxX)
+
+
+def accumulate(
+    loss_sum_fn: Callable[[Any, Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]],
+    params: Any,
+    batch: dict[str, jax.Array],
+    count: int,
+    denominator: jax.Array,
+) -> tuple[Any, dict[str, jax.Array]]:
+    """The gradient of ``loss_sum / denominator`` summed over ``count`` microbatches, and the
+    metric sums (``loss_sum``, ``correct``, ``count``) of the whole batch.
+
+    ``loss_sum_fn(params, microbatch, index) -> (loss_sum, metric sums)``; its gradient is scaled
+    by ``1 / denominator`` inside each microbatch, so the partial sums stay at the full batch's
+    magnitude (float32 gradients, whatever the compute dtype)."""
+
+    def one(carry: tuple[Any, dict[str, jax.Array]], index: jax.Array) -> tuple[Any, None]:
+        grads, sums = carry
+        micro = split_rows(batch, index, count)
+        scaled = lambda p: (lambda out: (out[0] / denominator, out[1]))(loss_sum_fn(p, micro, index))  # noqa: E731
+        (_, m), g = jax.value_and_grad(scaled, has_aux=True)(params)
+        grads = jax.tree.map(jnp.add, grads, g)
+        sums = {k: sums[k] + m[k] for k in sums}
+        return (grads, sums), None
+
+    zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.result_type(p.dtype, jnp.float32)), params)
+    sums0 = {k: jnp.zeros((), jnp.float32) for k in ("loss_sum", "correct", "count")}
+    (grads, sums), _ = lax.scan(one, (zeros, sums0), jnp.arange(count))
+    grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, params)
+    return grads, sums
+
+
+def check_split(batch_size: int, microbatches: int, num_devices: int = 1) -> None:
+    """Refuse a split that is not exact: every microbatch the same size, a multiple of the devices."""
+    if not isinstance(microbatches, (int, np.integer)) or isinstance(microbatches, bool) or microbatches < 1:
+        raise InputError(f"config.microbatches must be an integer >= 1, got {microbatches!r}")
+    if batch_size % microbatches:
+        raise InputError(
+            f"config.microbatches={microbatches} does not divide config.batch_size={batch_size}: "
+            f"choose a divisor of {batch_size}"
+        )
+    if (batch_size // microbatches) % num_devices:
+        raise InputError(
+            f"config.batch_size / config.microbatches = {batch_size // microbatches} is not divisible by the "
+            f"{num_devices} devices: each microbatch is split over them"
+        )
