@@ -210,8 +210,13 @@ def test_cli_reports_config_errors_without_traceback(tmp_path):
 
 
 def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
+    """SIGTERM at the first logged step (10): a checkpoint, exit 143; the rerun resumes from it and
+    finishes (1,000 steps: the signal lands hundreds of steps before the end; the rerun loads the
+    first child's compiled steps from the test run's cache, conftest.cached_child_env)."""
+    from conftest import cached_child_env
+
     workdir = tmp_path / "term"
-    steps = dict(num_train_steps=3000, eval_every=1000, checkpoint_every=1000, log_every=10)
+    steps = dict(num_train_steps=1000, eval_every=500, checkpoint_every=500, log_every=10)
     cmd = [
         sys.executable,
         "-m",
@@ -220,7 +225,8 @@ def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
         f"--workdir={workdir}",
         f"--config.data_dir={data_dir}",
     ] + [f"--config.{k}={v}" for k, v in steps.items()]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = cached_child_env()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     metrics = workdir / "metrics.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -234,11 +240,11 @@ def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
     from lra.training.checkpoints import Checkpoints
 
     saved = Checkpoints(workdir).latest_step("latest")
-    assert saved is not None and 0 < saved < 3000
-    rerun = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert saved is not None and 0 < saved < 1000
+    rerun = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"resuming at step {saved}" in rerun.stdout + rerun.stderr
-    assert json.loads((workdir / "result.json").read_text())["num_train_steps"] == 3000
+    assert json.loads((workdir / "result.json").read_text())["num_train_steps"] == 1000
 
 
 @pytest.mark.parametrize(
