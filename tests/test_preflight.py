@@ -107,7 +107,7 @@ def test_verdict_does_not_fit_suggests_a_batch_and_bf16():
     assert "per-device batch of <= 5" in detail and "bfloat16" in detail and ">= 6 devices" in detail
 
 
-def test_cpu_target_end_to_end_and_cache(tmp_path):
+def test_cpu_target_end_to_end_and_cache(tmp_path, monkeypatch):
     start = time.perf_counter()
     r = preflight("configs/listops_convluna.py:smoke", "cpu", measure_steps=2, cache_dir=tmp_path, quiet=True)
     first = time.perf_counter() - start
@@ -119,6 +119,12 @@ def test_cpu_target_end_to_end_and_cache(tmp_path):
     again = preflight("configs/listops_convluna.py:smoke", "cpu", measure_steps=2, cache_dir=tmp_path, quiet=True)
     assert again["cached"] and time.perf_counter() - start < first / 2
     assert again["memory"] == r["memory"]
+    # another batch is another cache entry: compiled by compile_step's code in this process (the
+    # child and the CPU probe ran above; here they would cost ~5 CPU-seconds more)
+    from lra.preflight import check, compile_step
+
+    monkeypatch.setattr(check, "compile_in_child", lambda payload, *a, **k: compile_step.run(payload))
+    monkeypatch.setattr(check, "_cpu_specs", lambda python: r["cpu"])
     other = preflight(
         "configs/listops_convluna.py:smoke", "cpu", batch=16, measure_steps=0, cache_dir=tmp_path, quiet=True
     )
