@@ -113,6 +113,19 @@ def compilation_cache_dir() -> str | None:
     return jax.config.jax_compilation_cache_dir or None
 
 
+def cached_child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's environment) with this test run's compilation cache, for a
+    ``python -m lra.train`` child that is neither SIGKILLed nor stopped by a signal before its
+    training starts (pytest_configure: JAX writes an entry in place, so only such a child may be cut
+    while writing one). A rerun of a child's run then loads the programs the child compiled (the
+    same executables: the same bits) instead of compiling them again, ~10 CPU-seconds each."""
+    out = dict(os.environ if env is None else env)
+    cache = compilation_cache_dir()
+    if cache:
+        out[COMPILATION_CACHE] = cache
+    return out
+
+
 def script_main(name: str) -> Callable[..., int]:
     """``main`` of ``scripts/<name>.py`` (scripts are not a package)."""
     sys.path.insert(0, str(SCRIPTS))

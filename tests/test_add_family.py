@@ -106,16 +106,17 @@ def test_toy_family_is_a_sweep_row(toy, capsys):
 
 
 def test_toy_family_meets_the_refactor_guard(toy, tmp_path, monkeypatch):
-    """tests/test_bf16.py's test run on the toy: with no golden record it fails, naming the command
-    that writes one (docs/adding_a_family.md, step 4); with the record written, it passes."""
-    from test_bf16 import test_bf16_training_steps_track_float32 as bf16_test
+    """tests/test_bf16.py's golden test run on the toy (the one a new family gets by default; its
+    bfloat16 run is -m slow): with no golden record it fails, naming the command that writes one
+    (docs/adding_a_family.md, step 4); with the record written, it passes."""
+    from test_bf16 import test_float32_steps_match_their_golden_record as golden_test
 
     monkeypatch.setattr(golden_records, "GOLDEN", tmp_path)  # the toy's records stay out of tests/golden
     monkeypatch.delenv(golden_records.WRITE_ENV, raising=False)
     with pytest.raises(AssertionError, match=rf"no golden record for {NAME}'s .*LRA_WRITE_GOLDEN=1 .* -k {NAME}"):
-        bf16_test(NAME)
+        golden_test(NAME)
     monkeypatch.setenv(golden_records.WRITE_ENV, "1")
-    bf16_test(NAME)
+    golden_test(NAME)
     monkeypatch.delenv(golden_records.WRITE_ENV)
-    bf16_test(NAME)  # against the record just written: exact, on this machine
+    golden_test(NAME)  # against the record just written: exact, on this machine
     assert (tmp_path / f"steps_{NAME}.json").is_file()

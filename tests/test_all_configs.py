@@ -82,9 +82,11 @@ def test_smoke_preset_runs_end_to_end(path, arg, upstream_data, tmp_path):
     _smoke_run(path, arg, upstream_data, tmp_path)
 
 
-@pytest.mark.parametrize("name", ["listops_convluna", "text_luna"])
+# listops_convluna's is -m slow: by default the same run (listops_convluna.py:smoke,reference, end to
+# end through lra.train) is test_doc_commands.py's test_doc_block_runs_at_smoke_scale[docs/reference.md:9].
+@pytest.mark.parametrize("name", [pytest.param("listops_convluna", marks=pytest.mark.slow), "text_luna"])
 def test_reference_smoke_runs_end_to_end(name, upstream_data, tmp_path):
-    """Two of the slow set's :reference runs, in the fast suite (the rest: -m slow)."""
+    """Two of the slow set's :reference runs (text_luna's in the fast suite; the rest: -m slow)."""
     _smoke_run(CONFIGS / f"{name}.py", "smoke,reference", upstream_data, tmp_path)
 
 

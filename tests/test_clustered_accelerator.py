@@ -112,7 +112,7 @@ def test_attention_outputs_and_gradients_equal_given_the_clustering(name, dropou
             y = f(q, k, v, mask, clusters, *args, dropout_rate=dropout, dropout_rng=rng)
             return jnp.sum(jnp.where(mask[:, :, None, None], y, 0.0) ** 2), y
 
-        return jax.value_and_grad(run, (0, 1, 2), has_aux=True)
+        return jax.jit(jax.value_and_grad(run, (0, 1, 2), has_aux=True))  # jit: ~3x cheaper than op by op
 
     (_, y_cpu), g_cpu = loss(cpu)(q, k, v)
     (_, y_acc), g_acc = loss(acc)(q, k, v)
@@ -223,7 +223,7 @@ def test_bfloat16_runs_and_matches_the_cpu_implementation(name):
     out = {}
     for implementation in ("cpu", "accelerator"):
         m = module(name, implementation, kmeans_init="first", dtype=jnp.bfloat16)
-        variables = m.init(jax.random.key(0), x, mask)
+        variables = jax.jit(m.init)(jax.random.key(0), x, mask)  # jit: ~3x cheaper than op by op
 
         def loss(params, m=m):
             return jnp.sum(m.apply(params, x, mask)[0].astype(jnp.float32) ** 2)

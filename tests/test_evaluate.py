@@ -213,6 +213,8 @@ def test_a_partial_evaluation_records_its_override_and_examples_and_a_negative_c
     """Issue 52 EV1, O8: `--config.max_eval_batches=2` is a row that says so (and how many examples it
     saw, of how many); `-1` is refused in one line, nothing appended. RO2: the accuracy is printed
     before the row is written (a read-only run still shows it, then exits 4)."""
+    from conftest import cached_child_env
+
     workdir, _ = finished_run
     log = workdir / "evaluations.jsonl"
 
@@ -220,6 +222,7 @@ def test_a_partial_evaluation_records_its_override_and_examples_and_a_negative_c
         return subprocess.run(
             [sys.executable, "-m", "lra.evaluate", f"--workdir={workdir}", *flags],
             cwd=REPO,
+            env=cached_child_env(),  # the evaluation steps this file compiled are loaded, not compiled again
             capture_output=True,
             text=True,
             timeout=600,

@@ -247,13 +247,16 @@ def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bund
     uninterrupted bundle's."""
     import shlex
 
+    from conftest import cached_child_env
+
     workdir = tmp_path / "w"
     shutil.copytree(finished_bundle[0], workdir)
     shutil.rmtree(workdir / "seed1" / "checkpoints")
     (workdir / "seed1" / "result.json").unlink()
     before = _snapshot(workdir)
+    env = cached_child_env(run_env())  # neither child is signalled: they may share the run's compiled programs
     refused = subprocess.run(
-        cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+        cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO, env=env, timeout=600
     )
     assert refused.returncode == 2, refused.stderr[-3000:]
     line = _error_line(refused)
@@ -265,7 +268,7 @@ def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bund
     assert "--config.data.bucket_order_seed=0" in command and "--start_over" in command
     assert not any(a.startswith("--config.seeds") for a in command)
     alone = subprocess.run(
-        [sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO, env=run_env(), timeout=600
+        [sys.executable, *command[1:]], capture_output=True, text=True, cwd=REPO, env=env, timeout=600
     )
     assert alone.returncode == 0, alone.stderr[-3000:]
     seed0 = _snapshot(workdir / "seed0")

@@ -41,7 +41,11 @@ def _run(family: str, data_dir: Path, workdir: Path) -> dict:
 
     config = make_config("listops", family, "smoke")
     config.data_dir = str(data_dir)
-    result = train_and_evaluate(config, workdir)
+    return _record(workdir, train_and_evaluate(config, workdir))
+
+
+def _record(workdir: Path, result: dict) -> dict:
+    """What a golden record holds of a finished run: its logged metrics and result fields."""
     metrics = [
         {k: v for k, v in json.loads(line).items() if k not in WALL_CLOCK}
         for line in (workdir / "metrics.jsonl").read_text().splitlines()
@@ -55,8 +59,11 @@ IN_CI = ("softmax", "convluna")
 @pytest.mark.parametrize(
     "family", [f if f in IN_CI else pytest.param(f, marks=pytest.mark.slow) for f in attention.ATTENTIONS]
 )
-def test_smoke_run_matches_its_golden_record(family, smoke_data_dir, tmp_path):
-    got = _run(family, smoke_data_dir, tmp_path / "run")
+def test_smoke_run_matches_its_golden_record(family, smoke_data_dir, tmp_path, request):
+    if family == "softmax":  # conftest's shared finished smoke run is this run (listops softmax smoke, same data)
+        got = _record(*request.getfixturevalue("finished_smoke_run"))
+    else:
+        got = _run(family, smoke_data_dir, tmp_path / "run")
     golden_records.check(golden_records.GOLDEN / f"{family}.json", got, "smoke run's result and logged metrics", family)
 
 

@@ -1,6 +1,8 @@
 """config.microbatches: the accumulated step equals the one-batch step (gradient, loss, accuracy)
 up to float summation order, with every example's dropout bits unchanged (lra.training.step)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,6 +85,7 @@ def test_split_must_be_exact():
 # --- the step
 
 
+@functools.cache  # the one-batch listops step is three tests' reference: built, compiled and run once
 def _step(task, microbatches, seeds=(0,), dropout=0.1, remat=False, dtype="float32"):
     c = make_config(task, "softmax", "smoke")
     c.model.update(dropout_rate=dropout, attention_dropout_rate=dropout, remat=remat, dtype=dtype)

@@ -107,7 +107,7 @@ def test_verdict_does_not_fit_suggests_a_batch_and_bf16():
     assert "per-device batch of <= 5" in detail and "bfloat16" in detail and ">= 6 devices" in detail
 
 
-def test_cpu_target_end_to_end_and_cache(tmp_path):
+def test_cpu_target_end_to_end_and_cache(tmp_path, monkeypatch):
     start = time.perf_counter()
     r = preflight("configs/listops_convluna.py:smoke", "cpu", measure_steps=2, cache_dir=tmp_path, quiet=True)
     first = time.perf_counter() - start
@@ -119,6 +119,12 @@ def test_cpu_target_end_to_end_and_cache(tmp_path):
     again = preflight("configs/listops_convluna.py:smoke", "cpu", measure_steps=2, cache_dir=tmp_path, quiet=True)
     assert again["cached"] and time.perf_counter() - start < first / 2
     assert again["memory"] == r["memory"]
+    # another batch is another cache entry: compiled by compile_step's code in this process (the
+    # child and the CPU probe ran above; here they would cost ~5 CPU-seconds more)
+    from lra.preflight import check, compile_step
+
+    monkeypatch.setattr(check, "compile_in_child", lambda payload, *a, **k: compile_step.run(payload))
+    monkeypatch.setattr(check, "_cpu_specs", lambda python: r["cpu"])
     other = preflight(
         "configs/listops_convluna.py:smoke", "cpu", batch=16, measure_steps=0, cache_dir=tmp_path, quiet=True
     )
@@ -545,13 +551,28 @@ def test_a_signal_reaches_every_compile_child_and_none_is_left(tmp_path):
             proc.kill()
 
 
-def test_fit_finds_the_smallest_microbatch_count_under_a_memory_budget(tmp_path):
+def test_fit_finds_the_smallest_microbatch_count_under_a_memory_budget(tmp_path, monkeypatch):
+    """The search over microbatch counts, on real CPU compiles of the smoke Transformer at a global
+    batch of 4 (counts 1, 2, 4: three compiles). Each compile runs compile_step's own code in this
+    process rather than in a child (the child process and the CPU's measured rates are
+    test_cpu_target_end_to_end_and_cache's; here they cost ~25 CPU-seconds), and the CPU's rates are
+    fixed numbers: the budget, not the machine's memory, is the capacity."""
+    from lra.preflight import check, compile_step
     from lra.preflight.check import fit_microbatches, microbatch_counts, report_lines
     from lra.preflight.estimate import HEADROOM
 
+    compiled: list[int] = []
+
+    def in_process(payload: dict, *args: object, **kwargs: object) -> dict:
+        compiled.append(payload["overrides"]["microbatches"])
+        return json.loads(json.dumps(compile_step.run(payload)))  # as the child's printed line is read
+
+    monkeypatch.setattr(check, "compile_in_child", in_process)
+    monkeypatch.setattr(check, "_cpu_specs", lambda python: {"matmul_flops": 1e11, "bandwidth": 1e10})
+
     assert microbatch_counts(32, 1) == [1, 2, 4, 8, 16, 32]
     assert microbatch_counts(32, 8) == [1, 2, 4]
-    spec, kw = "configs/listops_transformer.py:smoke", dict(measure_steps=0, cache_dir=tmp_path, quiet=True)
+    spec, kw = "configs/listops_transformer.py:smoke", dict(batch=4, measure_steps=0, cache_dir=tmp_path, quiet=True)
     four = preflight(spec, "cpu", overrides={"microbatches": 4}, **kw)
     budget = int(four["memory"]["total"] / HEADROOM) + 1  # 4 microbatches just fit
     r = fit_microbatches(spec, "cpu", memory_budget=budget, **kw)
@@ -563,7 +584,8 @@ def test_fit_finds_the_smallest_microbatch_count_under_a_memory_budget(tmp_path)
     roomy = fit_microbatches(spec, "cpu", memory_budget=10 * budget, **kw)  # cached: no compile
     assert roomy["fit"]["microbatches"] == 1 and "without microbatches" in roomy["fit"]["line"]
     tight = fit_microbatches(spec, "cpu", memory_budget=1000, **kw)
-    assert tight["fit"]["microbatches"] is None and [t["microbatches"] for t in tight["fit"]["tried"]] == [1, 2, 4, 8]
+    assert tight["fit"]["microbatches"] is None and [t["microbatches"] for t in tight["fit"]["tried"]] == [1, 2, 4]
+    assert compiled == [4, 1, 2]  # each count compiled once, then read from the cache
 
 
 def test_memory_budget_must_be_positive(capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,8 +85,11 @@ def assert_saved_states_finite(workdir: Path) -> list[tuple[str, int]]:
     return found
 
 
-def test_smoke_run_writes_result_and_files(data_dir, tmp_path):
-    result = train_and_evaluate(smoke(data_dir), tmp_path / "run")
+def test_smoke_run_writes_result_and_files(finished_smoke_run, smoke_data_dir, tmp_path):
+    """The shared finished smoke run (conftest: ``train_and_evaluate(smoke(data), workdir)``, trained
+    once per test process) wrote its result and files; a second call changes nothing (on a copy)."""
+    shutil.copytree(finished_smoke_run[0], tmp_path / "run")
+    result = finished_smoke_run[1]
     on_disk = json.loads((tmp_path / "run" / "result.json").read_text())
     assert RESULT_KEYS <= set(on_disk)
     assert on_disk == result
@@ -96,7 +100,7 @@ def test_smoke_run_writes_result_and_files(data_dir, tmp_path):
     assert sum(r["split"] == "test" for r in records) == 1
     assert json.loads((tmp_path / "run" / "config.json").read_text())["task"] == "listops"
     # a second call finds the finished run and changes nothing
-    again = train_and_evaluate(smoke(data_dir), tmp_path / "run")
+    again = train_and_evaluate(smoke(smoke_data_dir), tmp_path / "run")
     assert again == result and _read_metrics(tmp_path / "run") == records
 
 
@@ -173,12 +177,12 @@ def test_bad_config_fails_before_anything_runs(data_dir, tmp_path, overrides, me
     assert not (tmp_path / "bad").exists(), "a bad config must not create the workdir"
 
 
-def test_workdir_of_another_config_is_refused_and_kept(data_dir, tmp_path):
+def test_workdir_of_another_config_is_refused_and_kept(finished_smoke_run, smoke_data_dir, tmp_path):
     workdir = tmp_path / "run"
-    train_and_evaluate(smoke(data_dir), workdir)
+    shutil.copytree(finished_smoke_run[0], workdir)  # a finished smoke run (conftest), copied
     before = {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
     with pytest.raises(WorkdirMismatchError, match="model.emb_dim"):
-        train_and_evaluate(smoke(data_dir, **{"model.emb_dim": 48}), workdir)
+        train_and_evaluate(smoke(smoke_data_dir, **{"model.emb_dim": 48}), workdir)
     after = {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
     assert after == before, "a refused run must leave the workdir untouched"
 
@@ -210,8 +214,14 @@ def test_cli_reports_config_errors_without_traceback(tmp_path):
 
 
 def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
+    """SIGTERM at the first logged step (10): a checkpoint, exit 143; the rerun resumes from it and
+    finishes (1,000 steps: the signal lands hundreds of steps before the end; both children use the
+    test run's compilation cache, conftest.cached_child_env, so the rerun can load the first one's
+    compiled training step)."""
+    from conftest import cached_child_env
+
     workdir = tmp_path / "term"
-    steps = dict(num_train_steps=3000, eval_every=1000, checkpoint_every=1000, log_every=10)
+    steps = dict(num_train_steps=1000, eval_every=500, checkpoint_every=500, log_every=10)
     cmd = [
         sys.executable,
         "-m",
@@ -220,7 +230,8 @@ def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
         f"--workdir={workdir}",
         f"--config.data_dir={data_dir}",
     ] + [f"--config.{k}={v}" for k, v in steps.items()]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = cached_child_env()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     metrics = workdir / "metrics.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -234,11 +245,11 @@ def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
     from lra.training.checkpoints import Checkpoints
 
     saved = Checkpoints(workdir).latest_step("latest")
-    assert saved is not None and 0 < saved < 3000
-    rerun = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert saved is not None and 0 < saved < 1000
+    rerun = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"resuming at step {saved}" in rerun.stdout + rerun.stderr
-    assert json.loads((workdir / "result.json").read_text())["num_train_steps"] == 3000
+    assert json.loads((workdir / "result.json").read_text())["num_train_steps"] == 1000
 
 
 @pytest.mark.parametrize(
