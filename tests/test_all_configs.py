@@ -63,6 +63,24 @@ def test_config_loads_and_validates(path, preset):
     validate_config(config)
 
 
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.stem)
+def test_paper_scale_model_builds(path):
+    # The paper-scale config's model traces (abstract shapes only, a short input): a family option
+    # that contradicts the task's widths fails here, not on the GPU it was meant for
+    # (configs/pathfinder_convluna.py once asked ConvLuna's shared W^K for QKV 64 under width 128).
+    import jax
+    import numpy as np
+
+    from lra.model import build_model
+
+    config = load(path, "")
+    config.model.num_layers = 1  # every block is the same module: one shows a contradiction
+    dual = config.task == "matching"
+    model = build_model(config.model, vocab_size=260, num_classes=10, dual=dual)
+    sample = np.zeros((1, 2, 16) if dual else (1, 16), np.int32)
+    jax.eval_shape(lambda: model.init(jax.random.key(0), sample))
+
+
 @pytest.fixture(scope="module")
 def upstream_data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("upstream")

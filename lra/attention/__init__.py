@@ -34,6 +34,7 @@ from lra.papers.convluna import (
     CONVLUNA_FLAGS,
     CONVLUNA_KWARGS,
     CONVLUNA_TASK_KWARGS,
+    CONVLUNA_TASK_MODEL,
     MEMORY_FAMILY_MODEL,
 )
 
@@ -123,6 +124,7 @@ register(
         kwargs=CONVLUNA_KWARGS,  # Table 2, as the next two: lra.papers.convluna
         model=MEMORY_FAMILY_MODEL,
         task_kwargs=CONVLUNA_TASK_KWARGS,
+        task_model=CONVLUNA_TASK_MODEL,
         flags=CONVLUNA_FLAGS,
     )
 )
