@@ -27,9 +27,8 @@ stack of more than ~180 slices is split by XLA into concatenations of 128 that i
 memory, so the offsets are read in :data:`SLOT_PARTS` runs, the same number at every N. The
 arrays without a head dimension (the mask, and the backward's B x K x N x H weights seen from
 their keys) are read by one gather each, which XLA fuses into its reader (as static slices they
-would be cut into pieces whose number grows with K). The forward and backward pass compile to
-17-25 kernels at N = 1K-8K (32 rows, 4 heads of 32, H100 target; ``scripts/bench_launches.py``
-counts whole steps). On a CPU the same sums are
+would be cut into pieces whose number grows with K). ``scripts/bench_launches.py`` counts the
+kernels of whole training steps (results/bench/launches_h100.md). On a CPU the same sums are
 einsums: jaxlib 0.10.2's CPU compiler miscomputes the multiply-and-sum form when it fuses it with
 its neighbours into a YNNPACK kernel (results off by O(1) at N = 1000, found by
 tests/test_dispersed.py; ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` restores them), and
@@ -55,13 +54,11 @@ from lra.attention.base import MASK_LOGIT
 
 F32 = jnp.float32
 # The offsets are read in SLOT_PARTS runs of at most MAX_RUN static slices each. XLA's GPU compiler
-# (jaxlib 0.10.2, H100 target) fuses a stack of up to ~180 static slices into the reduction that
-# reads it at any size (deviceless compiles of the forward and backward pass, 32 batch rows, 4
-# heads of 32: N = 4096 with 181 offsets in one run, 1.3 GiB of temporaries, the B x K x N x H
-# weights and their slot-shifted copies), while 257 slices in one stack are split into
-# concatenations of 128 that it writes to memory (N = 8192: 50 GiB). A fixed number of runs keeps
-# the kernel count the same at every N up to the paper's largest pattern (K <= 363 for window 4
-# and max_gap 180: three runs of at most 121).
+# (jaxlib 0.10.2, H100 target, deviceless compiles) fuses a stack of the paper's 181 slices at
+# N = 4096 into the reduction that reads it, but splits a stack of 257 (N = 8192) into
+# concatenations of 128 that it writes to memory. A fixed number of runs keeps the kernel count
+# the same at every N up to the paper's largest pattern (K <= 363 for window 4 and max_gap 180:
+# three runs of at most 121).
 SLOT_PARTS = 3
 MAX_RUN = 128
 
