@@ -144,15 +144,15 @@ def _core_fwd(q, k, v, mask_BxN, kept, live, rate, parts):
     e_BxKxNxH = jnp.exp(s_BxKxNxH - jnp.max(s_BxKxNxH, axis=1, keepdims=True))
     w_BxKxNxH = e_BxKxNxH / jnp.sum(e_BxKxNxH, axis=1, keepdims=True)
     wd_BxKxNxH = w_BxKxNxH * _keep_scale(kept, rate)
-    y_BxNxHxD = _sum_parts(wd_BxKxNxH, v, runs, lambda x, r: _shifts(x, r))
+    y_BxNxHxD = _sum_parts(wd_BxKxNxH, v, runs)
     return y_BxNxHxD.astype(v.dtype), (q, k, v, kept, w_BxKxNxH, y_BxNxHxD)
 
 
-def _sum_parts(w_BxKxNxH, x_BxNxHxD, runs, rows):
-    """``sum_j w[:, j] rows(x)[:, j]`` over all slots, one reduction per run of offsets."""
+def _sum_parts(w_BxKxNxH, x_BxNxHxD, runs):
+    """``sum_j w[:, j] x[:, i + s_j]`` over all slots, one reduction per run of shifts ``s``."""
     out, j0 = None, 0
     for r in runs:
-        term = _mix(w_BxKxNxH[:, j0 : j0 + len(r)], rows(x_BxNxHxD, r))
+        term = _mix(w_BxKxNxH[:, j0 : j0 + len(r)], _shifts(x_BxNxHxD, r))
         out, j0 = term if out is None else out + term, j0 + len(r)
     return out
 
@@ -171,13 +171,12 @@ def _core_bwd(live, rate, parts, residuals, dy_BxNxHxD):
     row_BxNxH = jnp.sum(dy * y_BxNxHxD, axis=-1)  # = sum_j Wd dW: dy . y, with or without dropout
     dw_BxKxNxH = jnp.concatenate([_dots(dy, _shifts(v, r)) for r in runs], axis=1)
     ds_BxKxNxH = w_BxKxNxH * (dw_BxKxNxH * keep - row_BxNxH[:, None])
-    dq = _sum_parts(ds_BxKxNxH, k, runs, lambda x, r: _shifts(x, r))
+    dq = _sum_parts(ds_BxKxNxH, k, runs)
     inside = from_inside_KxN[None, :, :, None]
     seen_ds = _slot_shifts(ds_BxKxNxH, live, -1)
     seen_w = _slot_shifts(w_BxKxNxH * keep, live, -1)
-    by_back = dict(zip(runs, back, strict=True))
-    dk = _sum_parts(jnp.where(inside, seen_ds, 0.0), q, runs, lambda x, r: _shifts(x, by_back[r]))
-    dv = _sum_parts(jnp.where(inside, seen_w, 0.0), dy, runs, lambda x, r: _shifts(x, by_back[r]))
+    dk = _sum_parts(jnp.where(inside, seen_ds, 0.0), q, back)
+    dv = _sum_parts(jnp.where(inside, seen_w, 0.0), dy, back)
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None
 
 
