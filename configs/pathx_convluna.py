@@ -2,7 +2,7 @@
 ConvLuna paper, arXiv:2404.00798, has no Pathfinder row; both tasks are pixel sequences).
 
 Options: mem=1|16|256, only_scaling | only_filtering (Appendix E), and reference (the
-published code's choices, lra/reference/).
+published code's choices, lra_lab/reference/).
 
 Task defaults (lra/defaults.py, _TABLE2 and _pathfinder_task): LRA's Transformer settings from
 lra_benchmarks/image/configs/pathfinder128/{base_pathfinder128_config,transformer_base}.py;

@@ -1,7 +1,7 @@
 """Text classification (IMDB) with ConvLuna, Table 2: MaxPool K=4, stride 1.
 
 Options: paper | cpu | smoke, mem=1|16|256, only_scaling | only_filtering (Appendix E), and
-reference (the published code's choices, lra/reference/).
+reference (the published code's choices, lra_lab/reference/).
 
 bf16: --config.model.dtype=bfloat16 (GPU/TPU).
 """

@@ -14,7 +14,7 @@ The library, what a user imports and extends:
    reading order). Beneath every layer: ``errors`` (the error classes and exit codes), ``console``,
    ``cpu_speed`` (the bit-identical CPU speed settings the loop and the runners opt into), ``papers/``.
 4. ``reports/`` (tables, statistics, plots, diagnostics).
-5. The library's command lines: ``python -m lra.train``, ``lra.evaluate``, ``lra.diagnose`` (here)
+5. The library's command lines: ``python -m lra.train``, ``lra.evaluate``, ``lra_lab.diagnose`` (here)
    and ``python -m lra.data`` (``data/prepare``).
 
 The laboratory, the studies that use the library:
@@ -25,6 +25,6 @@ The laboratory, the studies that use the library:
    before a run).
 8. ``reproduce/`` (each paper's claims with verdicts; replications; the docs' numbers checked).
 
-Entry points (``python -m lra.reproduce``, ``lra.preflight``: their packages' ``__main__``) sit on
+Entry points (``python -m lra_lab.reproduce``, ``lra_lab.preflight``: their packages' ``__main__``) sit on
 top; scripts/ holds thin entry points into both parts.
 """

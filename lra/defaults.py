@@ -40,7 +40,7 @@ PATHFINDER_TASKS = ("pathfinder", "pathx")  # LRA's Pathfinder (32 x 32) and Pat
 PRESETS = ("paper", "cpu", "laptop", "smoke")
 BF16_OPTION = "bf16"  # bfloat16 compute, float32 parameters, optimizer and statistics (make_config)
 # ``laptop``: the ``cpu`` preset at the budget of ConvLuna's confirmatory ListOps study
-# (lra.reproduce.convluna_confirm.SETTINGS; a test keeps the two equal).
+# (lra_lab.reproduce.convluna_confirm.SETTINGS; a test keeps the two equal).
 LAPTOP_STEPS = 4000
 LAPTOP_LISTOPS_TRAIN = 96_000
 

@@ -18,7 +18,7 @@ Memory families (``Attention.uses_memory``): the encoder owns the learned initia
 paper's block): X' = LN(X + y), P' = LN(P + packed), X'' = LN(FFN(X') + X'): the memory skips
 the FFN. Pre-LN: the attention sees LN(x), LN(mem) and both residuals are plain sums. The
 initial memory is drawn from N(0, ``memory_init_scale``^2), 1.0 as in the published code (the
-paper is silent). Each block sows its output memory (``intermediates``) for ``lra.diagnose``.
+paper is silent). Each block sows its output memory (``intermediates``) for ``lra_lab.diagnose``.
 
 The final norm is applied for pre-LN stacks only: a post-LN block already ends in a LayerNorm.
 
@@ -123,7 +123,7 @@ class EncoderBlock(nn.Module):
             memory = memory + sub_drop(packed, deterministic=deterministic)
             if not pre:
                 memory = ln("memory_norm")(memory)
-            self.sow("intermediates", "memory", memory)  # this block's output memory, for lra.diagnose
+            self.sow("intermediates", "memory", memory)  # this block's output memory, for lra_lab.diagnose
         if not pre:
             x = ln("attention_norm")(x)
 

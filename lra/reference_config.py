@@ -15,7 +15,7 @@ code's behaviours are bugs we reproduce only under ``reference``: it runs withou
 ConvLuna unpacking attention receives its temperature in the ``affine`` argument slot, so its
 logits are never scaled (the paper says d^-1/2).
 
-A library module (``lra.defaults`` applies it; issue 55 moved it out of ``lra/reference/``, the
+A library module (``lra.defaults`` applies it; issue 55 moved it out of ``lra_lab/reference/``, the
 laboratory's check of the published code, so that no library module imports the laboratory).
 """
 
@@ -179,7 +179,7 @@ def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dic
     m.zero_padding_embedding = True  # nn.Embedding(padding_idx=0)
     m.cls_position = False  # TEmbedding adds positions, then prepends [CLS]
     # Their Linear layers and tables keep PyTorch's default draws (lra.model.pytorch_init); its
-    # effect on training is measured in results/reference/init_listops_cpu (lra.reference.init_effect).
+    # effect on training is measured in results/reference/init_listops_cpu (lra_lab.reference.init_effect).
     m.param_init = "pytorch"
     # TEmbedding adds a (1, seq_len, D) position table: every batch is padded to the full length.
     # With masks off, the padding is part of the input, so length buckets would change the result.

@@ -286,7 +286,7 @@ def _define_flags() -> None:
         "profile",
         None,
         "START:COUNT: a jax.profiler trace of steps START+1..START+COUNT in "
-        "<workdir>/profile (summary: python -m lra.bench.profile_summary <that folder>)",
+        "<workdir>/profile (summary: python -m lra_lab.bench.profile_summary <that folder>)",
     )
 
 

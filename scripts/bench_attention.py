@@ -2,7 +2,7 @@
 
 Every family in lra.attention.ATTENTIONS by default, after the reference row ``projections`` (the
 q/k/v/out projections alone: what the machine charges for the dense layers every family shares);
-see lra/bench/attention.py for the method. Writes
+see lra_lab/bench/attention.py for the method. Writes
 attention_scaling.{json,md,png} (or --name.*) under --out. A family may carry module options,
 ``name:key=value,...``, to compare settings side by side.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import jax
 
 from lra import attention
-from lra.bench import attention as bench
+from lra_lab.bench import attention as bench
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Compare ways of computing dispersed attention on this machine (lra/bench/dispersed_impl.py):
+"""Compare ways of computing dispersed attention on this machine (lra_lab/bench/dispersed_impl.py):
 the module's query chunks at several sizes, shifted copies (looped or scanned) and softmax for
 scale, checked against each other, then timed forward + backward. Writes
 results/bench/dispersed_impl.{json,md}.
@@ -10,7 +10,7 @@ results/bench/dispersed_impl.{json,md}.
 
 from __future__ import annotations
 
-from lra.bench.dispersed_impl import main
+from lra_lab.bench.dispersed_impl import main
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,4 @@
-"""Kernel launches per training step on a GPU, from a deviceless compile on this machine (lra/bench/launches.py).
+"""Kernel launches per training step on a GPU, from a deviceless compile on this machine (lra_lab/bench/launches.py).
 
 LRA_PREFLIGHT_GPU_SPECS=../gpuspecs python scripts/bench_launches.py --python ../gpuenv/bin/python   # the record
 LRA_PREFLIGHT_GPU_SPECS=../gpuspecs python scripts/bench_launches.py --python ../gpuenv/bin/python \\
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from lra.bench.launches import main
+from lra_lab.bench.launches import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""Training-step benchmark (lra/bench/steps.py): two commands.
+"""Training-step benchmark (lra_lab/bench/steps.py): two commands.
 
 steps: every family's paper-scale ListOps train step at several lengths, dtypes and seed counts:
 steps/s, peak memory, XLA FLOPs, MFU (against a matmul measured in the run and against the
@@ -38,11 +38,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lra.bench import seeds_vs_sequential, steps_report
-from lra.bench import steps as step_bench
 from lra.config_args import as_old_spelling, expand_options, split_config_args
 from lra.errors import InputError
 from lra.training.run_files import write_text_atomic
+from lra_lab.bench import seeds_vs_sequential, steps_report
+from lra_lab.bench import steps as step_bench
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ ENV: an environment with torch and einops besides lra (torch is not a dependency
 Prints, per config, max |logit difference|, max |gradient difference| (absolute and relative to
 the largest gradient of that parameter) and parameter counts; exits 1 if the logits differ by
 more than --tolerance, a relative gradient difference exceeds --grad-tolerance, or the counts differ. See
-lra/reference/published_code.py.
+lra_lab/reference/published_code.py.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from lra.reference.published_code import run
+    from lra_lab.reference.published_code import run
 
     try:
         command = "python scripts/check_published_code.py " + shlex.join(argv if argv is not None else sys.argv[1:])

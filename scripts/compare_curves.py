@@ -1,4 +1,4 @@
-"""Compare the training-loss curves of two sweeps run by run (lra/reports/curve_compare.py), e.g. bfloat16
+"""Compare the training-loss curves of two sweeps run by run (lra_lab/reports/curve_compare.py), e.g. bfloat16
 against float32 at the same seed:
 
     python scripts/compare_curves.py ROOT_A ROOT_B --labels float32 bfloat16 --out results/bench --name NAME
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lra.reports import curve_compare
+from lra_lab.reports import curve_compare
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ConvLuna's confirmatory ListOps study (issue 35; design and rules: lra/reproduce/convluna_confirm.py,
+# ConvLuna's confirmatory ListOps study (issue 35; design and rules: lra_lab/reproduce/convluna_confirm.py,
 # registered before any of its runs). Runs the four registered sweeps in order (the Table 1 pair, the
 # Transformer, Table 3's rows, Figure 2's rows) in two lanes, one per core: each lane walks the same
 # list, a run the other lane holds is skipped ("in use"), so the lanes share the work. Each process is
@@ -13,11 +13,11 @@
 # the main checkout, identical to 93fbbb9's then; lra.train compares each resumed run's config with the
 # config.json it sealed, so a config that changed would have been refused, never mixed.)
 # then export finished records with `python scripts/export_runs.py runs/sweeps/convluna_listops_confirm
-# results/runs/convluna_listops_confirm` and judge them with `python -m lra.reproduce convluna --report-only`.
+# results/runs/convluna_listops_confirm` and judge them with `python -m lra_lab.reproduce convluna --report-only`.
 # NICE=19 runs the lanes at low priority on a shared machine (it changes no number).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-mapfile -t COMMANDS < <(python -m lra.reproduce.convluna_confirm --commands)
+mapfile -t COMMANDS < <(python -m lra_lab.reproduce.convluna_confirm --commands)
 mkdir -p runs/sweeps/convluna_listops_confirm
 lane() {  # core
   local core=$1

@@ -91,7 +91,7 @@ case "$STEP" in
         run=$STATE/profile/${config}_$dtype
         timeout -s TERM "$(left)" $PY -m lra.train --config "configs/$config.py:$PRESET" --workdir "$run" --start_over \
           --config.model.dtype=$dtype "${TRAIN_SET[@]}" --profile=$PROFILE | tail -3
-        $PY -m lra.bench.profile_summary "$run/profile" > /dev/null
+        $PY -m lra_lab.bench.profile_summary "$run/profile" > /dev/null
         mkdir -p "$R/${config}_$dtype"
         cp "$run"/profile/profile_summary.* "$run"/result.json "$run"/metrics.jsonl "$R/${config}_$dtype"/ 2>/dev/null
       done
@@ -125,7 +125,7 @@ case "$STEP" in
       mkdir -p "$R/progress/$(basename "$seed")" && cp "$seed"/metrics.jsonl "$seed"/config.json "$R/progress/$(basename "$seed")"/
     done
     if [[ $config == *luna* ]] && [ "$code" = 0 ]; then  # the ConvLuna paper's Figure 1 diagnostics
-      $PY -m lra.diagnose memory --workdir "$run"/seed* --out "$R/${config}_${steps}steps_memory" | tail -2
+      $PY -m lra_lab.diagnose memory --workdir "$run"/seed* --out "$R/${config}_${steps}steps_memory" | tail -2
     fi
     du -sh "$run"/seed*/checkpoints | head -2 ;;
   sweep)  # issue 37: a registered study's runs (sweep.py GRID ARGS), each setup's seeds vmapped in one program,

@@ -42,7 +42,7 @@ from typing import Any
 from lra.config_args import as_old_spelling, split_config_args
 from lra.config_fields import apply_override
 from lra.errors import InputError, WorkdirLockedError, describe, exit_code
-from lra.experiments import masked_copy
+from lra_lab.experiments import masked_copy
 
 # --config.FIELD=VALUE as the parser reads it: rewritten in place (lra.config_args.as_old_spelling) to this
 # hidden flag, so both spellings land in one list in the order given.

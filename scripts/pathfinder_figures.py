@@ -1,4 +1,4 @@
-"""Figures of the Pathfinder tasks (lra/reports/pathfinder_figures.py): example images and a run's
+"""Figures of the Pathfinder tasks (lra_lab/reports/pathfinder_figures.py): example images and a run's
 learning curve; --help for every flag.
 
     python scripts/pathfinder_figures.py examples --out results/pathfinder/examples.png
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from lra.reports.pathfinder_figures import main
+from lra_lab.reports.pathfinder_figures import main
 
 if __name__ == "__main__":
     sys.exit(main())

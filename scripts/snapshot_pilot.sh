@@ -12,6 +12,6 @@ for run in "$SRC"/*/seed*; do
     [ -f "$run/$f" ] && cp "$run/$f" "$DST/$rel/$f.tmp.$$" && mv "$DST/$rel/$f.tmp.$$" "$DST/$rel/$f"
   done
 done
-python -m lra.reports.learning_curves "$DST" --out results/listops_pilot \
+python -m lra_lab.reports.learning_curves "$DST" --out results/listops_pilot \
   --title "ListOps pilot (EXPLORATORY; seed 100, 12,000 steps, 96k training examples; running rows marked)" \
   --baseline-config configs/listops_convluna.py:cpu --baseline-set data.num_train=96000

@@ -10,7 +10,7 @@
 Grids: convluna_table1 (Transformer, Luna-1/16/256, ConvLuna-1/16/256 x 4 tasks x seeds 0-4),
 convluna_table3 (OnlyScaling-*, OnlyFiltering-*). Workdirs: <root>/<task>_<variant>/seed<k>, root
 by default runs/sweeps/<grid>_<preset>[_<overrides>]. Finished runs are skipped; unfinished ones
-resume from their checkpoint. Each run is a separate `python -m lra.train` process (see lra/experiments/sweep.py).
+resume from their checkpoint. Each run is a separate `python -m lra.train` process (see lra_lab/experiments/sweep.py).
 --group-seeds on: one process per setup trains all its seeds in one vmapped program (the default
 with a GPU/TPU and for --slurm, where an array task is then one setup x all seeds).
 Then: python scripts/make_tables.py --results runs/sweeps --out results/tables
@@ -24,7 +24,7 @@ import signal
 import sys
 from pathlib import Path
 
-from lra.experiments import sweep, sweep_cli
+from lra_lab.experiments import sweep, sweep_cli
 
 
 def _selection_argv(args: argparse.Namespace, root: Path) -> list[str]:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("the selection holds no runs")
 
     if args.list:
-        from lra.experiments import plan
+        from lra_lab.experiments import plan
 
         plans = plan.plan_runs(runs)
         for item in plans:

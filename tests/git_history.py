@@ -1,6 +1,6 @@
 """A small git history built in a test (the audit's, the record evidence's and the fingerprint's tests):
 git in a folder, a commit of everything, and the registry classes a fake ``lra.reproduce.registry``
-declares before its claims."""
+declares before its claims (the layout before the laboratory moved out of lra/, which the audit still reads)."""
 
 from __future__ import annotations
 

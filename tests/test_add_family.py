@@ -15,11 +15,11 @@ import golden_records
 from conftest import script_main
 from lra import attention
 from lra.attention.base import Attention, dense_heads, project_out, zero_padding
-from lra.bench import steps as step_bench
 from lra.defaults import load_config_file
-from lra.experiments import sweep
 from lra.family_configs import CONFIGS, config_spec
 from lra.training.runs import default_workdir
+from lra_lab.bench import steps as step_bench
+from lra_lab.experiments import sweep
 from test_attention_contract import CHECKS
 
 NAME = "mean_pool"

@@ -1,4 +1,4 @@
-"""Pre-registration checked by git (lra.reproduce.audit) on a small history built here."""
+"""Pre-registration checked by git (lra_lab.reproduce.audit) on a small history built here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from git_history import REGISTRY_CLASSES
 from git_history import commit as _commit
 from git_history import git as _git
-from lra.reproduce import audit
+from lra_lab.reproduce import audit
 
 REGISTRY = (
     REGISTRY_CLASSES
@@ -116,7 +116,7 @@ def test_a_shallow_clone_cannot_tell_and_the_reports_keep_their_labels(repo, tmp
     the audit says "cannot tell" (not "exploratory"), and the reports' determined labels are not
     overwritten with it."""
     from lra.errors import InputError
-    from lra.reproduce import report
+    from lra_lab.reproduce import report
 
     _registry(repo)
     _commit(repo, "rules")
@@ -143,7 +143,7 @@ def test_a_shallow_clone_cannot_tell_and_the_reports_keep_their_labels(repo, tmp
 DATA_REGISTRY = (
     REGISTRY_CLASSES.replace("testable: bool = True\n", "testable: bool = True\n    registration: object = None\n")
     + """
-class Reg:  # a rule as data (lra.reproduce.rules.Registration's two fields the audit reads)
+class Reg:  # a rule as data (lra_lab.reproduce.rules.Registration's two fields the audit reads)
     def __init__(self, digest, first_form):
         self._digest, self.first_form = digest, first_form
 
@@ -189,7 +189,8 @@ def test_a_rule_moved_from_source_to_data_keeps_its_rule_commit_while_its_outcom
     regs = audit.audit(repo, claims, tmp_path / "cache")
     a = regs["p/a"]
     assert a.label == audit.PRE_REGISTERED and a.rule_commit == rules and a.form == "data-from-source"
-    # the newest commit of lra/reproduce in the source form: the rules' (the records' commit touched no rule)
+    # the newest commit of lra/reproduce (this history's layout) in the source form: the rules'
+    # (the records' commit touched no rule)
     assert a.migration == audit.Migration(since=moved, last_source=rules)
     assert "moved to data" in a.form_words and "old form" in a.form_words
     assert any(n.startswith("moved from the old form to data; shown behaviour-preserving") for n in a.notes)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lra.bench import attention as bench
+from lra_lab.bench import attention as bench
 
 
 @pytest.mark.slow  # benchmark / GPU-kit end to end: run deliberately (-m slow), keeps the default suite under 10 min

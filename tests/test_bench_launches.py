@@ -1,5 +1,5 @@
-"""Kernel launches counted from compiled HLO (lra/bench/hlo_launches.py) and the launch benchmark's
-verdicts (lra/bench/launches.py). The counting is checked on programs whose launches are known: a
+"""Kernel launches counted from compiled HLO (lra_lab/bench/hlo_launches.py) and the launch benchmark's
+verdicts (lra_lab/bench/launches.py). The counting is checked on programs whose launches are known: a
 hand-written module and a loop compiled on this CPU; the GPU compile is skipped without the plugin."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from lra.bench import hlo_launches, launches
+from lra_lab.bench import hlo_launches, launches
 
 # entry: fusion, custom-call, a loop of 5 (2 kernels, one a scatter), a loop of unknown count
 # (1 kernel in its body, 1 in its condition), a command buffer of 3 kernels, a conditional (1 or
@@ -188,15 +188,15 @@ def _has_cuda_plugin() -> bool:
 )
 def test_a_gpu_compile_of_a_known_loop_counts_its_trips(tmp_path):
     """A loop of 6 trips compiled for the H100 description: the body's kernels count 6 times."""
-    from lra.preflight import targets
-    from lra.preflight.check import child_environment, gpu_target_config
+    from lra_lab.preflight import targets
+    from lra_lab.preflight.check import child_environment, gpu_target_config
 
     target = targets.parse("h100")
     code = textwrap.dedent(
         """
         import json, sys, jax, jax.numpy as jnp
         from jax.experimental import topologies
-        from lra.bench import hlo_launches
+        from lra_lab.bench import hlo_launches
         topo = topologies.get_topology_desc(platform="cuda", target_config=open(sys.argv[1]).read(), topology="1x1x1")
         sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
         out = {}
@@ -231,15 +231,15 @@ def test_clustered_auto_compiles_the_accelerator_path_for_a_gpu_target(tmp_path)
     """A deviceless compile for the H100 runs on the CPU backend: ``implementation="auto"`` must
     still pick what the GPU runs (no sequential seeding loop), as ``"accelerator"`` does, not the
     CPU path (``"cpu"``: farthest-point seeding, a while loop)."""
-    from lra.preflight import targets
-    from lra.preflight.check import child_environment, gpu_target_config
+    from lra_lab.preflight import targets
+    from lra_lab.preflight.check import child_environment, gpu_target_config
 
     code = textwrap.dedent(
         """
         import json, sys, jax, jax.numpy as jnp
         from jax.experimental import topologies
         from lra.attention.clustered import ClusteredAttention
-        from lra.bench import hlo_launches
+        from lra_lab.bench import hlo_launches
         topo = topologies.get_topology_desc(platform="cuda", target_config=open(sys.argv[1]).read(), topology="1x1x1")
         sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
         x = jax.ShapeDtypeStruct((2, 64, 32), jnp.float32, sharding=sharding)

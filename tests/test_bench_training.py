@@ -8,8 +8,8 @@ import json
 import pytest
 
 from conftest import SCRIPTS, script_main
-from lra.bench import seeds_vs_sequential, steps_report
-from lra.bench import steps as step_bench
+from lra_lab.bench import seeds_vs_sequential, steps_report
+from lra_lab.bench import steps as step_bench
 
 REPO = SCRIPTS.parent
 

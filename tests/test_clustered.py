@@ -346,7 +346,7 @@ def test_configs_load(task, family):
 
 
 def test_masked_copy_task_definition():
-    from lra.experiments import masked_copy as mc
+    from lra_lab.experiments import masked_copy as mc
 
     settings = mc.Settings(seq_len=31, batch_size=256)
     inputs, targets, masked = mc.make_batch(settings, np.random.default_rng(0))
@@ -366,7 +366,7 @@ def test_masked_copy_resumes_a_killed_call_exactly(tmp_path, monkeypatch):
     are refused by name."""
     import json
 
-    from lra.experiments import masked_copy as mc
+    from lra_lab.experiments import masked_copy as mc
 
     settings = mc.Settings(
         seq_len=5,
@@ -420,7 +420,7 @@ def test_masked_copy_swap_evaluates_the_softmax_weights_with_another_attention(t
     """Table 1's "train with one, evaluate with another": with top-k covering every key improved clustered
     is softmax, so evaluating the softmax weights with it gives the softmax numbers (other weights would
     not); a record without the option keeps its old settings (no swap_eval key)."""
-    from lra.experiments import masked_copy as mc
+    from lra_lab.experiments import masked_copy as mc
 
     settings = mc.Settings(
         seq_len=5,

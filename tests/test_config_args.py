@@ -37,14 +37,14 @@ def _evaluate(text: str) -> object:
 
 def _preflight(text: str) -> object:
     from lra.config_args import split_config_args
-    from lra.preflight.__main__ import config_overrides
+    from lra_lab.preflight.__main__ import config_overrides
 
     spec, fields, _ = split_config_args(["--config", f"{CONVLUNA}:smoke", text])
     return config_overrides(spec, fields, [])
 
 
 def _bench(text: str) -> object:
-    from lra.bench.attention import parse_family
+    from lra_lab.bench.attention import parse_family
 
     return parse_family(f"convluna:{text.split('attention_kwargs.', 1)[1]}")
 
@@ -53,7 +53,7 @@ ENTRY_POINTS: dict[str, Callable[[str], object]] = {
     "lra.train": _train,
     "lra.train short form": _train_short_form,
     "lra.evaluate": _evaluate,
-    "lra.preflight": _preflight,
+    "lra_lab.preflight": _preflight,
     "bench": _bench,
 }
 
@@ -97,7 +97,7 @@ def test_old_spellings_expand_to_the_same_override():
 
 
 def test_the_sweep_reads_config_fields_as_its_old_set_spelling():
-    from lra.experiments.sweep_cli import make_parser, select
+    from lra_lab.experiments.sweep_cli import make_parser, select
 
     def runs(*extra: str) -> list[object]:
         return select(make_parser().parse_args(["convluna_table1", "--preset", "cpu", "--commands", *extra]))[0]

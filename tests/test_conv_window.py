@@ -1,11 +1,11 @@
-"""lra.bench.conv_window: the ways of assembling ConvLuna's convolution windows compute what they claim."""
+"""lra_lab.bench.conv_window: the ways of assembling ConvLuna's convolution windows compute what they claim."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lra.bench import conv_window
+from lra_lab.bench import conv_window
 
 SHAPE = (2, 37, 2, 8, 32)  # B x N x H x Dh x K: two blocks, a ragged tail
 

@@ -197,7 +197,7 @@ def test_a_threefry_setting_that_is_not_one_is_refused():
 
 
 def test_the_laptop_benchmark_takes_ratios_within_rounds():
-    from lra.bench import laptop
+    from lra_lab.bench import laptop
 
     rows = [
         dict(config="c", seeds=1, variant=v, round=r, seed_steps_per_second=x)
@@ -208,7 +208,7 @@ def test_the_laptop_benchmark_takes_ratios_within_rounds():
 
 
 _MASKED_COPY = (
-    "import json, os; from lra.experiments import masked_copy as mc; "
+    "import json, os; from lra_lab.experiments import masked_copy as mc; "
     "s = mc.Settings(seq_len=5, num_layers=1, num_heads=2, head_dim=4, mlp_dim=8, batch_size=4, steps=6, "
     "eval_batches=1, log_every=1, variants=('clustered:2',)); run = mc.train_variant(s, 'clustered:2', "
     "lambda line: None); print(json.dumps([len(os.sched_getaffinity(0)), "
@@ -221,7 +221,7 @@ _MASKED_COPY = (
 # test_a_run_pinned_after_start_up_logs_what_an_unpinned_one_does (lra.train pinned, to the bit).
 @pytest.mark.slow
 def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_run_does():
-    """lra.reproduce --jobs pins the masked-copy program too (LRA_PIN_CORE); in a child, so that the
+    """lra_lab.reproduce --jobs pins the masked-copy program too (LRA_PIN_CORE); in a child, so that the
     test process keeps its cores."""
     core = str(min(os.sched_getaffinity(0)))
     outs = {}
@@ -241,7 +241,7 @@ def test_masked_copy_pinned_after_its_first_compile_computes_what_an_unpinned_ru
 
 
 def test_the_laptop_record_states_its_note_and_each_runs_numbers():
-    from lra.bench import laptop
+    from lra_lab.bench import laptop
 
     run = dict(
         config="c",
@@ -254,7 +254,7 @@ def test_the_laptop_record_states_its_note_and_each_runs_numbers():
     )
     runs = [dict(run, variant="default"), dict(run, variant="fast", seed_steps_per_second=5.0)]
     record = {
-        "command": "python -m lra.bench.laptop",
+        "command": "python -m lra_lab.bench.laptop",
         "git_commit": "abc",
         "date": "d",
         "machine": "2 CPUs",
@@ -288,7 +288,7 @@ def _fake_train(result: dict[str, float], fail: bool = False, started: list | No
 
 
 def test_a_pair_variant_runs_two_pinned_children_and_sums_their_rates(monkeypatch, tmp_path):
-    from lra.bench import laptop
+    from lra_lab.bench import laptop
 
     result = dict(compile_seconds=1.0, train_seconds=2.0, test_loss=0.5, test_accuracy=0.25)
     monkeypatch.setattr(laptop, "_start", _fake_train(result))
@@ -301,7 +301,7 @@ def test_a_pair_variant_runs_two_pinned_children_and_sums_their_rates(monkeypatc
 
 
 def test_a_pair_whose_child_fails_stops_its_partner_and_says_which(monkeypatch, tmp_path):
-    from lra.bench import laptop
+    from lra_lab.bench import laptop
 
     result = dict(compile_seconds=1.0, train_seconds=2.0, test_loss=0.5, test_accuracy=0.25)
     children: list[subprocess.Popen[str]] = []

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import script_main
-from lra.reports import curve_compare
+from lra_lab.reports import curve_compare
 
 
 def _run(folder: Path, losses: list[float], val: float = 0.5) -> None:

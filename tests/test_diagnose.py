@@ -1,4 +1,4 @@
-"""lra.diagnose memory end to end on a finished ConvLuna smoke run (2 blocks, memory statistics
+"""lra_lab.diagnose memory end to end on a finished ConvLuna smoke run (2 blocks, memory statistics
 logged): the files, the numbers against an independent recomputation, refusals."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lra import diagnose
 from lra.errors import EXIT_CORRUPT
-from lra.reports import diagnostics
 from lra.train import train_and_evaluate
 from lra.training.run_files import config_to_dict, write_json_atomic
+from lra_lab import diagnose
+from lra_lab.reports import diagnostics
 from test_checkpoints import flip_bit
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def _main(argv: list[str]) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def diagnosed(tmp_path_factory):
     """lra.train --config configs/listops_convluna.py:smoke --config.log_memory_stats=True
-    --config.model.num_layers=2, then lra.diagnose memory --workdir RUN --out OUT."""
+    --config.model.num_layers=2, then lra_lab.diagnose memory --workdir RUN --out OUT."""
     root = tmp_path_factory.mktemp("diagnose")
     config = _config("listops_convluna.py", "smoke")
     config.log_memory_stats = True
@@ -64,7 +64,7 @@ def test_writes_every_file_and_reports_progress(diagnosed):
     assert "probing the first 8 validation examples" in stdout
     assert f"wrote {out / 'memory_stats.json'}" in stdout
     md = (out / "memory_stats.md").read_text()
-    command = f"python -m lra.diagnose memory --workdir {root / 'run'} --out {out}"
+    command = f"python -m lra_lab.diagnose memory --workdir {root / 'run'} --out {out}"
     assert md.startswith(f"<!-- regenerate: {command} -->")
     assert f"step {result['best_step']}" in md and "the first 8 validation examples" in md
     row = next(line for line in md.splitlines() if line.startswith("| ConvLuna-16 |"))

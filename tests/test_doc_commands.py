@@ -49,7 +49,7 @@ from pathlib import Path
 import pytest
 
 from conftest import COMPILATION_CACHE, compilation_cache_dir
-from lra.reproduce.doc_numbers import pages as doc_pages
+from lra_lab.reproduce.doc_numbers import pages as doc_pages
 
 REPO = Path(__file__).resolve().parent.parent
 

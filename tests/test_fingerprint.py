@@ -1,4 +1,4 @@
-"""A claim's fingerprint covers the helpers its judge runs (lra.reproduce.fingerprint): a helper changed
+"""A claim's fingerprint covers the helpers its judge runs (lra_lab.reproduce.fingerprint): a helper changed
 after the claim's data is named, and the claim stays pre-registered only when the same-outcome check
 shows the change behaviour-preserving; on a small git history built here."""
 
@@ -15,7 +15,7 @@ import pytest
 from git_history import REGISTRY_CLASSES
 from git_history import commit as _commit
 from git_history import git as _git
-from lra.reproduce import audit, fingerprint
+from lra_lab.reproduce import audit, fingerprint
 
 REGISTRY = (
     "\nfrom lra import helper\n"
@@ -45,10 +45,10 @@ def _helper(repo: Path, body: str) -> None:
 @pytest.fixture
 def repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
-    (repo / "lra" / "reproduce").mkdir(parents=True)
-    for init in ("lra/__init__.py", "lra/reproduce/__init__.py"):
+    (repo / "lra_lab" / "reproduce").mkdir(parents=True)  # the layout since issue 55 (test_audit: the one before)
+    for init in ("lra/__init__.py", "lra_lab/__init__.py", "lra_lab/reproduce/__init__.py"):
         (repo / init).write_text("")
-    (repo / "lra" / "reproduce" / "registry.py").write_text(REGISTRY)
+    (repo / "lra_lab" / "reproduce" / "registry.py").write_text(REGISTRY)
     reader = "import json\n\ndef read(path):\n    return json.loads(path.read_text())['x']\n"
     (repo / "lra" / "reader.py").write_text(reader)
     (repo / "lra" / "constants.py").write_text("THRESHOLD = 0.5\n")
@@ -70,7 +70,8 @@ def test_the_fingerprint_holds_what_the_judge_runs_and_imports_not_the_rest(repo
     reg = audit.audit(repo, CLAIMS, tmp_path / "cache")["p/a"]
     assert reg.label == audit.PRE_REGISTERED and reg.changed == ()
     # the helper and the reader ran; the constant is read from a module the helper imports
-    assert {"lra/helper.py", "lra/reader.py", "lra/constants.py", "lra/reproduce/registry.py"} <= set(reg.fingerprint)
+    expected = {"lra/helper.py", "lra/reader.py", "lra/constants.py", "lra_lab/reproduce/registry.py"}
+    assert expected <= set(reg.fingerprint)
     assert "lra/unused.py" not in reg.fingerprint
 
 
@@ -78,7 +79,8 @@ def test_every_module_running_the_judge_loads_is_in_its_fingerprint(repo):
     """The traced fingerprint contains each lra module the judge's process has loaded once it has judged."""
     _record(repo, "0" * 40)
     snippet = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from lra.reproduce import registry; "
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "from lra_lab.reproduce import registry; "
         "registry.papers()['p'].claims[0].judge(Path(sys.argv[1])); "
         "print(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('lra')))"
     )
@@ -119,5 +121,5 @@ def test_a_helper_changed_after_the_data_is_named_and_judged_by_the_same_outcome
 def test_module_closure_follows_import_time_imports_only(repo):
     closure = fingerprint.module_closure(repo, ["lra.helper"])
     assert set(closure) == {"lra", "lra.helper", "lra.constants"}
-    everything = fingerprint.module_closure(repo, ["lra.reproduce.registry"], import_time_only=False)
+    everything = fingerprint.module_closure(repo, ["lra_lab.reproduce.registry"], import_time_only=False)
     assert {"lra.reader", "lra.helper"} <= set(everything)  # the judge's function-level import counts there

@@ -1,10 +1,10 @@
-"""The fit table's rows, its ladder of settings and its rendering (lra/preflight/fit_table.py), with a
+"""The fit table's rows, its ladder of settings and its rendering (lra_lab/preflight/fit_table.py), with a
 stand-in for the compile so the logic is checked without a GPU compiler."""
 
 from __future__ import annotations
 
 from lra.console import GIB
-from lra.preflight import fit_table
+from lra_lab.preflight import fit_table
 
 
 def test_rows_are_table_1_then_each_family_per_task_once():
@@ -78,7 +78,7 @@ def test_the_first_setting_that_fits_is_chosen_and_larger_cards_reuse_a_fit(monk
 
 
 def test_a_setting_the_config_refuses_is_a_cannot_tell_and_the_ladder_goes_on():
-    from lra.preflight.check import PreflightError
+    from lra_lab.preflight.check import PreflightError
 
     def compile_one(config, target, *, python, use_cache, overrides, quiet):
         if overrides.get("microbatches") == 2:

@@ -1,8 +1,8 @@
-"""lra.reference.init_effect: the pre-registered rule on hand-made run folders (no training)."""
+"""lra_lab.reference.init_effect: the pre-registered rule on hand-made run folders (no training)."""
 
 import json
 
-from lra.reference.init_effect import family_effect, main
+from lra_lab.reference.init_effect import family_effect, main
 
 
 def _run(root, init, seed, losses, accuracy):

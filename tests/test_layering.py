@@ -1,9 +1,9 @@
-"""The floor plan holds: the library and the laboratory beside it, each in layers, no import
-reaching up and no circle (docs/design.md, Layout; issue 55).
+"""The floor plan holds: the library (``lra/``) and the laboratory beside it (``lra_lab/``), each in
+layers, no import reaching up and no circle (docs/design.md, Layout; issue 55).
 
 Layers, low to high; a module may import its own layer and the layers beneath it.
 
-The library, what a user imports and extends:
+The library, ``lra/``, what a user imports and extends:
 
 -1. ``lra.errors``: the suite's error classes (``InputError`` and the run errors, one exit code each), raised by
    every layer; ``lra.console``: sizes, times and a bar or plain lines, shown by every layer; ``lra.cpu_speed``:
@@ -14,17 +14,16 @@ The library, what a user imports and extends:
    ``lra.family_configs`` (each family's configs, from the registry) and ``lra.reference_config``
    (what ``:reference`` changes in a config, applied by ``lra.defaults``).
 2. ``lra.training``.
-3. ``lra.reports``: tables, statistics, figures, diagnostics.
-4. The library's command lines: ``lra.train``, ``lra.evaluate``, ``lra.diagnose`` and
-   ``lra.data.prepare`` (``python -m lra.data prepare|download``, which reads the task defaults
-   of ``lra.defaults``).
+3. ``lra.reports``: tables, statistics, the trivial baseline, figures.
+4. The library's command lines: ``lra.train``, ``lra.evaluate`` and ``lra.data.prepare``
+   (``python -m lra.data prepare|download``, which reads the task defaults of ``lra.defaults``).
 
-The laboratory, which uses the library and is never imported by it:
+The laboratory, ``lra_lab/``, which uses the library and is never imported by it:
 
-5. ``lra.experiments`` (grids, small studies, records) and ``lra.reference`` (the published code
-   beside ours).
-6. ``lra.bench`` and ``lra.preflight``.
-7. ``lra.reproduce``: the claims, judged from the records the layers below write.
+5. ``lra_lab.reports`` (curves, comparisons, diagnostics), ``lra_lab.diagnose``, ``lra_lab.experiments``
+   (grids, small studies, records) and ``lra_lab.reference`` (the published code beside ours).
+6. ``lra_lab.bench`` and ``lra_lab.preflight``.
+7. ``lra_lab.reproduce``: the claims, judged from the records the layers below write.
 8. Entry points: every ``__main__`` module and every ``if __name__ == "__main__":`` block (the
    program Python runs there is not the module others import, so such a block may import anything:
    ``python -m lra.data.pathfinder_gen`` runs ``pathfinder_write``, which imports ``pathfinder_gen``).
@@ -32,8 +31,8 @@ The laboratory, which uses the library and is never imported by it:
 Every ``import`` statement counts, at module level or inside a function (the lazy imports that
 keep start-up light are still dependencies). A module that matches no layer fails too: a new
 module is placed on the floor plan here, and in docs/design.md, when it is added. No two modules
-may import each other, directly or through others (a circle), except the pairs in
-:data:`KNOWN_CIRCLES`, each of which must still exist (the list only shrinks).
+may import each other, directly or through others (a circle). Each package's side is its folder:
+every module under ``lra/`` is on a library layer, every one under ``lra_lab/`` on a laboratory one.
 """
 
 from __future__ import annotations
@@ -45,6 +44,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
+LIBRARY, LABORATORY = "lra", "lra_lab"  # the two packages, each a folder at the repository's root
+PACKAGES = (LIBRARY, LABORATORY)
 
 # (layer name, rank, module prefixes); a module belongs to the entry with its longest matching prefix.
 LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
@@ -69,27 +70,19 @@ LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ),
     ("training", 2, ("lra.training",)),
     ("reports", 3, ("lra.reports",)),
-    ("the library's command lines", 4, ("lra.train", "lra.evaluate", "lra.diagnose", "lra.data.prepare")),
-    ("laboratory: experiments and the published-code check", 5, ("lra.experiments", "lra.reference")),
-    ("laboratory: bench and preflight", 6, ("lra.bench", "lra.preflight")),
-    ("laboratory: reproduce", 7, ("lra.reproduce",)),
+    ("the library's command lines", 4, ("lra.train", "lra.evaluate", "lra.data.prepare")),
+    (
+        "laboratory: reports, experiments and the published-code check",
+        5,
+        ("lra_lab.reports", "lra_lab.diagnose", "lra_lab.experiments", "lra_lab.reference"),
+    ),
+    ("laboratory: bench and preflight", 6, ("lra_lab.bench", "lra_lab.preflight")),
+    ("laboratory: reproduce", 7, ("lra_lab.reproduce",)),
     ("entry points", 8, ()),
 )
 LIBRARY_TOP = 4  # ranks up to here are the library; above, the laboratory
 ENTRY_POINTS = LAYERS[-1]
 MAIN = "__main__"
-
-# Import circles not yet removed: (importer, imported) -> why; the import named is the one left out when
-# looking for circles. Each must still exist (test_known_circles_still_exist): remove it when it is gone.
-KNOWN_CIRCLES: dict[tuple[str, str], str] = {
-    **{
-        ("lra.reproduce.registry", f"lra.reproduce.{paper}"): "registry.papers() imports each paper's module, "
-        "which imports the registry (issue 55: the rewrite of lra/reproduce's judges removes it)"
-        for paper in ("agglomerative", "cheap_linear", "clustered", "convluna", "dispersed")
-    },
-    ("lra.reproduce.cheap_linear_speedup", "lra.reproduce.cheap_linear"): "the speed-up's measurement reuses "
-    "the paper module's lookups, which registers the claim (issue 55: lra/reproduce's rewrite)",
-}
 
 
 class Import(NamedTuple):
@@ -140,9 +133,15 @@ def _is_main_guard(node: ast.stmt) -> bool:
     )
 
 
+def _modules(root: Path) -> Iterator[Path]:
+    """Every module file of the two packages under ``root``."""
+    for package in PACKAGES:
+        yield from sorted((root / package).rglob("*.py"))
+
+
 def imports(root: Path) -> Iterator[Import]:
-    """Every import of an lra module by a module under ``root``/lra, top level or lazy."""
-    for path in sorted((root / "lra").rglob("*.py")):
+    """Every import of an lra or lra_lab module by a module of either under ``root``, top level or lazy."""
+    for path in _modules(root):
         source = module_name(path, root)
         package = source if path.name == "__init__.py" else source.rpartition(".")[0]
         tree = ast.parse(path.read_text(), str(path))
@@ -152,7 +151,7 @@ def imports(root: Path) -> Iterator[Import]:
             importer = f"{source}.{MAIN}" if id(node) in main_block and not source.endswith(MAIN) else source
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    if alias.name.split(".")[0] == "lra":
+                    if alias.name.split(".")[0] in PACKAGES:
                         yield Import(importer, alias.name, where)
             elif isinstance(node, ast.ImportFrom):
                 if node.level:  # relative: resolved against this module's package
@@ -160,7 +159,7 @@ def imports(root: Path) -> Iterator[Import]:
                     module = ".".join(base + ([node.module] if node.module else []))
                 else:
                     module = node.module or ""
-                if module.split(".")[0] != "lra":
+                if module.split(".")[0] not in PACKAGES:
                     continue
                 for alias in node.names:  # `from lra.x import y`: y is a module when lra/x/y.py exists
                     sub = f"{module}.{alias.name}"
@@ -178,16 +177,16 @@ def violations(root: Path) -> list[str]:
     module that is on no layer."""
     found = []
     unplaced = sorted(
-        {m for m in (module_name(p, root) for p in (root / "lra").rglob("*.py")) if m != "lra" and layer(m) is None}
+        {m for m in (module_name(p, root) for p in _modules(root)) if m not in PACKAGES and layer(m) is None}
     )
     found += [f"{m} is on no layer of tests/test_layering.py: place it there and in docs/design.md" for m in unplaced]
     for imp in all_imports(root):
-        if imp.target == "lra":
+        if imp.target in PACKAGES:
             continue
         src, dst = layer(imp.source), layer(imp.target)
-        if imp.source == "lra" or src is None or dst is None:
-            if imp.source == "lra":
-                found.append(f"{imp.where}: the root package lra imports {imp.target}: it holds no code")
+        if imp.source in PACKAGES or src is None or dst is None:
+            if imp.source in PACKAGES:
+                found.append(f"{imp.where}: the root package {imp.source} imports {imp.target}: it holds no code")
             continue
         if dst[1] > src[1] or (dst[1] == src[1] == 0 and dst is not src):
             found.append(
@@ -201,7 +200,7 @@ def graph(root: Path) -> dict[str, dict[str, str]]:
     """module -> {imported module: where}, entry points left out (nothing imports them)."""
     edges: dict[str, dict[str, str]] = {}
     for imp in all_imports(root):
-        if imp.source.endswith(MAIN) or imp.target in ("lra", imp.source):
+        if imp.source.endswith(MAIN) or imp.target in (*PACKAGES, imp.source):
             continue
         edges.setdefault(imp.source, {}).setdefault(imp.target, imp.where)
     return edges
@@ -210,7 +209,7 @@ def graph(root: Path) -> dict[str, dict[str, str]]:
 def circles(root: Path, known: dict[tuple[str, str], str] | None = None) -> list[str]:
     """One line per circle of imports (a strongly connected set of modules, Tarjan's algorithm),
     with the imports that close it; the ``known`` imports are left out."""
-    known = KNOWN_CIRCLES if known is None else known
+    known = known or {}
     edges = {a: {b: w for b, w in out.items() if (a, b) not in known} for a, out in graph(root).items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -256,17 +255,23 @@ def test_no_lower_layer_imports_a_higher_one():
 
 
 def test_no_circle_of_imports():
-    """No module imports itself through others (the known circles left out, each named with its issue)."""
+    """No module imports itself through others."""
     problems = circles(REPO)
     assert not problems, "import circles:\n" + "\n".join(problems)
 
 
-def test_known_circles_still_exist():
-    """A known circle that is gone leaves the list, so the check tightens (issue 55)."""
-    edges = graph(REPO)
-    gone = [f"{a} -> {b}" for a, b in KNOWN_CIRCLES if b not in edges.get(a, {})]
-    assert not gone, "no longer imported, remove from KNOWN_CIRCLES: " + ", ".join(gone)
-    assert circles(REPO, known={}), "the known circles are no circles: remove them from KNOWN_CIRCLES"
+def test_each_side_is_its_folder():
+    """The library is ``lra/`` and the laboratory ``lra_lab/``: seen from the root, not only from this list."""
+    wrong = []
+    for path in _modules(REPO):
+        module = module_name(path, REPO)
+        entry = layer(module)
+        if module in PACKAGES or entry is None or entry is ENTRY_POINTS:
+            continue
+        expected = LIBRARY if entry[1] <= LIBRARY_TOP else LABORATORY
+        if module.split(".")[0] != expected:
+            wrong.append(f"{module} is on layer {entry[1]} ({side(entry[1])}) but lives in {module.split('.')[0]}/")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_every_layer_is_there():
@@ -321,27 +326,27 @@ def test_the_check_fails_when_the_library_imports_the_laboratory(tmp_path):
         tmp_path,
         {
             "lra/__init__.py": "",
-            "lra/defaults.py": "def f():\n    from lra.reference import published_code\n",
+            "lra/defaults.py": "def f():\n    from lra_lab.reference import published_code\n",
             "lra/reports/__init__.py": "",
-            "lra/reports/check.py": "from lra.reproduce import registry\n",
-            "lra/reports/old.py": "import sys\nif __name__ == '__main__':\n    from lra.reproduce import registry\n",
-            "lra/reference/__init__.py": "",
-            "lra/reference/published_code.py": "from lra import defaults\n",
-            "lra/bench/__init__.py": "",
-            "lra/bench/seed_saves.py": "from lra.reproduce.registry import x\n",
-            "lra/reproduce/__init__.py": "",
-            "lra/reproduce/registry.py": "from lra.bench import seed_saves\nfrom lra.reports import check\n",
+            "lra/reports/check.py": "from lra_lab.reproduce import registry\n",
+            "lra/reports/old.py": "import sys\nif __name__ == '__main__':\n    from lra_lab.reproduce import x\n",
+            "lra_lab/reference/__init__.py": "",
+            "lra_lab/reference/published_code.py": "from lra import defaults\n",
+            "lra_lab/bench/__init__.py": "",
+            "lra_lab/bench/seed_saves.py": "from lra_lab.reproduce.registry import x\n",
+            "lra_lab/reproduce/__init__.py": "",
+            "lra_lab/reproduce/registry.py": "from lra_lab.bench import seed_saves\nfrom lra.reports import check\n",
         },
     )
     problems = violations(tmp_path)
     assert any(
         p.startswith("lra/defaults.py:2: lra.defaults (layer 1, model and config; library) imports")
-        and "lra.reference.published_code" in p
+        and "lra_lab.reference.published_code" in p
         and "laboratory)" in p
         for p in problems
     ), problems
-    assert any(p.startswith("lra/reports/check.py:1:") and "lra.reproduce.registry" in p for p in problems)
-    assert any(p.startswith("lra/bench/seed_saves.py:1:") and "lra.reproduce.registry" in p for p in problems)
+    assert any(p.startswith("lra/reports/check.py:1:") and "lra_lab.reproduce.registry" in p for p in problems)
+    assert any(p.startswith("lra_lab/bench/seed_saves.py:1:") and "lra_lab.reproduce.registry" in p for p in problems)
     assert len(problems) == 3, problems  # old.py's __main__ block, published_code -> defaults: fine
 
 
@@ -357,14 +362,15 @@ def test_the_check_fails_on_a_circle(tmp_path):
             "lra/data/write.py": "from lra.data.gen import generate\n",
             "lra/data/a.py": "def f():\n    from lra.data import b\n",
             "lra/data/b.py": "from lra.data.a import f\n",
-            "lra/bench/__init__.py": "",
-            "lra/bench/x.py": "from lra.bench import y\n",
-            "lra/bench/y.py": "from lra.bench import z\n",
-            "lra/bench/z.py": "from lra.bench import x\n",
+            "lra_lab/bench/__init__.py": "",
+            "lra_lab/bench/x.py": "from lra_lab.bench import y\n",
+            "lra_lab/bench/y.py": "from lra_lab.bench import z\n",
+            "lra_lab/bench/z.py": "from lra_lab.bench import x\n",
         },
     )
     found = circles(tmp_path, known={})
     assert len(found) == 2, found
-    assert found[0].startswith("a circle of 3 modules: lra.bench.x -> lra.bench.y (lra/bench/x.py:1)"), found
-    assert "lra.data.a -> lra.data.b (lra/data/a.py:2)" in found[1] and "lra.data.b -> lra.data.a" in found[1]
-    assert circles(tmp_path, known={("lra.bench.z", "lra.bench.x"): "why"}) == found[1:]
+    ring = "a circle of 3 modules: lra_lab.bench.x -> lra_lab.bench.y (lra_lab/bench/x.py:1)"
+    assert found[1].startswith(ring), found
+    assert "lra.data.a -> lra.data.b (lra/data/a.py:2)" in found[0] and "lra.data.b -> lra.data.a" in found[0]
+    assert circles(tmp_path, known={("lra_lab.bench.z", "lra_lab.bench.x"): "why"}) == found[:1]

@@ -1,10 +1,10 @@
-"""Where a curve flattens (lra.reports.learning_curves), on curves built to have a known answer."""
+"""Where a curve flattens (lra_lab.reports.learning_curves), on curves built to have a known answer."""
 
 from __future__ import annotations
 
 import json
 
-from lra.reports import learning_curves as lc
+from lra_lab.reports import learning_curves as lc
 
 
 def test_a_rising_then_flat_curve_flattens_where_it_comes_within_tolerance_of_its_best():

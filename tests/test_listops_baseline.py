@@ -85,7 +85,7 @@ def test_the_convluna_report_draws_it_from_the_rows_data(finished_smoke_run, tmp
     import ml_collections
 
     from conftest import result_record
-    from lra.reproduce import convluna, registry, report
+    from lra_lab.reproduce import convluna, registry, report
 
     workdir, _ = finished_smoke_run
     for label, acc in (("Luna-16 (reference)", 0.35), ("ConvLuna-16 (reference)", 0.41)):
@@ -143,8 +143,8 @@ def test_the_laptop_preset_is_the_confirmatory_budget():
     """``:laptop`` is the ``cpu`` preset with convluna_confirm's registered settings, nothing else: the
     README's main job and the confirmatory ConvLuna-16 row train the same configuration (seeds aside)."""
     from lra.defaults import load_config_file
-    from lra.reproduce.convluna_confirm import SETTINGS
     from lra.training.run_files import config_to_dict, flatten_config
+    from lra_lab.reproduce.convluna_confirm import SETTINGS
 
     make = load_config_file("configs/listops_convluna.py").get_config
     laptop = flatten_config(config_to_dict(make("laptop,reference")))

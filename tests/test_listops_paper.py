@@ -1,4 +1,4 @@
-"""The paper-scale ListOps pilot's commands (lra.reproduce.listops_paper): they name what the pilot
+"""The paper-scale ListOps pilot's commands (lra_lab.reproduce.listops_paper): they name what the pilot
 promises, its seed is fresh, and the sweep accepts them (a GPU job never starts on a path that does
 not parse)."""
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lra.reproduce import listops_paper as lp
+from lra_lab.reproduce import listops_paper as lp
 
 REPO = Path(__file__).resolve().parent.parent
 

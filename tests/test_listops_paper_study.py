@@ -1,4 +1,4 @@
-"""The registered paper-scale ListOps study (lra.reproduce.listops_paper_study, issue 54 item 4): its rule is
+"""The registered paper-scale ListOps study (lra_lab.reproduce.listops_paper_study, issue 54 item 4): its rule is
 data, its judge says "no records yet" before any run and gives every verdict its words name on synthetic
 records, its seeds are fresh, its power and budget follow from the committed records by the code that
 prints them, and its commands parse (and, slow, run and resume at smoke size through scripts/gpu_call.sh).
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.reproduce import listops_paper, registry, rules
-from lra.reproduce import listops_paper_study as st
-from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from lra_lab.reproduce import listops_paper, registry, rules
+from lra_lab.reproduce import listops_paper_study as st
+from lra_lab.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
 from test_listops_paper import _committed_listops_seeds
 from test_reproduce_confirm import _config
 

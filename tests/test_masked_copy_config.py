@@ -1,5 +1,5 @@
 """Masked copy's settings through the suite's one override grammar (issue 40 point 2): ``--config.FIELD=VALUE``
-typed by the task's ConfigDict (lra.experiments.masked_copy_task.settings_config), the old ``--field-name VALUE``
+typed by the task's ConfigDict (lra_lab.experiments.masked_copy_task.settings_config), the old ``--field-name VALUE``
 flags its aliases; both spellings make one record and resume each other's partial files."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from conftest import script_main
 from lra.errors import InputError
-from lra.experiments import masked_copy as mc
+from lra_lab.experiments import masked_copy as mc
 from test_masked_copy_variants import _stub_run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Masked-copy variant names (lra.experiments.masked_copy_task.parse_variant): the paper's short name
+"""Masked-copy variant names (lra_lab.experiments.masked_copy_task.parse_variant): the paper's short name
 ``clustered:15`` and the family's options as a config's short form takes them
 (``clustered:clusters=15``) are one variant: the same label, kwargs, record and computation."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import script_main
 from lra.errors import InputError
-from lra.experiments import masked_copy as mc
+from lra_lab.experiments import masked_copy as mc
 
 SETTINGS = mc.Settings()
 TINY = "--seq-len 5 --num-layers 1 --num-heads 2 --head-dim 4 --mlp-dim 8 --batch-size 4 --steps 2 --eval-batches 1"

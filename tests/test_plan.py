@@ -1,4 +1,4 @@
-"""lra.experiments.plan: what a selection of runs will do before it starts (issue 39 point 7)."""
+"""lra_lab.experiments.plan: what a selection of runs will do before it starts (issue 39 point 7)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import result_record
-from lra.experiments import plan, sweep, sweep_cli
+from lra_lab.experiments import plan, sweep, sweep_cli
 
 
 def _finished(workdir: Path, **fields) -> None:

@@ -1,4 +1,4 @@
-"""lra.preflight: targets, verdicts, the CPU target end to end (smoke scale), the cache, bad input;
+"""lra_lab.preflight: targets, verdicts, the CPU target end to end (smoke scale), the cache, bad input;
 the TPU target when libtpu is importable (set LRA_PREFLIGHT_PYTHON to a venv that has it) and the
 GPU target when the CUDA plugin is (LRA_PREFLIGHT_GPU_PYTHON, with LRA_PREFLIGHT_GPU_SPECS set)."""
 
@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from lra.preflight import estimate, targets
-from lra.preflight.__main__ import main
-from lra.preflight.check import preflight
+from lra_lab.preflight import estimate, targets
+from lra_lab.preflight.__main__ import main
+from lra_lab.preflight.check import preflight
 
 PYTHON = os.environ.get("LRA_PREFLIGHT_PYTHON", sys.executable)
 GPU_PYTHON = os.environ.get("LRA_PREFLIGHT_GPU_PYTHON", PYTHON)
@@ -121,7 +121,7 @@ def test_cpu_target_end_to_end_and_cache(tmp_path, monkeypatch):
     assert again["memory"] == r["memory"]
     # another batch is another cache entry: compiled by compile_step's code in this process (the
     # child and the CPU probe ran above; here they would cost ~5 CPU-seconds more)
-    from lra.preflight import check, compile_step
+    from lra_lab.preflight import check, compile_step
 
     monkeypatch.setattr(check, "compile_in_child", lambda payload, *a, **k: compile_step.run(payload))
     monkeypatch.setattr(check, "_cpu_specs", lambda python: r["cpu"])
@@ -133,7 +133,7 @@ def test_cpu_target_end_to_end_and_cache(tmp_path, monkeypatch):
 
 def test_an_invalid_config_is_refused_in_the_parent_before_compiling(tmp_path):
     """Issue 38 PF5/PF6: a misspelt field or an invalid value is one error naming it; nothing compiles."""
-    from lra.preflight.check import PreflightError
+    from lra_lab.preflight.check import PreflightError
 
     with pytest.raises(PreflightError, match="num_heads"):
         preflight(
@@ -183,7 +183,7 @@ def test_gpu_target_compiles_a_smoke_config(tmp_path):
 
 def test_overrides_are_typed_by_the_config_and_the_data_length_follows_the_model():
     from lra.errors import InputError
-    from lra.preflight.__main__ import config_overrides
+    from lra_lab.preflight.__main__ import config_overrides
 
     spec = "configs/listops_convluna.py:smoke"
     fields = [("model.max_len", "512"), ("model.attention_kwargs.mem", "8")]
@@ -198,7 +198,7 @@ def test_overrides_are_typed_by_the_config_and_the_data_length_follows_the_model
 
 
 def test_gpu_target_without_xla_spec_says_where_to_get_it(monkeypatch, tmp_path):
-    from lra.preflight.check import PreflightError, gpu_target_config
+    from lra_lab.preflight.check import PreflightError, gpu_target_config
 
     monkeypatch.delenv("LRA_PREFLIGHT_GPU_SPECS", raising=False)
     with pytest.raises(PreflightError, match="h100_sxm.txtpb.*LRA_PREFLIGHT_GPU_SPECS"):
@@ -211,7 +211,7 @@ def test_gpu_target_without_xla_spec_says_where_to_get_it(monkeypatch, tmp_path)
 def test_bench_check_matches_the_committed_cpu_benchmark_case(tmp_path):
     import json
 
-    from lra.preflight import bench_check
+    from lra_lab.preflight import bench_check
 
     case = dict(
         status="ok",
@@ -248,7 +248,7 @@ def test_gpu_cost_falls_back_to_the_unoptimised_program_per_device():
     import jax
     import jax.numpy as jnp
 
-    from lra.preflight.compile_step import _cost
+    from lra_lab.preflight.compile_step import _cost
 
     lowered = jax.jit(lambda a, b: a @ b).lower(jnp.ones((64, 32)), jnp.ones((32, 16)))
 
@@ -267,7 +267,7 @@ def test_gpu_cost_falls_back_to_the_unoptimised_program_per_device():
 
 
 def test_cache_key_follows_the_compiling_interpreter(monkeypatch):
-    from lra.preflight import cache
+    from lra_lab.preflight import cache
 
     assert cache.versions_of(sys.executable) == cache.versions()
     fake = {
@@ -280,7 +280,7 @@ def test_cache_key_follows_the_compiling_interpreter(monkeypatch):
 
 
 def test_sweep_table_compiles_each_config_once_in_parallel_jobs(tmp_path, monkeypatch, capsys):
-    from lra.preflight.sweep_table import sweep_table
+    from lra_lab.preflight.sweep_table import sweep_table
 
     monkeypatch.setenv("LRA_PREFLIGHT_CACHE", str(tmp_path))
     assert main(["sweep", "lra_families", "--preset", "smoke", "--target", "cpu", "--jobs", "0"]) == 2
@@ -294,7 +294,7 @@ def test_sweep_table_compiles_each_config_once_in_parallel_jobs(tmp_path, monkey
 
 
 def test_sweep_render_totals_and_flags_configs_that_do_not_fit():
-    from lra.preflight.sweep_table import render
+    from lra_lab.preflight.sweep_table import render
 
     row = dict(
         task="text",
@@ -337,8 +337,8 @@ def test_sweep_render_totals_and_flags_configs_that_do_not_fit():
 
 def test_price_per_hour_gives_the_cost_in_money_in_the_table_and_the_report(capsys):
     """Issue 39 point 9: money = device-hours x price, per run, in the grid total and in the one-config report."""
-    from lra.preflight.check import report_lines
-    from lra.preflight.sweep_table import render
+    from lra_lab.preflight.check import report_lines
+    from lra_lab.preflight.sweep_table import render
 
     row = dict(
         task="text",
@@ -418,7 +418,7 @@ def test_committed_preflight_tables_are_their_records_rendered():
     import json
     from pathlib import Path
 
-    from lra.preflight.sweep_table import render
+    from lra_lab.preflight.sweep_table import render
 
     root = Path(__file__).resolve().parents[1] / "results" / "preflight"
     records = sorted(root.glob("*_paper_*.json"))
@@ -429,7 +429,7 @@ def test_committed_preflight_tables_are_their_records_rendered():
 
 def test_cache_entries_are_sealed_complete_and_keyed_on_the_code(tmp_path, capsys):
     """Issue 38 PF1/PF2/PF3: an edited or cut entry is recompiled with a warning; the key follows the code."""
-    from lra.preflight import cache
+    from lra_lab.preflight import cache
 
     result = {
         "status": "ok",
@@ -508,7 +508,7 @@ def test_a_signal_reaches_every_compile_child_and_none_is_left(tmp_path):
         [
             sys.executable,
             "-m",
-            "lra.preflight",
+            "lra_lab.preflight",
             "sweep",
             "lra_families",
             "--preset",
@@ -557,9 +557,9 @@ def test_fit_finds_the_smallest_microbatch_count_under_a_memory_budget(tmp_path,
     process rather than in a child (the child process and the CPU's measured rates are
     test_cpu_target_end_to_end_and_cache's; here they cost ~25 CPU-seconds), and the CPU's rates are
     fixed numbers: the budget, not the machine's memory, is the capacity."""
-    from lra.preflight import check, compile_step
-    from lra.preflight.check import fit_microbatches, microbatch_counts, report_lines
-    from lra.preflight.estimate import HEADROOM
+    from lra_lab.preflight import check, compile_step
+    from lra_lab.preflight.check import fit_microbatches, microbatch_counts, report_lines
+    from lra_lab.preflight.estimate import HEADROOM
 
     compiled: list[int] = []
 

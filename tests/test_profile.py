@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from lra.bench import profile_summary
 from lra.train import train_and_evaluate
 from lra.training.loop import ProfileWindow
+from lra_lab.bench import profile_summary
 
 
 def test_window_spec_and_placement_are_checked(tmp_path):

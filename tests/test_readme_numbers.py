@@ -1,4 +1,4 @@
-"""README and docs/ numbers equal the records they cite (lra/reproduce/doc_numbers.py, run by
+"""README and docs/ numbers equal the records they cite (lra_lab/reproduce/doc_numbers.py, run by
 scripts/check_readme_numbers.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lra.reproduce import doc_numbers as checker
+from lra_lab.reproduce import doc_numbers as checker
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,8 @@ import pytest
 from git_history import REGISTRY_CLASSES
 from git_history import commit as _commit
 from git_history import git as _git
-from lra.reproduce import audit, record_evidence
 from lra.training import provenance
+from lra_lab.reproduce import audit, record_evidence
 
 REGISTRY = (
     REGISTRY_CLASSES
@@ -102,8 +102,8 @@ def test_a_seal_finds_an_edit_and_a_correction_is_a_separate_file(tmp_path):
 
 
 def test_write_record_stores_code_trees_and_seals(tmp_path, monkeypatch):
-    from lra.experiments.records import write_record
     from lra.training import provenance
+    from lra_lab.experiments.records import write_record
 
     monkeypatch.setattr(provenance, "_start", None)
     provenance.mark_start()
@@ -134,7 +134,7 @@ def test_a_record_whose_code_is_its_commits_is_pre_registered_without_older_evid
     _commit(repo, "record")
     reg = _label(repo, tmp_path)
     assert reg.label == audit.PRE_REGISTERED and reg.old_evidence == ()
-    assert "lra/reproduce/registry.py" in reg.fingerprint
+    assert "lra/reproduce/registry.py" in reg.fingerprint  # this history's layout
 
 
 def test_a_record_from_before_code_trees_keeps_its_label_and_says_so(repo, tmp_path):

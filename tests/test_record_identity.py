@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.reproduce import convluna_confirm as confirm
-from lra.reproduce import registry, replication
 from lra.training import run_files
 from lra.training.run_files import export_records, record_problem
+from lra_lab.reproduce import convluna_confirm as confirm
+from lra_lab.reproduce import registry, replication
 
 RUNS = confirm.RUNS
 LUNA, CONV = "listops_luna-16-reference", "listops_convluna-16-reference"

@@ -295,7 +295,7 @@ def test_every_default_model_ignores_padding(path):
 @pytest.mark.parametrize("grid", ["convluna_table1", "convluna_table3", "memory_degradation"])
 def test_sweep_grids_use_the_papers_matching_head(grid):
     from lra.defaults import load_config_file
-    from lra.experiments import sweep
+    from lra_lab.experiments import sweep
 
     for run in sweep.expand(grid, "paper", tasks=["matching"], seeds=[0]):
         config = load_config_file(run.config_path).get_config(run.config_arg)

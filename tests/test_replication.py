@@ -1,4 +1,5 @@
-"""lra.reproduce.replication: registered judges read a replication's records, unchanged, and compare seed by seed."""
+"""lra_lab.reproduce.replication: registered judges read a replication's records, unchanged, and compare
+seed by seed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lra.reproduce import registry, replication
+from lra_lab.reproduce import registry, replication
 
 REGISTERED = "results/runs/convluna_listops_confirm"
 CLAIM = "confirm-table1-listops"

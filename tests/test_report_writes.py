@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lra.bench import steps_report
 from lra.errors import StorageError
-from lra.reports import curve_compare
+from lra_lab.bench import steps_report
+from lra_lab.reports import curve_compare
 
 ENV = {"device_kind": "cpu", "backend": "cpu", "command": "c", "git_commit": "g", "jax_version": "j", "date": "d"}
 

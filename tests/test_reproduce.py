@@ -1,4 +1,4 @@
-"""lra.reproduce: the registry, the verdict rules on synthetic records, the reports and the command."""
+"""lra_lab.reproduce: the registry, the verdict rules on synthetic records, the reports and the command."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.experiments import sweep, sweep_cli
-from lra.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, evidence, registry, report
-from lra.reproduce.__main__ import main
-from lra.reproduce.registry import HOLDS_BY_CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED
+from lra_lab.experiments import sweep, sweep_cli
+from lra_lab.reproduce import agglomerative, cheap_linear, clustered, convluna, dispersed, evidence, registry, report
+from lra_lab.reproduce.__main__ import main
+from lra_lab.reproduce.registry import (
+    HOLDS_BY_CONSTRUCTION,
+    INCOMPLETE,
+    NOT_REPRODUCED,
+    NOT_TESTABLE,
+    PARTLY,
+    REPRODUCED,
+)
 
 
 def _write(root: Path, rel: str, obj) -> None:
@@ -484,7 +491,11 @@ def test_list_into_a_closed_pipe_is_quiet():
     import sys
 
     proc = subprocess.run(
-        f"{sys.executable} -m lra.reproduce --list | head -1", shell=True, capture_output=True, text=True, timeout=300
+        f"{sys.executable} -m lra_lab.reproduce --list | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.stdout.startswith("convluna:") and "Traceback" not in proc.stderr
 
@@ -522,12 +533,12 @@ def test_masked_copy_lock_names_its_own_flag(tmp_path, capsys):
 
 
 def test_a_signal_reaches_the_running_command_and_nothing_new_starts(tmp_path):
-    """Issue 38 R9: SIGTERM to lra.reproduce is passed on to its command (no orphan), which saves and stops."""
+    """Issue 38 R9: SIGTERM to lra_lab.reproduce is passed on to its command (no orphan), which saves and stops."""
     import signal
     import threading
     import time
 
-    from lra.reproduce import __main__ as cli
+    from lra_lab.reproduce import __main__ as cli
 
     got, never = tmp_path / "got", tmp_path / "never"
     trap = (
@@ -663,7 +674,7 @@ def test_a_full_disk_while_writing_reports_is_one_line_and_no_torn_file(tmp_path
 def test_report_figures_are_replaced_atomically(tmp_path, monkeypatch):
     """Issue 38 R5: a figure that cannot be written leaves the previous image whole."""
     from lra.errors import StorageError
-    from lra.reproduce import figures
+    from lra_lab.reproduce import figures
 
     record = {
         "batch": 1,
@@ -685,7 +696,7 @@ def test_commands_run_with_this_interpreter_not_paths_python(tmp_path, monkeypat
     import os
     import sys
 
-    from lra.reproduce import __main__ as cli
+    from lra_lab.reproduce import __main__ as cli
 
     fake = tmp_path / "bin" / "python"
     fake.parent.mkdir()
@@ -735,7 +746,7 @@ def test_dry_run_names_each_run_once_with_its_state_and_estimate(tmp_path, monke
 def test_masked_copy_cuts_a_torn_partial_line_before_appending(tmp_path, monkeypatch):
     """Issue 38 MC1: a line of partial.jsonl torn by a full disk is cut before the next append, so
     the next resume reads every finished variant (the appended line never joins the fragment)."""
-    from lra.experiments import masked_copy
+    from lra_lab.experiments import masked_copy
 
     out = tmp_path / "out"
     out.mkdir()
@@ -791,9 +802,9 @@ def test_a_record_of_another_scale_is_not_judged_and_records_keep_the_real_comma
     monkeypatch.setattr(
         sys,
         "orig_argv",
-        [sys.executable, "-m", "lra.reproduce.agglomerative", "--lengths", "32", "64", "--replicas", "2"],
+        [sys.executable, "-m", "lra_lab.reproduce.agglomerative", "--lengths", "32", "64", "--replicas", "2"],
     )
-    assert provenance.command_line() == "python -m lra.reproduce.agglomerative --lengths 32 64 --replicas 2"
+    assert provenance.command_line() == "python -m lra_lab.reproduce.agglomerative --lengths 32 64 --replicas 2"
     row = {
         k: 1.0
         for k in ("lookup_seconds_linear", "lookup_seconds_softmax", "encode_seconds_linear", "encode_seconds_softmax")

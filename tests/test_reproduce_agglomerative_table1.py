@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lra.reproduce import agglomerative_table1 as t1
-from lra.reproduce import registry
-from lra.reproduce.registry import HOLDS_BY_CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from lra_lab.reproduce import agglomerative_table1 as t1
+from lra_lab.reproduce import registry
+from lra_lab.reproduce.registry import HOLDS_BY_CONSTRUCTION, INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
 
 Writer = Callable[[Path], None]
 
@@ -104,7 +104,7 @@ def test_the_layers_counts_are_the_architectures():
     import jax
     import jax.numpy as jnp
 
-    from lra.reproduce.agglomerative_lm import apply_attention, attention_layer, count
+    from lra_lab.reproduce.agglomerative_lm import apply_attention, attention_layer, count
 
     d, m = 16, 4
     x = jnp.zeros((1, 8, d))

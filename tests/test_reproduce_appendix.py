@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.experiments import sweep
-from lra.reproduce import convluna_appendix as ca
-from lra.reproduce import registry
-from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from lra_lab.experiments import sweep
+from lra_lab.reproduce import convluna_appendix as ca
+from lra_lab.reproduce import registry
+from lra_lab.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
 from test_reproduce_confirm import _config
 
 Writer = Callable[[Path], None]
@@ -145,7 +145,7 @@ def test_a_missing_row_plans_only_its_sweep(tmp_path):
 
 
 def test_seeds_are_disjoint_from_every_committed_listops_record():
-    from lra.reproduce import convluna, convluna_confirm
+    from lra_lab.reproduce import convluna, convluna_confirm
 
     assert not set(ca.SEEDS) & (set(convluna.SEEDS) | set(convluna_confirm.SEEDS) | {100})
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.reproduce import convluna_confirm as cc
-from lra.reproduce import registry, rules
-from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from lra_lab.reproduce import convluna_confirm as cc
+from lra_lab.reproduce import registry, rules
+from lra_lab.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
 
 Writer = Callable[[Path], None]
 BASE = [35.0, 35.4, 34.6, 35.2, 34.8, 35.1, 34.9, 35.3, 34.7, 35.0]  # percent, seeds 10-19
@@ -142,7 +142,7 @@ def test_records_of_another_design_are_missing_by_name(tmp_path):
 
 
 def test_seeds_are_disjoint_from_every_committed_listops_record():
-    from lra.reproduce import convluna
+    from lra_lab.reproduce import convluna
 
     assert not set(cc.SEEDS) & set(convluna.SEEDS)
     assert 100 not in cc.SEEDS  # the pilot's seed

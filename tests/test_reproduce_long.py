@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record
-from lra.reproduce import convluna_long as cl
-from lra.reproduce import registry
-from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from lra_lab.reproduce import convluna_long as cl
+from lra_lab.reproduce import registry
+from lra_lab.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
 from test_reproduce_confirm import _config
 
 Writer = Callable[[Path], None]
@@ -113,7 +113,7 @@ def test_records_of_another_design_or_seed_set_are_missing_by_name(tmp_path):
 
 
 def test_seeds_are_fresh():
-    from lra.reproduce import convluna, convluna_appendix, convluna_confirm
+    from lra_lab.reproduce import convluna, convluna_appendix, convluna_confirm
 
     used = set(convluna.SEEDS) | set(convluna_confirm.SEEDS) | set(convluna_appendix.SEEDS) | {100, 101}
     assert not set(cl.SEEDS) & used and len(cl.SEEDS) == 20

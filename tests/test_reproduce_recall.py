@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lra.reproduce import cheap_linear_recall as cr
-from lra.reproduce import registry
-from lra.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from lra_lab.reproduce import cheap_linear_recall as cr
+from lra_lab.reproduce import registry
+from lra_lab.reproduce.registry import INCOMPLETE, NOT_REPRODUCED, PARTLY, REPRODUCED
 
 Writer = Callable[[Path], None]
 

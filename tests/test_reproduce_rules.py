@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lra.experiments import sweep
-from lra.reproduce import (
+from lra_lab.experiments import sweep
+from lra_lab.reproduce import (
     agglomerative,
     cheap_linear,
     cheap_linear_speedup,
@@ -26,7 +26,7 @@ from lra.reproduce import (
     dispersed_formulas,
     registry,
 )
-from lra.reproduce.registry import HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, PARTLY, REPRODUCED
+from lra_lab.reproduce.registry import HOLDS_BY_CONSTRUCTION, NOT_REPRODUCED, PARTLY, REPRODUCED
 from test_reproduce import _ablation_rows, _attribution_records, _masked_copy, _seeds, _write
 
 Writer = Callable[[Path], None]
@@ -555,7 +555,7 @@ def test_words_and_code_name_the_same_branches():
         for claim in paper.claims:
             if not claim.testable:
                 continue
-            # a rule registered as data (lra.reproduce.rules): the shared judge of its kind of test
+            # a rule registered as data (lra_lab.reproduce.rules): the shared judge of its kind of test
             judge = claim.registration.test.judge if claim.registration is not None else claim.judge
             assert ("PARTLY" in _judge_source(judge)) == ("partly" in claim.rule), (key, claim.id)
 

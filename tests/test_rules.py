@@ -1,4 +1,4 @@
-"""Rules as data (lra.reproduce.rules): the shared statistics equal the hand-written ones the registered
+"""Rules as data (lra_lab.reproduce.rules): the shared statistics equal the hand-written ones the registered
 judges ran, on the committed records' numbers; a registration's digest is canonical and moves with
 every field; each kind's judge reads only its design's records."""
 
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from lra.reproduce import convluna_confirm, convluna_long, evidence, registry, rules
+from lra_lab.reproduce import convluna_confirm, convluna_long, evidence, registry, rules
 
 
 def _hand_tost(a: dict[int, float], b: dict[int, float], margin: float) -> tuple[float, float, int]:

@@ -2,7 +2,7 @@
 
 The judges of ``convluna_confirm``, ``convluna_long`` and ``convluna_appendix`` as they were last
 registered in the old form (their source at :data:`OLD`, taken from git) and the shared judges of
-``lra.reproduce.rules`` now are run on the same records: the committed ones, and every synthetic
+``lra_lab.reproduce.rules`` now are run on the same records: the committed ones, and every synthetic
 case of their branch tests (each verdict, the secondary endpoint, the inconclusive wording, an
 incomplete row set). Their outcomes must be byte-identical (the audit's same-outcome check on the
 committed records does the same on every ``--audit``).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lra.reproduce import registry
+from lra_lab.reproduce import registry
 
 # The last commit whose registry held these claims in the old form (their judges' sources as signature).
 OLD = "fe1e147b8bebb8a9ee229bf77d6e005db90638ea"
@@ -35,7 +35,7 @@ _SNIPPET = r"""
 import dataclasses, json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from lra.reproduce import registry
+from lra.reproduce import registry  # the old tree: the laboratory was lra/reproduce then
 paper = registry.papers()["convluna"]
 out = []
 for root, claim_id in json.loads(sys.argv[2]):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import result_record, script_main
-from lra.experiments import sweep, sweep_cli
 from lra.reports import tables
+from lra_lab.experiments import sweep, sweep_cli
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE1 = ["Transformer", "Luna-1", "Luna-16", "Luna-256", "ConvLuna-1", "ConvLuna-16", "ConvLuna-256"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lra.reproduce import doc_numbers, registry, report, sampling_noise
-from lra.reproduce.registry import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Outcome, Paper
+from lra_lab.reproduce import doc_numbers, registry, report, sampling_noise
+from lra_lab.reproduce.registry import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Outcome, Paper
 
 
 def _claim(outcome: Outcome, records: tuple[str, ...] = (), **kw) -> Claim:

@@ -42,8 +42,8 @@ from lra.papers.convluna import (
 @dataclasses.dataclass(frozen=True)
 class Family:
     """One attention family as the suite knows it: the registry is the single source from which its
-    configs (``lra.family_configs``), the training-step benchmark's cases (``lra.bench.steps``) and
-    the ``lra_families`` sweep row (``lra.experiments.sweep``) are derived, so a registered family is
+    configs (``lra.family_configs``), the training-step benchmark's cases (``lra_lab.bench.steps``) and
+    the ``lra_families`` sweep row (``lra_lab.experiments.sweep``) are derived, so a registered family is
     trained, benchmarked and swept with no list to edit (docs/adding_a_family.md).
 
     ``kwargs``/``model`` are what every task's config sets (``config.model.attention_kwargs`` and

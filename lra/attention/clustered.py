@@ -561,7 +561,7 @@ class ClusteredAttention(Attention):
         if self.implementation == "auto":
             # chosen by the platform the step is lowered for (lax.platform_dependent), not by the
             # process's default backend: a deviceless compile for a GPU runs on the CPU backend and
-            # must compile what the GPU runs (lra.preflight, scripts/bench_launches.py)
+            # must compile what the GPU runs (lra_lab.preflight, scripts/bench_launches.py)
             y_BxNxHxDh = jax.lax.platform_dependent(
                 q,
                 k,

@@ -38,7 +38,7 @@ ConvLuna (Appendix C) changes only the packing attention:
 
 The Appendix E ablations are config flags of the ConvLuna configs (``lra.papers.convluna.CONVLUNA_FLAGS``):
 ``only_scaling`` (no filter, learned temperature) and ``only_filtering`` (filter, Dh^-1/2), each
-keeping ConvLuna's sharing; and, for the Appendix D/E claims of ``lra.reproduce.convluna_appendix``,
+keeping ConvLuna's sharing; and, for the Appendix D/E claims of ``lra_lab.reproduce.convluna_appendix``,
 ``fixed_temperature`` (tau fixed at 0), ``maxpool`` (MaxPool K=4) and ``stride2`` / ``stride4``. They are not
 offered for the Luna configs, so a table row such as
 "OnlyScaling-16" always names one model.
@@ -86,7 +86,7 @@ ConvLuna adds ``filter_kernel`` (K x H, for ``conv``) and ``log_temperature`` (a
 Called without a memory, the module uses its own learned ``memory`` (memory_size x D, N(0, 1)),
 so it also works as a standalone layer; inside the encoder the memory always comes from outside.
 The packing attention's weights (B x H x M x J) and key mask are sown into the
-``intermediates`` collection for ``lra.diagnose`` (free unless that collection is mutable).
+``intermediates`` collection for ``lra_lab.diagnose`` (free unless that collection is mutable).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def _conv_same(x_BxNxHxDh: jax.Array, kernel_KxH: jax.Array, block: int = 32) ->
 def toeplitz_taps(kernel_KxH: jax.Array, block: int) -> jax.Array:
     """The banded matrix (H x C x C + K - 1) that maps a block's C + K - 1 inputs to its C outputs.
 
-    Shared with lra.bench.conv_window, whose ways of assembling the windows must feed the same matmul.
+    Shared with lra_lab.bench.conv_window, whose ways of assembling the windows must feed the same matmul.
     """
     k = kernel_KxH.shape[0]
     tap_CxW = jnp.arange(block + k - 1)[None, :] - jnp.arange(block)[:, None]  # input r feeds output c via tap r - c
@@ -360,7 +360,7 @@ class LunaAttention(Attention):
             deterministic=deterministic,
             return_weights=True,
         )
-        if packing:  # for lra.diagnose (no-ops unless the "intermediates" collection is mutable)
+        if packing:  # for lra_lab.diagnose (no-ops unless the "intermediates" collection is mutable)
             self.sow("intermediates", "packing_weights", weights_BxHxQxK)
             self.sow("intermediates", "packing_key_mask", kv_mask_BxK)
         return y

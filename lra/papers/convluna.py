@@ -3,7 +3,7 @@ Factorization through Shared Memory* (arXiv:2404.00798).
 
 Collected here so the generic layers stay generic: the attention registry registers ConvLuna with
 these flags and model settings, the results tables take these sizes and this row order, and the
-sweep grids (lra.experiments.sweep_grids) are built from these rows. Plain data, no imports of lra:
+sweep grids (lra_lab.experiments.sweep_grids) are built from these rows. Plain data, no imports of lra:
 any layer may read it (tests/test_layering.py).
 """
 
@@ -116,7 +116,7 @@ TABLE2_TASKS: dict[str, dict[str, Any]] = {
 }
 
 
-# The paper's sweep grids, as plain rows that lra.experiments.sweep_grids turns into its Grid and
+# The paper's sweep grids, as plain rows that lra_lab.experiments.sweep_grids turns into its Grid and
 # Variant: a row is (label, config, options, settings), configs/<task>_<config>.py with ``options``
 # after the colon, ``settings`` the config fields that row alone sets (--config.K=V).
 Row = tuple[str, str, str, tuple[tuple[str, str], ...]]
@@ -161,7 +161,7 @@ CONVLUNA_REFERENCE_REVERTS: tuple[tuple[str, str], ...] = (
     ("weight_decay", "0.01"),  # the paper's ListOps weight decay instead of the code's 0.002
 )
 
-# Grid name -> the keyword arguments of lra.experiments.sweep_grids.Grid, ``rows`` as Row tuples;
+# Grid name -> the keyword arguments of lra_lab.experiments.sweep_grids.Grid, ``rows`` as Row tuples;
 # ``tasks`` left out means every task. Listed in this order by the sweep (before the generic grids).
 SWEEP_GRIDS: dict[str, dict[str, Any]] = {
     "convluna_table1": dict(
@@ -183,7 +183,7 @@ SWEEP_GRIDS: dict[str, dict[str, Any]] = {
             for m in (16, 256)
         ),
         description="ConvLuna paper, Figure 1 / Section 2: Luna and ConvLuna with memory 16/256, our defaults "
-        "and the published code's (reference); diagnose with python -m lra.diagnose memory",
+        "and the published code's (reference); diagnose with python -m lra_lab.diagnose memory",
     ),
     "convluna_listops": dict(
         rows=tuple(
@@ -201,7 +201,7 @@ SWEEP_GRIDS: dict[str, dict[str, Any]] = {
             for field, value in CONVLUNA_REFERENCE_REVERTS
         )
         # Luna under the same revert of the initialisation: the pair that the earlier 3-seed lead
-        # (before issue 25's model.param_init) ran with (lra.reproduce.convluna's init-lead claim).
+        # (before issue 25's model.param_init) ran with (lra_lab.reproduce.convluna's init-lead claim).
         + (
             _row(
                 "Luna-16 (reference) [model.param_init=xavier]",
@@ -211,7 +211,7 @@ SWEEP_GRIDS: dict[str, dict[str, Any]] = {
             ),
         ),
         tasks=("listops",),
-        description="ConvLuna paper at laptop scale (python -m lra.reproduce convluna): Table 1's ListOps "
+        description="ConvLuna paper at laptop scale (python -m lra_lab.reproduce convluna): Table 1's ListOps "
         "ranking, Table 3's ablations and Figure 2's memory sizes with the published code's "
         "choices (reference), against the Transformer; Luna-16 and ConvLuna-16 with our "
         "defaults; ConvLuna-16 (reference) with one of the code's choices reverted per row",
@@ -229,7 +229,7 @@ SWEEP_GRIDS: dict[str, dict[str, Any]] = {
             )
         ),
         tasks=("listops",),
-        description="ConvLuna paper, Appendices D and E on ListOps (python -m lra.reproduce.convluna_appendix): "
+        description="ConvLuna paper, Appendices D and E on ListOps (python -m lra_lab.reproduce.convluna_appendix): "
         "the packing temperature learned from 1, fixed at 1 or at d^-1/2; Conv K=32 against "
         "MaxPool K=4; stride 1/2/4; all with the published code's choices (reference)",
     ),

@@ -200,7 +200,7 @@ def pvalue_heatmap(
     return path
 
 
-# --- Memory degradation (lra.diagnose memory; the ConvLuna paper's Figure 1 and Section 2) ---
+# --- Memory degradation (lra_lab.diagnose memory; the ConvLuna paper's Figure 1 and Section 2) ---
 
 _BLOCK_STYLES: list[LineStyleType] = ["-", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]
 

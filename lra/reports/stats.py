@@ -1,7 +1,7 @@
 """The suite's statistics: mean ± sample std over seeds, the Friedman test and Holm's correction.
 
 One module for every caller (the results tables, ``lra.reports.compare``, the reproduction judges
-through ``lra.reproduce.evidence``), so a test and its tie rule are written once: ``friedman_test``
+through ``lra_lab.reproduce.evidence``), so a test and its tie rule are written once: ``friedman_test``
 is scipy's, ``holm`` is statsmodels' ``multipletests(method="holm")``. scipy and statsmodels (the
 ``tables`` extra) are imported when a test runs, not with this module.
 

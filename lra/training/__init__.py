@@ -10,7 +10,7 @@
 - ``run_files``: config.json, the workdir lock, metrics.jsonl, result.json, sessions and the record
   export; the suite's one atomic writer. Imports no jax (the tables and the audit read runs with it).
 - ``metrics``: the bar, plain lines and TensorBoard; the memory families' degradation statistics,
-  logged at each evaluation (``config.log_memory_stats``) and measured again by ``lra.diagnose memory``.
+  logged at each evaluation (``config.log_memory_stats``) and measured again by ``lra_lab.diagnose memory``.
 - ``hosts``: multi-host initialisation and the data mesh; SIGTERM/SIGINT and the stop every host
   agrees on; commands that run commands pass signals on.
 - ``provenance``: sealed JSON (checkpoints' and records' seals), corrections, the command and commit

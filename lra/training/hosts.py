@@ -33,7 +33,7 @@ moment because every file of a run is replaced atomically.
 
 Commands that run other commands pass SIGTERM/SIGINT on to them and wait: no orphans.
 
-``lra.reproduce`` (its sweeps) and ``lra.preflight`` (its compile children, several at once with
+``lra_lab.reproduce`` (its sweeps) and ``lra_lab.preflight`` (its compile children, several at once with
 ``sweep --jobs N``) start each child in its own session, so a Ctrl-C at the terminal reaches a
 child once, through the parent, and a SIGTERM sent to the parent alone (``kill PID``, a batch
 system) is not lost: the parent's handler passes the signal to every running child, starts

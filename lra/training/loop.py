@@ -21,13 +21,13 @@ Batches and keys are pure functions of (seed, step), so a resumed run ends exact
 uninterrupted one, and seed k of a bundle ends as the single-seed run of seed k does.
 
 result.json is what one seed's finished run records (its test accuracy at the best-validation step,
-its timing and provenance); lra.training.loop writes it, lra.reports and lra.reproduce read it.
+its timing and provenance); lra.training.loop writes it, lra.reports and lra_lab.reproduce read it.
 
 ``--profile=START:COUNT`` (``python -m lra.train ...``) writes a jax.profiler trace of a window of
 training steps. The trace (TensorBoard/xprof's ``plugins/profile/<date>/``, with a Perfetto ``perfetto_trace.json.gz``)
 covers steps START+1 .. START+COUNT. Every step of every run is annotated (``train`` step markers
 and a ``host_batch`` span around building and placing the batch; free when no trace is on), so the
-trace separates host input from the device's work. ``python -m lra.bench.profile_summary <dir>`` turns
+trace separates host input from the device's work. ``python -m lra_lab.bench.profile_summary <dir>`` turns
 it into a breakdown: step time, host input, device busy time, gaps between kernels, top ops.
 
 The window must not include a validation or checkpoint step (they would be timed as training),
@@ -619,7 +619,7 @@ class ProfileWindow:
             self.stop()
             return (
                 f"profile of steps {self.start + 1}-{done} written to {self.folder}; summary: "
-                f"python -m lra.bench.profile_summary {self.folder}"
+                f"python -m lra_lab.bench.profile_summary {self.folder}"
             )
         return None
 

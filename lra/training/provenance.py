@@ -26,7 +26,7 @@ record with its corrections applied, in order; the record file itself stays as i
 Where a record's numbers came from: the command, and the commit when the process *started*.
 
 A record that names only the commit at its end cannot show that its rule was committed before
-the data (lra.reproduce.audit): the tree may have changed while it ran. Every command that writes
+the data (lra_lab.reproduce.audit): the tree may have changed while it ran. Every command that writes
 an experiment record calls :func:`mark_start` first; :func:`stamp` then gives the fields to store:
 ``git_commit_start`` (and ``git_commit`` at the end, ``-dirty`` when the tree had uncommitted
 changes), the date, the command as it was typed, and ``code_start``: the git tree ids of the
@@ -39,7 +39,7 @@ A record that names a commit proves nothing by itself: the commit may be typed i
 (``LRA_GIT_COMMIT`` on a machine without this history), or the tree may have had uncommitted edits.
 So every record also stores the *tree hash* of the ``lra/`` package the process imported and of the
 ``configs/`` beside it, computed the way git computes it (``git hash-object`` for each file, then
-``git write-tree``'s sorted tree objects), so that the audit (lra.reproduce.record_evidence) can
+``git write-tree``'s sorted tree objects), so that the audit (lra_lab.reproduce.record_evidence) can
 compare it with ``git rev-parse <commit>:lra`` and know, without trusting the typed-in hash, whether
 the declared commit's files are the files that ran.
 
@@ -292,7 +292,7 @@ def stamp() -> dict[str, Any]:
 # Always ignored, whatever .gitignore says: byte-code caches and editors' lock files.
 ALWAYS_IGNORED = ("__pycache__", "*.pyc", "*.pyo", ".DS_Store")
 # The folders whose trees a record stores (relative to the repository root).
-CODE_FOLDERS = ("lra", "configs")
+CODE_FOLDERS = ("lra", "lra_lab", "configs")
 
 
 def git_object_id(kind: str, data: bytes) -> str:

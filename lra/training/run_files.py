@@ -182,7 +182,7 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | N
 
 def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
     """The run's config.json (fields added since it ran take the values it trained with), as
-    lra.evaluate and lra.diagnose read a finished run.
+    lra.evaluate and lra_lab.diagnose read a finished run.
 
     FileNotFoundError when there is none; RunFileError (exit 5) naming the file when it is damaged."""
     from lra.defaults import upgrade_run_config
@@ -530,7 +530,7 @@ def _delete(path: Path) -> None:
         path.unlink()
 
 
-# The splits a metrics.jsonl record may name ("memory": config.log_memory_stats, lra.diagnose reads them).
+# The splits a metrics.jsonl record may name ("memory": config.log_memory_stats, lra_lab.diagnose reads them).
 METRICS_SPLITS = ("train", "validation", "test", "memory")
 
 
@@ -711,7 +711,7 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
         if missing:
             _warn(
                 f"{target / 'result.json'} names commit {missing}, which this repository's history does not have "
-                "(a mistyped LRA_GIT_COMMIT, or a commit never brought here): `python -m lra.reproduce --audit` "
+                "(a mistyped LRA_GIT_COMMIT, or a commit never brought here): `python -m lra_lab.reproduce --audit` "
                 "cannot place the run after its claim's rule; fix the declaration, or say in the record why it differs"
             )
     return exported
