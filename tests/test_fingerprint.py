@@ -45,6 +45,7 @@ def _helper(repo: Path, body: str) -> None:
 @pytest.fixture
 def repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
+    (repo / "lra").mkdir(parents=True)
     (repo / "lra_lab" / "reproduce").mkdir(parents=True)  # the layout since issue 55 (test_audit: the one before)
     for init in ("lra/__init__.py", "lra_lab/__init__.py", "lra_lab/reproduce/__init__.py"):
         (repo / init).write_text("")

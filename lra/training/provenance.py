@@ -361,11 +361,12 @@ def package_root() -> Path:
 
 
 def code_trees(repo_root: Path | None = None) -> dict[str, str | None]:
-    """``{"lra": tree id, "configs": tree id}`` of the code under ``repo_root`` (default: the
-    imported package's root), to store in a record at the start of a run."""
+    """``{"lra": tree id, "lra_lab": tree id, "configs": tree id}`` of the code under ``repo_root``
+    (default: the imported package's root), to store in a record at the start of a run; a folder that is
+    not there is left out (a checkout from before the laboratory's move has no ``lra_lab``)."""
     root = repo_root or package_root()
     patterns = ignore_patterns(root)
-    return {name: tree_id(root / name, patterns) for name in CODE_FOLDERS}
+    return {name: tree_id(root / name, patterns) for name in CODE_FOLDERS if (root / name).is_dir()}
 
 
 def _git_out(root: Path, *args: str) -> bytes | None:
@@ -398,9 +399,9 @@ def code_evidence(repo_root: Path | None = None) -> dict[str, str | None]:
     ``diff_sha256``: :func:`uncommitted_digest`."""
     root = repo_root or package_root()
     out: dict[str, str | None] = dict(code_trees(root))
-    head = {name: _git_out(root, "rev-parse", f"HEAD:{name}") for name in CODE_FOLDERS}
-    if all(v is not None for v in head.values()):
-        if any(out[name] != head[name].decode().strip() for name in CODE_FOLDERS):  # type: ignore[union-attr]
+    if _git_out(root, "rev-parse", "--verify", "HEAD") is not None:  # git here: compare with HEAD's trees
+        head = {name: _git_out(root, "rev-parse", "--verify", "-q", f"HEAD:{name}") for name in CODE_FOLDERS}
+        if any(out.get(name) != (h.decode().strip() if h else None) for name, h in head.items()):
             out["diff_sha256"] = uncommitted_digest(root)
     return out
 

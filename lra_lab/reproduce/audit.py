@@ -54,12 +54,14 @@ NOT_COMMITTED = "rule not committed"
 
 # Run in a child with an old tree first on sys.path: only APIs every registry version has.
 _SIGNATURE_SNIPPET = r"""
-import hashlib, inspect, json, sys
+import hashlib, importlib, inspect, json, os, sys
 sys.path.insert(0, sys.argv[1])
-try:
-    from lra_lab.reproduce import registry
-except ModuleNotFoundError:  # a commit from before the split: the laboratory was lra/reproduce
-    from lra.reproduce import registry
+# the tree's own layout (an installed lra_lab must not stand in for a tree from before the split, which
+# had the laboratory in lra/reproduce)
+new_layout = os.path.isdir(os.path.join(sys.argv[1], "lra_lab"))
+registry = importlib.import_module("lra_lab.reproduce.registry" if new_layout else "lra.reproduce.registry")
+if not os.path.realpath(registry.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep):
+    raise SystemExit(f"the registry imported is not the tree's: {registry.__file__}")
 
 def _code(fn):
     try:

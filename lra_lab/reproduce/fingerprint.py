@@ -154,10 +154,13 @@ tree = os.path.realpath(sys.argv[1])
 sys.path.insert(0, tree)
 root, wanted, profile = sys.argv[2], set(json.loads(sys.argv[3])), sys.argv[4] == "1"
 from pathlib import Path
-try:
-    from lra_lab.reproduce import registry
-except ModuleNotFoundError:  # a tree from before the split: the laboratory was lra/reproduce
-    from lra.reproduce import registry
+import importlib
+# the tree's own layout (an installed lra_lab must not stand in for a tree from before the split, which
+# had the laboratory in lra/reproduce)
+new_layout = os.path.isdir(os.path.join(tree, "lra_lab"))
+registry = importlib.import_module("lra_lab.reproduce.registry" if new_layout else "lra.reproduce.registry")
+if not os.path.realpath(registry.__file__).startswith(tree + os.sep):
+    raise SystemExit(f"the registry imported is not the tree's: {registry.__file__}")
 pkgs = tuple(os.path.join(tree, p) + os.sep for p in ("lra", "lra_lab"))
 out = {}
 papers = registry.papers()
