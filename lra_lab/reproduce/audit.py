@@ -209,12 +209,16 @@ def rule_commits(
     return found
 
 
+_ANCESTRY: dict[tuple[str, str, str], bool | None] = {}  # within one audit (audit() clears it)
+
+
 def is_ancestor(root: Path, older: str, newer: str) -> bool | None:
     """Whether ``older`` is an ancestor of (or equal to) ``newer``; None when either is unknown here."""
-    for c in (older, newer):
-        if _git(root, "cat-file", "-e", f"{c}^{{commit}}").returncode != 0:
-            return None
-    return _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0
+    key = (str(root), older, newer)
+    if key not in _ANCESTRY:
+        known = all(_git(root, "cat-file", "-e", f"{c}^{{commit}}").returncode == 0 for c in (older, newer))
+        _ANCESTRY[key] = _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0 if known else None
+    return _ANCESTRY[key]
 
 
 # What makes a claim exploratory, by the words of its reasons (the first that matches names the label).
@@ -335,6 +339,7 @@ def audit(
     gap = history_gap(root)
     if gap is not None:
         return {key: Registration(key, NO_HISTORY, None, (gap,)) for key in claims}
+    _ANCESTRY.clear()
     current = current_signatures(root)
     migrations: dict[str, Migration] = {}
     commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache, migrations)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -86,12 +87,19 @@ def _import_time_nodes(tree: ast.AST) -> Iterable[ast.AST]:
                  if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(path: str, mtime_ns: int, size: int) -> ast.AST:
+    """A file's syntax tree, parsed once per version of the file (every claim's closure reads the same files)."""
+    return ast.parse(Path(path).read_text(), path)
+
+
 def _imports(path: Path, module: str, import_time_only: bool = False) -> set[str]:
     """The ``lra`` modules a file imports (``from lra.x import y``: ``lra.x`` and, when ``y`` is a
     module, ``lra.x.y``; relative imports resolved against ``module``): anywhere in it, or
     (``import_time_only``) outside function bodies, the ones its import runs."""
     try:
-        tree = ast.parse(path.read_text(), str(path))
+        stat = path.stat()
+        tree = _parsed(str(path), stat.st_mtime_ns, stat.st_size)
     except (OSError, SyntaxError, ValueError):
         return set()
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -229,17 +237,35 @@ class Change:
         return f"{self.path} changed in {latest}{more}"
 
 
+# Within one audit (:func:`apply` clears them): git's answers per (commit, file), and the files with
+# uncommitted edits. Claims share their first commits and most of their files, so each is asked once.
+_LOGS: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+_DIRTY: dict[str, set[str]] = {}
+
+
+def _dirty(root: Path) -> set[str]:
+    """The tracked files whose working copy differs from HEAD (``git diff --name-only HEAD``)."""
+    key = str(root)
+    if key not in _DIRTY:
+        proc = _git(root, "diff", "--name-only", "HEAD")
+        _DIRTY[key] = set(proc.stdout.splitlines()) if proc.returncode == 0 else set()
+    return _DIRTY[key]
+
+
 def changes_since(root: Path, commit: str, files: Iterable[str]) -> list[Change]:
     """Each of ``files`` changed in a commit after ``commit`` (up to HEAD), with those commits; a file
     with uncommitted changes says so (commit ``uncommitted``)."""
     out = []
     for path in files:
-        log = _git(root, "log", "--format=%H %cs", f"{commit}..HEAD", "--", path)
-        commits = [tuple(line.split(" ", 1)) for line in log.stdout.splitlines() if line.strip()]
-        if _git(root, "diff", "--quiet", "HEAD", "--", path).returncode != 0:
+        key = (str(root), commit, path)
+        if key not in _LOGS:
+            log = _git(root, "log", "--format=%H %cs", f"{commit}..HEAD", "--", path)
+            _LOGS[key] = [(c, d) for c, _, d in (line.partition(" ") for line in log.stdout.splitlines() if line.strip())]
+        commits = list(_LOGS[key])
+        if path in _dirty(root):
             commits.insert(0, ("uncommitted", "now"))
         if commits:
-            out.append(Change(path, tuple((c[0], c[1]) for c in commits)))
+            out.append(Change(path, tuple(commits)))
     return out
 
 
@@ -382,6 +408,8 @@ def apply(root: Path, registrations: dict, claims: dict[str, tuple[str, ...]], c
     when a check of :data:`CHECKS` shows the change behaviour-preserving on its records. A rule moved
     from the old form to data (``migrations``: claim -> the last commit of its source form) is checked
     the same way against that commit's judge, records or not: the move must not change its outcome."""
+    _LOGS.clear()
+    _DIRTY.clear()
     present = {k: tuple(r for r in rs if (root / r).exists()) for k, rs in claims.items()}
     try:
         now = current_judges(root, {k: present[k] for k in claims}, cache)["claims"]
