@@ -74,6 +74,7 @@ def test_toy_family_trains_end_to_end(toy, smoke_data_dir, tmp_path):
     assert 0.0 <= result["test_accuracy"] <= 1.0 and (tmp_path / "run" / "result.json").is_file()
 
 
+@pytest.mark.slow  # a benchmark case in a child process
 def test_toy_family_is_a_benchmark_case(toy):
     assert step_bench.families()[-1] == NAME and step_bench.label(NAME) == "MeanPool-x1"
     tiny = (

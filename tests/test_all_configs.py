@@ -100,8 +100,8 @@ def test_smoke_preset_runs_end_to_end(path, arg, upstream_data, tmp_path):
     _smoke_run(path, arg, upstream_data, tmp_path)
 
 
-# listops_convluna's is -m slow: by default the same run (listops_convluna.py:smoke,reference, end to
-# end through lra.train) is test_doc_commands.py's test_doc_block_runs_at_smoke_scale[docs/reference.md:9].
+# listops_convluna's is -m slow, as is the same run through docs/reference.md:9's block (test_doc_commands.py):
+# text_luna's covers the :reference path end to end through lra.train in the default suite.
 @pytest.mark.parametrize("name", [pytest.param("listops_convluna", marks=pytest.mark.slow), "text_luna"])
 def test_reference_smoke_runs_end_to_end(name, upstream_data, tmp_path):
     """Two of the slow set's :reference runs (text_luna's in the fast suite; the rest: -m slow)."""

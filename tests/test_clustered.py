@@ -360,6 +360,7 @@ def test_masked_copy_task_definition():
     assert abs(masked.sum() / first.size / 2 - settings.mask_fraction) < 0.02
 
 
+@pytest.mark.slow  # kills and resumes a masked-copy training
 def test_masked_copy_resumes_a_killed_call_exactly(tmp_path, monkeypatch):
     """A call killed after its first variant keeps that variant; the same call again trains only the
     rest and writes what an uninterrupted call writes; a torn last line is dropped, other settings

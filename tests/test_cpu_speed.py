@@ -74,6 +74,7 @@ def jax_default_run(tmp_path_factory, smoke_data_dir) -> Path:
 
 
 @pytest.mark.skipif(not cpu_speed.fast_allocator_wanted({}), reason="the allocator settings are glibc's")
+@pytest.mark.slow  # whole runs with and without the settings; the golden runs check the default settings' numbers
 def test_fast_allocator_is_on_by_default_and_changes_no_logged_number(default_run, jax_default_run):
     expected = "mimalloc" if cpu_speed.mimalloc_library() else "glibc-tunables"
     assert _settings(default_run)["allocator"] == expected
@@ -118,6 +119,7 @@ def test_child_environment_preloads_mimalloc_once_and_keeps_the_users():
     assert cpu_speed.child_environment({})["MIMALLOC_PURGE_DELAY"] == "-1"
 
 
+@pytest.mark.slow  # whole runs with and without the settings; the golden runs check the default settings' numbers
 def test_a_run_pinned_after_start_up_logs_what_an_unpinned_one_does(default_run, tmp_path, smoke_data_dir):
     pinned = _train(tmp_path / "pinned", smoke_data_dir, {"LRA_PIN_CORE": str(min(os.sched_getaffinity(0)))})
     assert pinned.returncode == 0, pinned.stderr[-2000:]
@@ -133,6 +135,7 @@ def test_a_core_the_process_may_not_use_is_refused_before_anything_runs(tmp_path
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow  # whole runs with and without the settings; the golden runs check the default settings' numbers
 def test_the_start_commit_is_recorded_once_and_kept_across_resumes(default_run):
     sessions = (default_run / "sessions.jsonl").read_text().splitlines()
     first = json.loads(sessions[0])
@@ -185,6 +188,7 @@ def test_faster_threefry_lowerings_give_the_same_bits_and_break_loudly_if_jax_mo
     assert outs["0"][2:] == outs[""][2:] == outs["1"][2:]
 
 
+@pytest.mark.slow  # whole runs with and without the settings; the golden runs check the default settings' numbers
 def test_the_one_pass_threefry_is_the_default_and_changes_no_logged_number(default_run, jax_default_run):
     assert _settings(default_run)["threefry"] == "one-pass"
     assert _settings(jax_default_run)["threefry"] == "rolled"

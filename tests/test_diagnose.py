@@ -55,6 +55,7 @@ def diagnosed(tmp_path_factory):
     return root, result, stdout, json.loads((root / "out" / "memory_stats.json").read_text())
 
 
+@pytest.mark.slow  # trains two runs to diagnose (the laboratory's Figure 1 command)
 def test_writes_every_file_and_reports_progress(diagnosed):
     root, result, stdout, doc = diagnosed
     out = root / "out"
@@ -96,6 +97,7 @@ def _mean_cosine(m: np.ndarray) -> float:
     return float(c[~np.eye(len(c), dtype=bool)].mean())
 
 
+@pytest.mark.slow  # trains two runs to diagnose (the laboratory's Figure 1 command)
 def test_numbers_equal_an_independent_recomputation(diagnosed):
     """Restore the checkpoint, run the model on the first 8 validation examples and recompute
     the statistics here with numpy, without lra.training.metrics."""
@@ -152,6 +154,7 @@ def test_numbers_equal_an_independent_recomputation(diagnosed):
         assert value == pytest.approx(record[key], rel=1e-4, abs=1e-6), key
 
 
+@pytest.mark.slow  # trains two runs to diagnose (the laboratory's Figure 1 command)
 def test_refuses_a_transformer_run_naming_it(diagnosed, tmp_path):
     """A softmax run's workdir (config.json as lra.train writes it) is refused before any work,
     also when listed after a good run: exit code 2, nothing written."""
@@ -195,6 +198,7 @@ def test_help_lists_the_options():
 
 
 @pytest.mark.parametrize("damage", ["config", "best_checkpoint"])
+@pytest.mark.slow  # trains two runs to diagnose (the laboratory's Figure 1 command)
 def test_damaged_run_is_one_error_line_with_exit_5(diagnosed, tmp_path, damage):
     run = tmp_path / "run"
     shutil.copytree(diagnosed[0] / "run", run)
@@ -210,6 +214,7 @@ def test_damaged_run_is_one_error_line_with_exit_5(diagnosed, tmp_path, damage):
     assert code == EXIT_CORRUPT and len(errors) == 1 and errors[0].startswith(named), stderr
 
 
+@pytest.mark.slow  # trains two runs to diagnose (the laboratory's Figure 1 command)
 def test_torn_last_metrics_line_is_dropped(diagnosed, tmp_path, capsys):
     """The line a kill cuts short is dropped with a warning, as lra.train does (MetricsLog.read)."""
     run = tmp_path / "run"

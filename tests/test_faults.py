@@ -240,6 +240,7 @@ def test_bundle_start_over_takes_every_lock_before_removing_anything(finished_bu
     assert _snapshot(workdir) == before
 
 
+@pytest.mark.slow  # three runs of a bundle
 def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bundle, data_dir, tmp_path):
     """D2/U2: seed 1 of a finished bundle lost its checkpoints. The bundle is refused untouched;
     the refusal prints seed 1's own command (with the bundle's bucket order), which starts that

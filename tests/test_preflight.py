@@ -279,6 +279,7 @@ def test_cache_key_follows_the_compiling_interpreter(monkeypatch):
     assert len(keys) == 2  # another libtpu in the compiling venv is another compilation
 
 
+@pytest.mark.slow  # compiles a grid's configs in parallel children
 def test_sweep_table_compiles_each_config_once_in_parallel_jobs(tmp_path, monkeypatch, capsys):
     from lra_lab.preflight.sweep_table import sweep_table
 

@@ -561,6 +561,7 @@ def test_a_signal_reaches_the_running_command_and_nothing_new_starts(tmp_path):
         cli.CHILDREN.reset()
 
 
+@pytest.mark.slow  # masked-copy trainings
 def test_masked_copy_never_retrains_a_finished_out(tmp_path, capsys):
     """Issue 38 R7: a finished --out of the same settings is kept as it is; --restart trains again."""
     from conftest import script_main

@@ -144,6 +144,7 @@ def test_rerun_of_a_finished_bundle_changes_nothing(bundle, data_dir):
     assert {s: snapshot(bundle / f"seed{s}") for s in (0, 1)} == before
 
 
+@pytest.mark.slow  # two bundle runs
 def test_a_finished_seed_is_skipped_and_the_others_train(bundle, data_dir, tmp_path):
     import shutil
 

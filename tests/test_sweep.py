@@ -282,6 +282,7 @@ def test_grouped_seeds_are_one_run_per_setup(tmp_path, cli, capsys):
     assert re.search(r"^#SBATCH --array=0-6$", text, re.M) and "--group-seeds on --index" in text
 
 
+@pytest.mark.slow  # real lra.train runs of a grid
 def test_real_smoke_run_then_skip_then_table(tmp_path):
     """One real sweep run through the CLI: two seeds in one program (~20 s), rerun (skipped), then
     tabulated."""
