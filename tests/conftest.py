@@ -22,6 +22,51 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 COMPILATION_CACHE = "JAX_COMPILATION_CACHE_DIR"
 
 
+# Cases run with -m slow only (the suite's budget, about ten minutes of two cores): each parametrized test
+# keeps cases of the same kind in the default suite (the id's test function is never left without one), and
+# each whole-run test's guarantee is also checked by a cheaper one (said beside it).
+SLOW_CASES = {
+    # dispersed: the gather implementation and the dense reference at three more (n, pattern) each
+    "tests/test_dispersed.py::test_gather_equals_chunks_outputs_and_gradients[600-lengths4-4-180]",
+    "tests/test_dispersed.py::test_gather_equals_chunks_outputs_and_gradients[200-lengths3-4-180]",
+    "tests/test_dispersed.py::test_gather_equals_chunks_outputs_and_gradients[64-lengths0-4-12]",
+    "tests/test_dispersed.py::test_core_and_gradients_match_dense_reference[70-24-7]",
+    "tests/test_dispersed.py::test_core_and_gradients_match_dense_reference[200-32-16]",
+    "tests/test_dispersed.py::test_core_and_gradients_match_dense_reference[64-256-16]",
+    # clustered for accelerators: improved clustered's second seeding, bf16 and dropout; the random seeding
+    "tests/test_clustered_accelerator.py::test_modules_equal_with_the_same_seeding[improved_clustered-farthest]",
+    "tests/test_clustered_accelerator.py::test_bfloat16_runs_and_matches_the_cpu_implementation[improved_clustered]",
+    "tests/test_clustered_accelerator.py::test_cluster_queries_equal[random]",
+    "tests/test_clustered_accelerator.py::test_attention_outputs_and_gradients_equal_given_the_clustering"
+    "[improved_clustered-0.3]",
+    # padding and :reference forward passes: five families' ListOps configs and two tasks' ConvLuna
+    "tests/test_reference.py::test_every_default_model_ignores_padding[listops_agglomerative]",
+    "tests/test_reference.py::test_every_default_model_ignores_padding[listops_dispersed]",
+    "tests/test_reference.py::test_every_default_model_ignores_padding[listops_clustered]",
+    "tests/test_reference.py::test_every_default_model_ignores_padding[listops_improved_clustered]",
+    "tests/test_reference.py::test_every_default_model_ignores_padding[listops_gated_linear]",
+    "tests/test_reference.py::test_reference_configs_validate_and_run_a_forward_pass[image_convluna]",
+    "tests/test_reference.py::test_reference_configs_validate_and_run_a_forward_pass[matching_convluna]",
+    "tests/test_model.py::test_model_logits_ignore_padding[softmax-mean-post]",
+    "tests/test_model.py::test_model_logits_ignore_padding[luna-memory-post]",
+    # bf16 against float32 over training steps: the Transformer's and clustered's stay
+    "tests/test_bf16.py::test_bf16_training_steps_track_float32[luna]",
+    # whole runs or child processes whose pieces the default suite tests one by one
+    "tests/test_preflight.py::test_cpu_target_end_to_end_and_cache",  # the fit test compiles through the child
+    "tests/test_all_configs.py::test_reference_smoke_runs_end_to_end[text_luna]",  # :reference forward passes
+    "tests/test_reproduce.py::test_list_into_a_closed_pipe_is_quiet",  # --list: test_list_never_cuts_...
+    "tests/test_bench_peers.py::test_bench_peers_without_peers",  # the laboratory's peer benchmark
+    "tests/test_clustered.py::test_masked_copy_swap_evaluates_the_softmax_weights_with_another_attention",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m 'not slow' deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid in SLOW_CASES:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Suite time: the tests compile the same small programs again and again (every smoke run
     builds its steps anew, every model test dispatches the same layers eagerly, and the two xdist

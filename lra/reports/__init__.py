@@ -7,7 +7,7 @@
 - ``stats``: mean +- sample std over seeds; the Friedman test over memory sizes with Holm's correction.
 - ``compare``: two sets of runs side by side, and the mean +- std line ``lra.train`` prints at the end.
 - ``listops_baseline``: the trivial, structure-free ListOps baseline every accuracy is read against.
-- ``plots``: every figure (matplotlib imported only when one is drawn).
+- ``plots``: the tables' figures (matplotlib imported only when one is drawn).
 
 Reports read what ``lra.training`` wrote: the library's top layer, below its command lines; nothing
 here imports the laboratory (``lra_lab``: its own reports, the diagnostics, the reproductions;

@@ -2,8 +2,8 @@
 
 - ``learning_curves``: a study's curves per step against the trivial baseline (lra.reports.listops_baseline).
 - ``curve_compare``: two sweeps' training-loss curves run by run (scripts/compare_curves.py).
-- ``diagnostics`` and ``memory_report``: ``python -m lra_lab.diagnose memory``, the ConvLuna paper's
-  Figure 1 (memory heatmaps and statistics of finished Luna / ConvLuna runs; the statistics themselves
-  are the library's, lra.training.metrics).
+- ``diagnostics``, ``memory_report`` and ``memory_figures``: ``python -m lra_lab.diagnose memory``, the
+  ConvLuna paper's Figure 1 (memory heatmaps and statistics of finished Luna / ConvLuna runs; the
+  statistics themselves are the library's, lra.training.metrics).
 - ``pathfinder_figures``: Pathfinder example images and a run's validation curve (scripts/pathfinder_figures.py).
 """

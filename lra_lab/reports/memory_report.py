@@ -40,7 +40,7 @@ def _panel_note(first: dict[str, Any], key: str, cells: int) -> str:
 
 
 def heatmap_figure(run: dict[str, Any], probed: dict[str, Any], path: Path) -> Path:
-    from lra.reports import plots
+    from lra_lab.reports import memory_figures
 
     cells = run["memory_size"]
     blocks = len(probed["block_memories"])
@@ -60,11 +60,11 @@ def heatmap_figure(run: dict[str, Any], probed: dict[str, Any], path: Path) -> P
         f"first validation example ({batch['first_example_tokens']} tokens)"
     )
     note = f"distinct: cells grouped at cosine >= {DISTINCT_COSINE}; {run['workdir']}"
-    return plots.memory_heatmaps(panels, path, title, note)
+    return memory_figures.memory_heatmaps(panels, path, title, note)
 
 
 def curves_figure(runs: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]], path: Path) -> Path | None:
-    from lra.reports import plots
+    from lra_lab.reports import memory_figures
 
     curves: dict[str, dict[str, dict[str, dict[int, float]]]] = {}
     for run in runs:
@@ -87,7 +87,7 @@ def curves_figure(runs: list[dict[str, Any]], records: dict[str, list[dict[str, 
     stat_titles = [
         (k, STAT_WORDS[k] + ("\n(1 = uniform)" if k == "packing_entropy" else "")) for k in (*STATS, "packing_entropy")
     ]
-    return plots.memory_curves(
+    return memory_figures.memory_curves(
         curves, stat_titles, path, "Memory statistics during training (fixed validation batch; batch means)"
     )
 
@@ -157,7 +157,7 @@ def markdown_table(runs: list[dict[str, Any]], command: str) -> str:
 
 
 def degradation_figure(runs: list[dict[str, Any]], memories: dict[str, np.ndarray], path: Path) -> Path:
-    from lra.reports import plots
+    from lra_lab.reports import memory_figures
 
     order = sorted(range(len(runs)), key=lambda i: (runs[i]["variant"].endswith("(reference)"), i))
     mixed = len({(x["task"], x["preset"]) for x in runs}) > 1  # tell same-named variants apart
@@ -183,4 +183,4 @@ def degradation_figure(runs: list[dict[str, Any]], memories: dict[str, np.ndarra
         f"Memory degradation ({', '.join(tasks)}; {', '.join(presets)} preset): does the learned memory "
         f"collapse to a few vectors, and does packing attend uniformly?"
     )
-    return plots.memory_degradation(entries, path, title)
+    return memory_figures.memory_degradation(entries, path, title)
