@@ -49,8 +49,6 @@ SLOW_CASES = {
     "tests/test_reference.py::test_reference_configs_validate_and_run_a_forward_pass[matching_convluna]",
     "tests/test_model.py::test_model_logits_ignore_padding[softmax-mean-post]",
     "tests/test_model.py::test_model_logits_ignore_padding[luna-memory-post]",
-    # bf16 against float32 over training steps: the Transformer's and clustered's stay
-    "tests/test_bf16.py::test_bf16_training_steps_track_float32[luna]",
     # whole runs or child processes whose pieces the default suite tests one by one
     "tests/test_preflight.py::test_cpu_target_end_to_end_and_cache",  # the fit test compiles through the child
     "tests/test_all_configs.py::test_reference_smoke_runs_end_to_end[text_luna]",  # :reference forward passes
