@@ -55,6 +55,8 @@ SLOW_CASES = {
     "tests/test_reproduce.py::test_list_into_a_closed_pipe_is_quiet",  # --list: test_list_never_cuts_...
     "tests/test_bench_peers.py::test_bench_peers_without_peers",  # the laboratory's peer benchmark
     "tests/test_clustered.py::test_masked_copy_swap_evaluates_the_softmax_weights_with_another_attention",
+    "tests/test_reproduce.py::test_masked_copy_on_a_full_disk_is_one_line_exit_4",  # run_safety's full-disk test
+    "tests/test_add_family.py::test_toy_family_trains_end_to_end",  # the toy's contract and refactor-guard tests
 }
 
 
