@@ -1,11 +1,12 @@
 """Training: the loop and everything a run needs, in eight modules. Read in this order:
 
 - ``loop``: ``train_and_evaluate`` and the ``Trainer`` loop (one seed or many, one code path);
-  result.json's contents; the ``--profile`` window.
+  result.json's contents.
 - ``step``: the compiled, vmapped train/eval steps and the state they carry; the seed axis; AdamW
   and Table 2's schedule; microbatches.
-- ``runs``: each seed's run built in one place before anything compiles: config checks, the memory
-  check, data and model shapes, workdirs and locks, each seed's config, command and resume decision.
+- ``runs``: each seed's run built in one place before anything compiles (``set_up_runs``, the loop's
+  one call): config checks, the memory check, data and model shapes, workdirs and locks, each seed's
+  config, command and resume decision, the ``--profile`` window.
 - ``checkpoints``: sealed ``latest``/``best`` checkpoints, and what a rerun may do with a workdir.
 - ``run_files``: config.json, the workdir lock, metrics.jsonl, result.json, sessions and the record
   export; the suite's one atomic writer. Imports no jax (the tables and the audit read runs with it).

@@ -1,16 +1,17 @@
 """The training loop: train one seed or several in one program, evaluate, test, write the run files.
 
 Sections, in order: the loop (``train_and_evaluate``, ``Trainer``), result.json's contents
-(``seed_result``), the ``--profile`` window (``ProfileWindow``). The run's setup lives in
+(``seed_result``). The run's setup (``set_up_runs``, the ``--profile`` window included) lives in
 lra.training.runs, its step in lra.training.step, its stop agreement in lra.training.hosts.
 
 Read it top to bottom:
 
-1. ``train_and_evaluate`` checks everything that can fail on bad input (config, workdirs, data,
-   memory) before anything is written, then takes each seed's workdir lock.
-2. ``plan_seeds`` (lra.training.runs) asks lra.training.checkpoints (``plan_resume``) what each
-   seed's workdir allows (fresh, resume, finished, or a refusal); the ``Trainer`` is built whole for
-   the seeds that still train, every one resumed from one common step.
+1. ``train_and_evaluate`` installs the signal handlers and joins the hosts, then ``set_up_runs``
+   (lra.training.runs, in one call) checks everything that can fail on bad input (config, workdirs,
+   data, memory, the profile window) before anything is written, takes each seed's workdir lock and
+   asks lra.training.checkpoints (``plan_resume``) what each seed's workdir allows (fresh, resume,
+   finished, or a refusal).
+2. The ``Trainer`` is built whole for the seeds that still train, every one resumed from one common step.
 3. The loop: a vmapped train step over the seed axis per batch; metrics fetched every
    ``log_every`` steps and checked (a seed whose loss or weights turn NaN/Inf stops, its last good
    checkpoint kept; the other seeds go on); validation every ``eval_every`` steps, with each seed's
@@ -37,7 +38,6 @@ Fetching the logged metrics every ``log_every`` steps is part of training and st
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -55,14 +55,14 @@ import optax
 from lra import cpu_speed
 from lra.data import TaskData
 from lra.data.batching import TrainBatches, seed_batch
-from lra.errors import InputError, Interrupted, NonFiniteLossError
+from lra.errors import Interrupted, NonFiniteLossError
 from lra.training import hosts
 from lra.training.hosts import StopSignals, agreed_stop
 from lra.training.metrics import Progress, log_memory_stats
 from lra.training.provenance import seal
 from lra.training.run_files import config_to_dict, git_commit, read_sessions, write_json_atomic
-from lra.training.runs import SeedRun, open_runs, plan_seeds, prepare, projection_warning, seed_workdirs
-from lra.training.step import State, evaluate_split, make_init, make_optimizer, make_steps, run_seeds, stack, take
+from lra.training.runs import ProfileWindow, SeedRun, projection_warning, set_up_runs
+from lra.training.step import State, evaluate_split, make_init, make_optimizer, make_steps, stack, take
 
 # -- the loop ------------------------------------------------------------------------------------------------
 
@@ -123,18 +123,14 @@ def train_and_evaluate(
             }
         )
         primary = jax.process_index() == 0
-        seeds = run_seeds(config)
-        workdirs = seed_workdirs(config, workdir)
-        window = None
-        if profile:
-            window = ProfileWindow.parse(profile, workdirs[0] / "profile")
-            window.check(config)
-        data, model, param_shapes = prepare(config, workdirs)
-        open_runs(config, seeds, workdirs, primary, start_over, runs)
-        results, training, start = plan_seeds(config, runs, primary)
-        if training:
-            window = window if primary else None  # process 0 traces
-            trainer = Trainer(config, training, start, data, model, param_shapes, stop, primary, window, pin_core)
+        setup = set_up_runs(config, workdir, start_over, profile, primary, runs)  # lra.training.runs
+        results = setup.results
+        if setup.training:
+            window = setup.window if primary else None  # process 0 traces
+            trainer = Trainer(
+                config, setup.training, setup.start, setup.data, setup.model, setup.param_shapes, stop, primary,
+                window, pin_core,
+            )  # fmt: skip
             results.update(trainer.run())
         ordered = [results[run.position] for run in runs]
         return ordered[0] if len(ordered) == 1 else ordered
@@ -562,68 +558,3 @@ def seed_result(
     if seeds_in_program > 1:
         result["seeds_in_program"] = seeds_in_program
     return result
-
-
-# -- --profile: a jax.profiler trace of a window of steps ----------------------------------------------------
-
-
-@dataclasses.dataclass
-class ProfileWindow:
-    start: int  # steps already done when the trace starts
-    count: int  # steps traced
-    folder: Path
-    active: bool = False
-
-    @classmethod
-    def parse(cls, spec: str, folder: Path) -> ProfileWindow:
-        start, sep, count = spec.partition(":")
-        try:
-            window = cls(int(start), int(count), folder)
-        except ValueError:
-            window = None
-        if window is None or not sep or window.start < 1 or window.count < 1:
-            raise InputError(
-                f"--profile={spec!r}: expected START:COUNT with START >= 1 (the first step "
-                f"compiles) and COUNT >= 1, e.g. --profile=20:10"
-            )
-        return window
-
-    def check(self, config: ml_collections.ConfigDict) -> None:
-        """Refuse a window that would time validation, checkpoints or steps past the end."""
-        last = self.start + self.count
-        if last > config.num_train_steps:
-            raise InputError(
-                f"--profile={self.start}:{self.count} ends at step {last}, after "
-                f"num_train_steps={config.num_train_steps}: choose an earlier window"
-            )
-        for every, name in ((config.eval_every, "eval_every"), (config.checkpoint_every, "checkpoint_every")):
-            hit = next((s for s in range(self.start + 1, last) if s % every == 0), None)
-            if hit is not None:
-                raise InputError(
-                    f"--profile={self.start}:{self.count} covers step {hit}, a multiple of "
-                    f"{name}={every}, whose extra work would be timed as training: choose a "
-                    f"window between two multiples of {name} (the last traced step may be one)"
-                )
-
-    def before_step(self, done: int) -> None:
-        if done == self.start and not self.active:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            jax.profiler.start_trace(str(self.folder), create_perfetto_trace=True)
-            self.active = True
-
-    def after_step(self, done: int, state: object) -> str | None:
-        """Stop after the window's last step (waiting for the device, so its kernels are in the
-        trace); returns the line to show, or None."""
-        if self.active and done == self.start + self.count:
-            jax.block_until_ready(state)
-            self.stop()
-            return (
-                f"profile of steps {self.start + 1}-{done} written to {self.folder}; summary: "
-                f"python -m lra_lab.bench.profile_summary {self.folder}"
-            )
-        return None
-
-    def stop(self) -> None:
-        if self.active:
-            self.active = False
-            jax.profiler.stop_trace()

@@ -1,16 +1,17 @@
 """Each seed's run, built in one place before anything compiles: config checks, data, model shapes,
 workdirs and locks, resume decisions.
 
-Sections, in order: the run setup (``prepare``, ``open_runs``, ``plan_seeds`` and ``SeedRun``, the per-seed
-state the loop reads), each seed's config, workdir and own command (``seed_config``,
-``seed_workdirs``, ``seed_command``), the config checks (``validate_config``), the memory check
-(``check_fits``). What each part promises:
+Sections, in order: the run setup (``set_up_runs`` over ``prepare``, ``open_runs``, ``plan_seeds``;
+``SeedRun``, the per-seed state the loop reads; ``RunSetup``, what the loop gets; ``ProfileWindow``),
+each seed's config, workdir and own command (``seed_config``, ``seed_workdirs``, ``seed_command``),
+the config checks (``validate_config``), the memory check (``check_fits``). What each part promises:
 
 Setting up a run before anything compiles: the checks that can fail on bad input, each seed's
 workdir and lock, and each seed's resume decision (lra.training.checkpoints) taken together.
 
-lra.training.loop calls these in order (``prepare``, ``open_runs``, ``plan_seeds``) and trains the
-seeds ``plan_seeds`` leaves; nothing here compiles or trains.
+``set_up_runs`` calls these in order (``prepare``, ``open_runs``, ``plan_seeds``), with the
+``--profile`` window checked first (``ProfileWindow``), and hands lra.training.loop the seeds that
+train: the one place a run's state is built; nothing here compiles or trains.
 
 Several seeds in one program: their configs and workdirs (the seed axis: lra.training.step).
 
@@ -291,6 +292,108 @@ def plan_seeds(
             append_session(run.workdir, start or 0, {"speed_settings": cpu_speed.settings()})
         run.log = MetricsLog(run.workdir / "metrics.jsonl")
     return results, runs, start
+
+
+@dataclasses.dataclass
+class RunSetup:
+    """What :func:`set_up_runs` hands the loop: the data and model, the finished seeds' results by
+    position, the seeds that train, the step they resume from (None: fresh) and the profile window."""
+
+    data: TaskData
+    model: Any
+    param_shapes: Any
+    results: dict[int, dict[str, Any]]
+    training: list[SeedRun]
+    start: int | None
+    window: ProfileWindow | None
+
+
+def set_up_runs(
+    config: ml_collections.ConfigDict,
+    workdir: str | Path | None,
+    start_over: bool,
+    profile: str | None,
+    primary: bool,
+    runs: list[SeedRun],
+) -> RunSetup:
+    """Every seed's run, built here before anything compiles: the seeds and their workdirs, the profile
+    window's check, everything that can fail on bad input (``prepare``), each seed's lock (appended to
+    ``runs``, the caller's list, which its ``finally`` releases) and resume decision (``plan_seeds``)."""
+    seeds = run_seeds(config)
+    workdirs = seed_workdirs(config, workdir)
+    window = None
+    if profile:
+        window = ProfileWindow.parse(profile, workdirs[0] / "profile")
+        window.check(config)
+    data, model, param_shapes = prepare(config, workdirs)
+    open_runs(config, seeds, workdirs, primary, start_over, runs)
+    results, training, start = plan_seeds(config, runs, primary)
+    return RunSetup(data, model, param_shapes, results, training, start, window)
+
+
+# -- --profile: a jax.profiler trace of a window of steps ----------------------------------------------------
+
+
+@dataclasses.dataclass
+class ProfileWindow:
+    start: int  # steps already done when the trace starts
+    count: int  # steps traced
+    folder: Path
+    active: bool = False
+
+    @classmethod
+    def parse(cls, spec: str, folder: Path) -> ProfileWindow:
+        start, sep, count = spec.partition(":")
+        try:
+            window = cls(int(start), int(count), folder)
+        except ValueError:
+            window = None
+        if window is None or not sep or window.start < 1 or window.count < 1:
+            raise InputError(
+                f"--profile={spec!r}: expected START:COUNT with START >= 1 (the first step "
+                f"compiles) and COUNT >= 1, e.g. --profile=20:10"
+            )
+        return window
+
+    def check(self, config: ml_collections.ConfigDict) -> None:
+        """Refuse a window that would time validation, checkpoints or steps past the end."""
+        last = self.start + self.count
+        if last > config.num_train_steps:
+            raise InputError(
+                f"--profile={self.start}:{self.count} ends at step {last}, after "
+                f"num_train_steps={config.num_train_steps}: choose an earlier window"
+            )
+        for every, name in ((config.eval_every, "eval_every"), (config.checkpoint_every, "checkpoint_every")):
+            hit = next((s for s in range(self.start + 1, last) if s % every == 0), None)
+            if hit is not None:
+                raise InputError(
+                    f"--profile={self.start}:{self.count} covers step {hit}, a multiple of "
+                    f"{name}={every}, whose extra work would be timed as training: choose a "
+                    f"window between two multiples of {name} (the last traced step may be one)"
+                )
+
+    def before_step(self, done: int) -> None:
+        if done == self.start and not self.active:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            jax.profiler.start_trace(str(self.folder), create_perfetto_trace=True)
+            self.active = True
+
+    def after_step(self, done: int, state: object) -> str | None:
+        """Stop after the window's last step (waiting for the device, so its kernels are in the
+        trace); returns the line to show, or None."""
+        if self.active and done == self.start + self.count:
+            jax.block_until_ready(state)
+            self.stop()
+            return (
+                f"profile of steps {self.start + 1}-{done} written to {self.folder}; summary: "
+                f"python -m lra_lab.bench.profile_summary {self.folder}"
+            )
+        return None
+
+    def stop(self) -> None:
+        if self.active:
+            self.active = False
+            jax.profiler.stop_trace()
 
 
 # -- each seed's config, workdir and own command -------------------------------------------------------------
