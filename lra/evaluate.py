@@ -146,7 +146,7 @@ def evaluate_run(
         checkpoints.close()
     if best is None:
         raise FileNotFoundError(f"no best checkpoint in {workdir}/checkpoints/best: has the run evaluated yet?")
-    _, eval_step = make_steps(model, None, config, mesh)
+    _, eval_step = make_steps(model, None, config, mesh, (int(config.seed),))  # one seed's run: its seed's keys
     params_S = jax.tree.map(lambda x: x[None], best["params"])  # the steps carry a seed axis: one seed
     split_data = data.splits()[split]
     metrics = evaluate_split(eval_step, params_S, split_data, config, hosts.batch_sharded(mesh), examples=True)[0]

@@ -118,7 +118,7 @@ model = build_model(c.model, 16, 10, False)
 # Plain SGD: Adam would turn gradients that differ only by reduction order into +-lr updates.
 tx = optax.sgd(0.5)
 mesh = hosts.data_mesh()
-train_step, _ = make_steps(model, tx, c, mesh)
+train_step, _ = make_steps(model, tx, c, mesh, (c.seed,))
 rng = np.random.default_rng(0)
 inputs = rng.integers(1, 16, size=(8, 64)).astype(np.int32); inputs[:, 50:] = 0
 batch = {"inputs": inputs, "labels": rng.integers(0, 10, 8).astype(np.int32), "weights": np.ones(8, np.float32)}

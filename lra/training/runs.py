@@ -67,7 +67,7 @@ from lra.training.run_files import (
     slug,
     write_json_atomic,
 )
-from lra.training.step import check_split, run_seeds
+from lra.training.step import check_split
 
 # -- each seed's run: workdir, lock and resume decision, before anything compiles ----------------------------
 
@@ -449,6 +449,12 @@ def seed_command(config: ml_collections.ConfigDict, seed: int, workdir: Path, st
     if start_over:
         args += ["--start_over"]
     return shlex.join(["python", "-m", "lra.train", *args])
+
+
+def run_seeds(config: ml_collections.ConfigDict) -> tuple[int, ...]:
+    """The seeds a config trains: ``config.seeds`` if given, else ``(config.seed,)``."""
+    seeds = tuple(config.get("seeds", ()) or ())
+    return seeds if seeds else (int(config.seed),)
 
 
 def seed_config(config: ml_collections.ConfigDict, seed: int) -> ml_collections.ConfigDict:

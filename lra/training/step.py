@@ -1,9 +1,9 @@
 """The step: the compiled train/eval steps over the seed axis, the optimizer and its schedule, microbatches.
 
-Sections, in order: the seed axis (which seeds a config trains; ``take``/``stack``), the optimizer
-(AdamW and Table 2's schedule), the compiled steps (``make_init``, ``make_steps``,
-``evaluate_split``), microbatches (gradient accumulation with the full batch's dropout bits). What
-each part promises:
+Sections, in order: the seed axis (``take``/``stack``; which seeds a config trains:
+lra.training.runs.run_seeds), the optimizer (AdamW and Table 2's schedule), the compiled steps
+(``make_init``, ``make_steps``, ``evaluate_split``), microbatches (gradient accumulation with the
+full batch's dropout bits). What each part promises:
 
 The compiled steps: one train step and one eval step for a bundle of seeds.
 
@@ -75,12 +75,6 @@ from lra.training import hosts
 
 
 MAX_SEED = 2**31 - 1
-
-
-def run_seeds(config: ml_collections.ConfigDict) -> tuple[int, ...]:
-    """The seeds a config trains: ``config.seeds`` if given, else ``(config.seed,)``."""
-    seeds = tuple(config.get("seeds", ()) or ())
-    return seeds if seeds else (int(config.seed),)
 
 
 def take(tree: Any, index: int) -> Any:
@@ -181,14 +175,15 @@ def make_steps(
     tx: optax.GradientTransformation | None,
     config: ml_collections.ConfigDict,
     mesh: Any,
-    seeds: Sequence[int] | None = None,
+    seeds: Sequence[int],
 ) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:
     """``train(state_S, batch_SxB) -> (state_S, metrics_S)`` and ``evaluate(params_S, batch_B) -> metrics_S``.
 
     The train batch holds one batch per seed (seed axis first, rows sharded over the mesh);
-    the eval batch is shared by all seeds. ``seeds`` defaults to the config's (lra.training.runs).
+    the eval batch is shared by all seeds. ``seeds``: the seeds in the program (their dropout keys;
+    lra.training.runs.run_seeds gives a config's).
     """
-    keys_S = seed_keys(run_seeds(config) if seeds is None else seeds)
+    keys_S = seed_keys(seeds)
     repl = hosts.replicated(mesh)
     schedule = lra_schedule(config.learning_rate, config.warmup_steps)
     microbatches = int(config.get("microbatches", 1))
