@@ -7,6 +7,8 @@
   (``attention`` and ``steps`` both record them).
 - ``steps``: whole training steps of each family's ListOps config: steps/s, FLOPs, MFU, memory, and
   seeds vmapped against sequential runs (scripts/bench_training.py; ``python -m lra_lab.bench.steps``).
+- ``launch_diff``: why a step's launch count changes with N (one config compiled for a GPU at two
+  lengths, its cuBLAS calls and fusions side by side; ``python -m lra_lab.bench.launch_diff``).
 - ``device_turns``: benchmark processes sharing one accelerator compile together and time alone.
 - ``profile_summary``: ``python -m lra_lab.bench.profile_summary DIR``: a ``lra.train --profile`` trace as
   host input, device busy, gaps and top ops.

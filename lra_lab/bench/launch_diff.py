@@ -1,0 +1,149 @@
+"""Why a step's kernel count changes with N: the same config compiled for a GPU at two lengths, its cuBLAS
+calls (by operand shapes) and fusions (by kind and fused computation) set side by side.
+
+    JAX_PLATFORMS=cpu LRA_PREFLIGHT_GPU_SPECS=DIR GPU_PYTHON -m lra_lab.bench.launch_diff \\
+        --config configs/listops_transformer.py:paper --lengths 1024 2048 --out results/bench/launch_diff_h100
+
+Run it with an interpreter that has the CUDA plugin (``pip install -e ".[preflight-gpu]"`` in its own venv,
+as ``lra_lab.preflight`` does for its compile children): the step is compiled deviceless for the target
+(XLA's GPU description from ``LRA_PREFLIGHT_GPU_SPECS``), with the same flags as the launch benchmark
+(``--xla_gpu_enable_triton_gemm=false``, lra_lab.preflight.check). Sequence-dependent sizes are written
+``R`` (batch x (N + 1) rows) and ``N+1`` so that a GEMM of the same role at both lengths reads the same.
+What it shows is a difference of XLA's lowering of one program at two sizes (issue 50's growth rule):
+``while`` loops, sorts and scatters are counted beside it, so a count that grows from a loop is told apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+FLAG = "--xla_gpu_enable_triton_gemm=false"  # as the launch benchmark compiles (lra_lab.preflight.check)
+
+
+def compiled_text(spec: str, length: int, target_name: str) -> str:
+    """The optimised HLO of ``spec``'s train step at ``length``, compiled deviceless for ``target_name``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from lra.data import task_shapes
+    from lra.model import build_model
+    from lra.training import hosts
+    from lra.training.step import make_init, make_optimizer, make_steps
+    from lra_lab.preflight import targets
+    from lra_lab.preflight.check import gpu_target_config
+    from lra_lab.preflight.compile_step import devices_for, load_config
+
+    path, _, options = spec.partition(":")
+    config = load_config(path, options or None, {"data.max_len": length, "model.max_len": length})
+    target = targets.parse(target_name)
+    devices = devices_for({"kind": "gpu", "target_config": gpu_target_config(target), "devices": 1})
+    vocab, classes, dual = task_shapes(config.task)
+    mesh = Mesh(np.asarray(devices), ("data",))
+    model = build_model(config.model, vocab, classes, dual)
+    tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
+    example = (2, length) if dual else (length,)
+    init = make_init(model, tx, [0], jnp.zeros((1, *example), jnp.int32), hosts.replicated(mesh))
+    train, _ = make_steps(model, tx, config, mesh, [0])
+    shape = (1, int(config.batch_size), *example)
+    batch = {
+        "inputs": jax.ShapeDtypeStruct(shape, jnp.int32),
+        "labels": jax.ShapeDtypeStruct(shape[:2], jnp.int32),
+        "weights": jax.ShapeDtypeStruct(shape[:2], jnp.float32),
+    }
+    return train.lower(jax.eval_shape(init), batch).compile().as_text() or ""
+
+
+def _normalise(dims: str, rows: int, tokens: int) -> str:
+    names = {str(rows): "R", str(tokens): "N+1"}
+    return ",".join(names.get(d, d) for d in dims.split(",") if d)
+
+
+def inventory(hlo_text: str, rows: int, tokens: int) -> dict[str, collections.Counter]:
+    """The entry computation's cuBLAS calls by operand shapes and its fusions by kind and computation."""
+    entry = re.search(r"\nENTRY [^\n]*\{\n(.*?)\n\}", hlo_text, re.S)
+    gemms: collections.Counter = collections.Counter()
+    fusions: collections.Counter = collections.Counter()
+    for line in (entry.group(1) if entry else "").splitlines():
+        if 'custom_call_target="__cublas' in line:
+            shapes = re.findall(r"(f32|bf16|f16)\[([0-9,]*)\]", line)[:3]
+            gemms[" ".join(f"{t}[{_normalise(d, rows, tokens)}]" for t, d in shapes)] += 1
+        elif " fusion(" in line:
+            kind = re.search(r"kind=(k\w+)", line)
+            calls = re.search(r"calls=%?([\w.\-]+)", line)
+            name = re.sub(r"\.\d+", "", re.sub(r"[._]\d+$", "", calls.group(1))) if calls else "?"
+            fusions[f"{kind.group(1) if kind else '?'} {name}"] += 1
+    return {"gemms": gemms, "fusions": fusions}
+
+
+def compare(spec: str, lengths: list[int], target: str, batch: int) -> dict[str, Any]:
+    from lra_lab.bench.hlo_launches import summary
+
+    rows: dict[str, Any] = {"config": spec, "target": target, "lengths": lengths, "counts": {}, "diff": {}}
+    found = {}
+    for n in lengths:
+        text = compiled_text(spec, n, target)
+        counts = summary(text)
+        rows["counts"][str(n)] = {k: counts[k] for k in ("kernels", "custom_calls", "while_loops", "sorts", "scatters")}
+        found[n] = inventory(text, batch * (n + 1), n + 1)
+        print(f"N = {n}: {rows['counts'][str(n)]}", flush=True)
+    lo, hi = lengths[0], lengths[-1]
+    for part in ("gemms", "fusions"):
+        a, b = found[lo][part], found[hi][part]
+        rows["diff"][part] = [
+            {"what": k, str(lo): a[k], str(hi): b[k]} for k in sorted(set(a) | set(b)) if a[k] != b[k]
+        ]
+    return rows
+
+
+def markdown(record: dict[str, Any]) -> str:
+    lo, hi = (str(n) for n in (record["lengths"][0], record["lengths"][-1]))
+    lines = [
+        f"# Kernel launches of `{record['config']}` at N = {lo} and {hi}, compiled for {record['target']}",
+        "",
+        "| N | kernels | cuBLAS calls | while loops | sorts | scatters |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, c in record["counts"].items():
+        lines.append(
+            f"| {n} | {c['kernels']} | {c['custom_calls']} | {c['while_loops']} | {c['sorts']} | {c['scatters']} |"
+        )
+    for part, title in (("gemms", "cuBLAS calls by operand shapes"), ("fusions", "fusions by kind")):
+        lines += ["", f"{title} whose count differs (R: rows, batch x (N + 1)):", "", f"| | N = {lo} | N = {hi} |"]
+        lines += ["|---|---|---|"] + [f"| `{d['what']}` | {d[lo]} | {d[hi]} |" for d in record["diff"][part]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="a config spec, e.g. configs/listops_transformer.py:paper")
+    parser.add_argument("--lengths", type=int, nargs=2, default=[1024, 2048])
+    parser.add_argument("--target", default="h100")
+    parser.add_argument("--out", type=Path, help="write OUT.json (the record) and OUT.md")
+    args = parser.parse_args(argv)
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FLAG}".strip()
+    from lra_lab.preflight.compile_step import load_config
+
+    path, _, options = args.config.partition(":")
+    batch = int(load_config(path, options or None, {}).batch_size)
+    record = compare(args.config, args.lengths, args.target, batch)
+    text = markdown(record)
+    print(text)
+    if args.out:
+        from lra.training.run_files import write_text_atomic
+        from lra_lab.experiments.records import write_record
+
+        write_record(args.out.with_suffix(".json"), record)
+        write_text_atomic(args.out.with_suffix(".md"), text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
