@@ -28,37 +28,15 @@ FLAG = "--xla_gpu_enable_triton_gemm=false"  # as the launch benchmark compiles 
 
 def compiled_text(spec: str, length: int, target_name: str) -> str:
     """The optimised HLO of ``spec``'s train step at ``length``, compiled deviceless for ``target_name``."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import Mesh
-
-    from lra.data import task_shapes
-    from lra.model import build_model
-    from lra.training import hosts
-    from lra.training.step import make_init, make_optimizer, make_steps
     from lra_lab.preflight import targets
     from lra_lab.preflight.check import gpu_target_config
-    from lra_lab.preflight.compile_step import devices_for, load_config
+    from lra_lab.preflight.compile_step import abstract_step, devices_for, load_config
 
     path, _, options = spec.partition(":")
     config = load_config(path, options or None, {"data.max_len": length, "model.max_len": length})
-    target = targets.parse(target_name)
-    devices = devices_for({"kind": "gpu", "target_config": gpu_target_config(target), "devices": 1})
-    vocab, classes, dual = task_shapes(config.task)
-    mesh = Mesh(np.asarray(devices), ("data",))
-    model = build_model(config.model, vocab, classes, dual)
-    tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
-    example = (2, length) if dual else (length,)
-    init = make_init(model, tx, [0], jnp.zeros((1, *example), jnp.int32), hosts.replicated(mesh))
-    train, _ = make_steps(model, tx, config, mesh, [0])
-    shape = (1, int(config.batch_size), *example)
-    batch = {
-        "inputs": jax.ShapeDtypeStruct(shape, jnp.int32),
-        "labels": jax.ShapeDtypeStruct(shape[:2], jnp.int32),
-        "weights": jax.ShapeDtypeStruct(shape[:2], jnp.float32),
-    }
-    return train.lower(jax.eval_shape(init), batch).compile().as_text() or ""
+    devices = devices_for({"kind": "gpu", "target_config": gpu_target_config(targets.parse(target_name)), "devices": 1})
+    step = abstract_step(config, devices, [0])
+    return step.train.lower(step.state, step.batch).compile().as_text() or ""
 
 
 def _normalise(dims: str, rows: int, tokens: int) -> str:

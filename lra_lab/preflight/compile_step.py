@@ -8,6 +8,7 @@ into training). Prints one line ``PREFLIGHT_RESULT {json}`` at the end; a failur
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -48,6 +49,48 @@ def devices_for(target: dict[str, Any]) -> list[Any]:
             platform="cuda", target_config=target["target_config"], topology=f"1x1x{target['devices']}"
         )
     return list(topo.devices)
+
+
+@dataclasses.dataclass(frozen=True)
+class AbstractStep:
+    """lra.train's train step for some devices (jitted, not compiled), its state's initialiser and the
+    abstract state and batch it is lowered with (shapes only), the mesh and the batch's shape."""
+
+    train: Any
+    init: Any
+    state: Any
+    batch: dict[str, Any]
+    mesh: Any
+    shape: tuple[int, ...]
+
+
+def abstract_step(config: Any, devices: list[Any], seeds: list[int]) -> AbstractStep:
+    """:class:`AbstractStep` of ``config`` on ``devices``, nothing allocated (preflight's compile, and
+    lra_lab.bench.launch_diff's)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from lra.data import task_shapes
+    from lra.model import build_model
+    from lra.training import hosts
+    from lra.training.step import make_init, make_optimizer, make_steps
+
+    vocab, classes, dual = task_shapes(config.task)
+    mesh = Mesh(np.asarray(devices), ("data",))
+    model = build_model(config.model, vocab, classes, dual)
+    tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
+    example = (2, config.model.max_len) if dual else (config.model.max_len,)
+    init = make_init(model, tx, seeds, jnp.zeros((1, *example), jnp.int32), hosts.replicated(mesh))
+    train, _ = make_steps(model, tx, config, mesh, seeds)
+    shape = (len(seeds), int(config.batch_size), *example)
+    batch = {
+        "inputs": jax.ShapeDtypeStruct(shape, jnp.int32),
+        "labels": jax.ShapeDtypeStruct(shape[:2], jnp.int32),
+        "weights": jax.ShapeDtypeStruct(shape[:2], jnp.float32),
+    }
+    return AbstractStep(train, init, jax.eval_shape(init), batch, mesh, shape)
 
 
 def _memory(compiled: Any) -> dict[str, int] | None:
@@ -100,36 +143,18 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
     try:
         config = load_config(payload["config"], payload.get("options"), payload.get("overrides", {}))
         import jax
-        import jax.numpy as jnp
         import numpy as np
-        from jax.sharding import Mesh
 
-        from lra.data import task_shapes
-        from lra.model import build_model
-        from lra.training import hosts
         from lra.training.runs import validate_config
-        from lra.training.step import make_init, make_optimizer, make_steps
 
         stage = "devices"
         devices = devices_for(payload["target"])
         stage = "config"
         validate_config(config, num_devices=len(devices))
         seeds = list(range(int(payload.get("seeds", 1))))
-        vocab, classes, dual = task_shapes(config.task)
         stage = "model"
-        mesh = Mesh(np.asarray(devices), ("data",))
-        model = build_model(config.model, vocab, classes, dual)
-        tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
-        example = (2, config.model.max_len) if dual else (config.model.max_len,)
-        init = make_init(model, tx, seeds, jnp.zeros((1, *example), jnp.int32), hosts.replicated(mesh))
-        train, _ = make_steps(model, tx, config, mesh, seeds)
-        shape = (len(seeds), int(config.batch_size), *example)
-        batch = {
-            "inputs": jax.ShapeDtypeStruct(shape, jnp.int32),
-            "labels": jax.ShapeDtypeStruct(shape[:2], jnp.int32),
-            "weights": jax.ShapeDtypeStruct(shape[:2], jnp.float32),
-        }
-        state = jax.eval_shape(init)
+        step = abstract_step(config, devices, seeds)
+        train, state, batch, init, mesh, shape = step.train, step.state, step.batch, step.init, step.mesh, step.shape
         params = state["params"]
         num_params = int(sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params)) // len(seeds))
         stage = "lowering"
