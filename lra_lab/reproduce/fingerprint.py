@@ -1,11 +1,12 @@
-"""A claim's fingerprint: every file of the library and the laboratory its judge can run, and what changed after its data.
+"""A claim's fingerprint: every file of the library and the laboratory its judge can run, and what
+changed after its data.
 
 The rule signature (lra_lab.reproduce.audit) covers a judge's own source, its rule in words and its record
 list; a judge also calls helpers in other modules (statistics in ``evidence``, record readers in
 ``lra.reports``), and a change there can change a verdict as surely as an edit of the judge. The
 fingerprint is the set of files the judge's code can reach: the module that defines the judge, the
-module that registers the claim and ``registry.py`` (which runs it), and every ``lra`` or ``lra_lab`` module these
-import, transitively, at any depth and wherever the import statement sits (a function-level import
+module that registers the claim and ``registry.py`` (which runs it), and every ``lra`` or ``lra_lab``
+module these import, transitively, at any depth and wherever the import statement sits (a function-level import
 counts: it runs when the function does), plus each package's ``__init__.py``. It is read from the
 source (the import statements), so it covers every path the judge may take, not only the one today's
 records take; a test checks it contains every such module that running the judge loads. A tree from
@@ -94,7 +95,7 @@ def _parsed(path: str, mtime_ns: int, size: int) -> ast.AST:
 
 
 def _imports(path: Path, module: str, import_time_only: bool = False) -> set[str]:
-    """The ``lra`` modules a file imports (``from lra.x import y``: ``lra.x`` and, when ``y`` is a
+    """The ``lra`` and ``lra_lab`` modules a file imports (``from lra.x import y``: ``lra.x`` and, when ``y`` is a
     module, ``lra.x.y``; relative imports resolved against ``module``): anywhere in it, or
     (``import_time_only``) outside function bodies, the ones its import runs."""
     try:
