@@ -26,8 +26,9 @@ from typing import Any
 FLAG = "--xla_gpu_enable_triton_gemm=false"  # as the launch benchmark compiles (lra_lab.preflight.check)
 
 
-def compiled_text(spec: str, length: int, target_name: str) -> str:
-    """The optimised HLO of ``spec``'s train step at ``length``, compiled deviceless for ``target_name``."""
+def compiled_text(spec: str, length: int, target_name: str) -> tuple[str, int]:
+    """The optimised HLO of ``spec``'s train step at ``length``, compiled deviceless for ``target_name``,
+    and the step's batch size."""
     from lra_lab.preflight import targets
     from lra_lab.preflight.check import gpu_target_config
     from lra_lab.preflight.compile_step import abstract_step, devices_for, load_config
@@ -36,7 +37,7 @@ def compiled_text(spec: str, length: int, target_name: str) -> str:
     config = load_config(path, options or None, {"data.max_len": length, "model.max_len": length})
     devices = devices_for({"kind": "gpu", "target_config": gpu_target_config(targets.parse(target_name)), "devices": 1})
     step = abstract_step(config, devices, [0])
-    return step.train.lower(step.state, step.batch).compile().as_text() or ""
+    return step.train.lower(step.state, step.batch).compile().as_text() or "", step.shape[1]
 
 
 def _normalise(dims: str, rows: int, tokens: int) -> str:
@@ -61,13 +62,13 @@ def inventory(hlo_text: str, rows: int, tokens: int) -> dict[str, collections.Co
     return {"gemms": gemms, "fusions": fusions}
 
 
-def compare(spec: str, lengths: list[int], target: str, batch: int) -> dict[str, Any]:
+def compare(spec: str, lengths: list[int], target: str) -> dict[str, Any]:
     from lra_lab.bench.hlo_launches import summary
 
     rows: dict[str, Any] = {"config": spec, "target": target, "lengths": lengths, "counts": {}, "diff": {}}
     found = {}
     for n in lengths:
-        text = compiled_text(spec, n, target)
+        text, batch = compiled_text(spec, n, target)
         counts = summary(text)
         rows["counts"][str(n)] = {k: counts[k] for k in ("kernels", "custom_calls", "while_loops", "sorts", "scatters")}
         found[n] = inventory(text, batch * (n + 1), n + 1)
@@ -107,11 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write OUT.json (the record) and OUT.md")
     args = parser.parse_args(argv)
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FLAG}".strip()
-    from lra_lab.preflight.compile_step import load_config
-
-    path, _, options = args.config.partition(":")
-    batch = int(load_config(path, options or None, {}).batch_size)
-    record = compare(args.config, args.lengths, args.target, batch)
+    record = compare(args.config, args.lengths, args.target)
     text = markdown(record)
     print(text)
     if args.out:

@@ -45,6 +45,7 @@ from typing import Any
 
 from lra.training.run_files import commit_base, record_commit
 from lra_lab.reproduce import record_evidence
+from lra_lab.reproduce.fingerprint import TREE_REGISTRY
 
 PRE_REGISTERED = "pre-registered"
 EXPLORATORY = "exploratory"
@@ -53,15 +54,8 @@ NO_HISTORY = "no git history"
 NOT_COMMITTED = "rule not committed"
 
 # Run in a child with an old tree first on sys.path: only APIs every registry version has.
-_SIGNATURE_SNIPPET = r"""
-import hashlib, importlib, inspect, json, os, sys
-sys.path.insert(0, sys.argv[1])
-# the tree's own layout (an installed lra_lab must not stand in for a tree from before the split, which
-# had the laboratory in lra/reproduce)
-new_layout = os.path.isdir(os.path.join(sys.argv[1], "lra_lab"))
-registry = importlib.import_module("lra_lab.reproduce.registry" if new_layout else "lra.reproduce.registry")
-if not os.path.realpath(registry.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep):
-    raise SystemExit(f"the registry imported is not the tree's: {registry.__file__}")
+_SIGNATURE_SNIPPET = TREE_REGISTRY + r"""
+import hashlib, inspect, json
 
 def _code(fn):
     try:
@@ -209,15 +203,17 @@ def rule_commits(
     return found
 
 
-_ANCESTRY: dict[tuple[str, str, str], bool | None] = {}  # within one audit (audit() clears it)
+_ANCESTRY: dict[tuple[str, str, str], bool] = {}  # answers about existing commits: they never change
 
 
 def is_ancestor(root: Path, older: str, newer: str) -> bool | None:
     """Whether ``older`` is an ancestor of (or equal to) ``newer``; None when either is unknown here."""
     key = (str(root), older, newer)
     if key not in _ANCESTRY:
-        known = all(_git(root, "cat-file", "-e", f"{c}^{{commit}}").returncode == 0 for c in (older, newer))
-        _ANCESTRY[key] = _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0 if known else None
+        for c in (older, newer):
+            if _git(root, "cat-file", "-e", f"{c}^{{commit}}").returncode != 0:
+                return None  # not kept: the commit may be brought here later
+        _ANCESTRY[key] = _git(root, "merge-base", "--is-ancestor", older, newer).returncode == 0
     return _ANCESTRY[key]
 
 
@@ -339,7 +335,6 @@ def audit(
     gap = history_gap(root)
     if gap is not None:
         return {key: Registration(key, NO_HISTORY, None, (gap,)) for key in claims}
-    _ANCESTRY.clear()
     current = current_signatures(root)
     migrations: dict[str, Migration] = {}
     commits = rule_commits(root, {k: current[k] for k in claims if k in current}, cache, migrations)

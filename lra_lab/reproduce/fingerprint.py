@@ -154,22 +154,27 @@ def claim_files(root: Path, ran: Iterable[str], judge_file: str | None, paper_fi
     return sorted({*start, *(p.relative_to(root).as_posix() for p in closure.values())})
 
 
-# Run in a child with a tree first on sys.path: for each claim, its judge's module and, for the claims
-# asked, the judge's outcome as JSON (the old tree's Outcome, whatever its fields, compared as text) and
-# the lra files whose code ran while it judged (a trace hook sees every Python call and module body).
-_SNIPPET = r"""
-import dataclasses, json, os, sys
+# The start of every child that imports a tree's registry (the audit's and the fingerprint's): the tree
+# (argv[1]) first on sys.path, and its registry in the tree's own layout; an installed lra_lab must not
+# stand in for a tree from before the split, which had the laboratory in lra/reproduce.
+TREE_REGISTRY = r"""
+import importlib, os, sys
 tree = os.path.realpath(sys.argv[1])
 sys.path.insert(0, tree)
-root, wanted, profile = sys.argv[2], set(json.loads(sys.argv[3])), sys.argv[4] == "1"
-from pathlib import Path
-import importlib
-# the tree's own layout (an installed lra_lab must not stand in for a tree from before the split, which
-# had the laboratory in lra/reproduce)
 new_layout = os.path.isdir(os.path.join(tree, "lra_lab"))
 registry = importlib.import_module("lra_lab.reproduce.registry" if new_layout else "lra.reproduce.registry")
 if not os.path.realpath(registry.__file__).startswith(tree + os.sep):
     raise SystemExit(f"the registry imported is not the tree's: {registry.__file__}")
+"""
+
+
+# Run in a child with a tree first on sys.path: for each claim, its judge's module and, for the claims
+# asked, the judge's outcome as JSON (the old tree's Outcome, whatever its fields, compared as text) and
+# the lra files whose code ran while it judged (a trace hook sees every Python call and module body).
+_SNIPPET = TREE_REGISTRY + r"""
+import dataclasses, json
+root, wanted, profile = sys.argv[2], set(json.loads(sys.argv[3])), sys.argv[4] == "1"
+from pathlib import Path
 pkgs = tuple(os.path.join(tree, p) + os.sep for p in ("lra", "lra_lab"))
 out = {}
 papers = registry.papers()
