@@ -137,12 +137,18 @@ def test_verdicts_judge_targets_and_growth():
         row("softmax", 1024, 900),
         row("softmax", 4096, 900),
         row("improved_clustered", 1024, 1800),  # 4096 missing: not judged
+        row("linear", 1024, 900),
+        dict(row("linear", 4096, 1100), fits="does not fit"),  # XLA rematerialised: not judged
+        dict(row("luna", 1024, 900), fits="fits"),
+        dict(row("luna", 4096, 1100), fits="fits"),  # fits and grows 22%
     ]
     v = {x["family"]: x for x in launches.verdicts(rows)}
     assert v["clustered"]["meets"] is True and v["clustered"]["grows"] is False
     assert v["dispersed"]["meets"] is False and v["dispersed"]["grows"] is True
     assert v["softmax"]["meets"] is None and v["softmax"]["grows"] is False  # no target
     assert v["improved_clustered"]["meets"] is None
+    assert v["linear"]["grows"] is None and v["linear"]["not_fitting"] == [4096]
+    assert v["luna"]["grows"] is True and v["luna"]["not_fitting"] == []
     record = {
         "target_description": "1 x H100",
         "gpu_spec": "h100_sxm.txtpb",
@@ -168,6 +174,8 @@ def test_verdicts_judge_targets_and_growth():
     }
     text = launches.markdown(record)
     assert "| clustered | 1024 | float32 | 1,400 | 5,801 |" in text and "**no**" in text
+    assert "| linear | 4096 | float32 | 1,100 |" in text and "| 1.00 | **no** |" in text
+    assert "one length (N=4,096: does not fit, not judged)" in text
 
 
 GPU_PYTHON = os.environ.get("LRA_PREFLIGHT_GPU_PYTHON", sys.executable)

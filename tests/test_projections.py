@@ -1,4 +1,4 @@
-"""The q/k/v projections (lra.attention.base.project_qkv): three GEMMs on a CPU, one on a GPU or TPU.
+"""The q/k/v projections (lra.attention.base.project_heads): one GEMM each on a CPU, one for all on a GPU or TPU.
 
 The CPU's program must stay the one ``nn.DenseGeneral`` builds (every record was computed by it); the
 accelerators' merged GEMM must compute the same function; the parameter tree is the same either way.
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from lra.attention import base
+from lra.attention.linear import GatedLinearAttention
 from lra.attention.softmax import SoftmaxAttention
 
 HEADS, QKV, DIM, N = 2, 16, 12, 9
@@ -62,22 +63,26 @@ def test_cpu_projections_are_densegeneral_op_for_op(dtype):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.parametrize("projections", [3, 4])  # q, k, v (and a gate: gated linear attention)
 @pytest.mark.parametrize("dtype, tol", [(jnp.float32, 1e-5), (jnp.bfloat16, 2e-2)])
-def test_merged_gemm_equals_three(dtype, tol):
+def test_merged_gemm_equals_one_each(projections, dtype, tol):
     # The accelerators' branch, run here: the same values and gradients as the CPU's.
-    keys = jax.random.split(jax.random.key(2), 6)
+    keys = jax.random.split(jax.random.key(2), 2 * projections)
     args = [
-        jax.random.normal(keys[i], (DIM, HEADS, QKV // HEADS) if i % 2 == 0 else (HEADS, QKV // HEADS))
-        for i in range(6)
+        jax.random.normal(key, (DIM, HEADS, QKV // HEADS) if i % 2 == 0 else (HEADS, QKV // HEADS))
+        for i, key in enumerate(keys)
     ]
     x = _x()
+
+    r = jax.random.normal(jax.random.key(3), (projections, 2, N, HEADS, QKV // HEADS))
 
     def loss(fn):
         def f(x, *args):
             ys = fn(x, *args, dtype=dtype)
-            return sum(jnp.sum(jnp.sin(y.astype(jnp.float32) * (i + 1))) for i, y in enumerate(ys))
+            assert len(ys) == projections
+            return sum(jnp.sum(y.astype(jnp.float32) * r[i]) for i, y in enumerate(ys))
 
-        return jax.jit(jax.value_and_grad(f, argnums=tuple(range(7))))
+        return jax.jit(jax.value_and_grad(f, argnums=tuple(range(1 + len(args)))))
 
     merged, separate = loss(base._merged)(x, *args), loss(base._separate)(x, *args)
     for a, b in zip(jax.tree.leaves(merged), jax.tree.leaves(separate), strict=True):
@@ -85,9 +90,9 @@ def test_merged_gemm_equals_three(dtype, tol):
         np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32), atol=tol * scale, rtol=tol)
 
 
-def _projection_dots(platform: str) -> int:
-    """dot_generals in Softmax attention's forward + backward lowered for ``platform`` (no device needed)."""
-    module = SoftmaxAttention(num_heads=HEADS, qkv_dim=QKV)
+def _projection_dots(cls: type[base.Attention], platform: str) -> int:
+    """dot_generals in ``cls``'s forward + backward lowered for ``platform`` (no device needed)."""
+    module = cls(num_heads=HEADS, qkv_dim=QKV)
     x, mask = _x(), jnp.ones((2, N), bool)
     params = module.init(jax.random.key(1), x, mask)
 
@@ -98,8 +103,9 @@ def _projection_dots(platform: str) -> int:
     return len(re.findall(r"stablehlo\.dot_general", traced.lower(lowering_platforms=(platform,)).as_text()))
 
 
-def test_accelerators_get_one_gemm_where_the_cpu_gets_three():
-    # Forward: q, k, v as one product (2 fewer); backward: the input's gradient and the kernels' as one
-    # product each (4 fewer). The attention's own products are the same on every platform.
-    cpu = _projection_dots("cpu")
-    assert _projection_dots("cuda") == _projection_dots("tpu") == cpu - 6
+@pytest.mark.parametrize("cls, projections", [(SoftmaxAttention, 3), (GatedLinearAttention, 4)])
+def test_accelerators_get_one_gemm_where_the_cpu_gets_one_each(cls, projections):
+    # Forward: the P projections as one product (P - 1 fewer); backward: the input's gradient and the
+    # kernels' as one product each (2 (P - 1) fewer). The attention's own products are the same.
+    cpu = _projection_dots(cls, "cpu")
+    assert _projection_dots(cls, "cuda") == _projection_dots(cls, "tpu") == cpu - 3 * (projections - 1)

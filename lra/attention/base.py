@@ -11,7 +11,7 @@ from them share softmax's parameter tree (weights trained with one evaluate with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
@@ -120,58 +120,60 @@ def project_qkv(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Project to per-head queries, keys and values (B x N x H x Dh); call inside a compact method.
 
-    Self-attention (``x_kv_BxMxD`` None) applies the three projections as one GEMM with their kernels
-    side by side when the step is lowered for a GPU or TPU (:func:`_merged_projections`), and as three
-    on a CPU, where they stay as every record computed them. The parameters are the same three
-    ``DenseGeneral`` modules either way (created by them at init), so the tree does not change.
+    Self-attention (``x_kv_BxMxD`` None) goes through :func:`project_heads`: one GEMM on a GPU or TPU.
     """
     h, dh = attn.num_heads, attn.head_dim
-    if x_kv_BxMxD is None and not attn.is_initializing():
-        params = attn.variables["params"]
-        return _self_projections(x_q_BxNxD, *((params[n]["kernel"], params[n]["bias"]) for n in QKV), dtype=attn.dtype)
     if x_kv_BxMxD is None:
-        x_kv_BxMxD = x_q_BxNxD
+        q, k, v = project_heads(attn, x_q_BxNxD, {n: partial(dense_heads, h, dh, n, attn.dtype) for n in QKV})
+        return q, k, v
     q = dense_heads(h, dh, "query", attn.dtype)(x_q_BxNxD)
     k = dense_heads(h, dh, "key", attn.dtype)(x_kv_BxMxD)
     v = dense_heads(h, dh, "value", attn.dtype)(x_kv_BxMxD)
     return q, k, v
 
 
-Projection = tuple[jax.Array, jax.Array]  # (kernel D x H x Dh, bias H x Dh), as DenseGeneral stores them
+def project_heads(
+    attn: Attention, x_BxNxD: jax.Array, modules: Mapping[str, Callable[[], nn.DenseGeneral]]
+) -> list[jax.Array]:
+    """Several projections D -> H x Dh of one input (``modules``: name -> the DenseGeneral it is), in
+    order; call inside a compact method.
 
-
-def _self_projections(x_BxNxD: jax.Array, *qkv: Projection, dtype: Dtype) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Queries, keys and values of ``x``: three GEMMs on a CPU, one on a GPU or TPU (chosen at lowering
-    by ``lax.platform_dependent``, so a program compiled on this CPU for a GPU target gets the GPU's).
-
-    Why one on an accelerator: XLA's GPU compiler merges GEMMs that share an operand only while the
-    operands are under 32 MiB (its DotMerger), so from about N = 2,048 at batch 32 the forward and both
-    backward products ran as three cuBLAS calls each (results/bench/launch_diff_h100_transformer.md).
+    On a GPU or TPU they run as one GEMM with their kernels side by side, on a CPU as one each, op for
+    op what ``nn.DenseGeneral`` computes (so the CPU's program, and every record computed by it, is
+    unchanged); chosen at lowering by ``lax.platform_dependent``, so a program compiled on this CPU
+    for a GPU target gets the GPU's. The parameters are the modules' own either way (they create them
+    at init, with their own initialisers), so the tree does not change. Why: XLA's GPU compiler merges
+    GEMMs that share an operand only while the operands are under 32 MiB (its dot merger), so from
+    about N = 2,048 at batch 32 each projection was its own cuBLAS call, forward and backward
+    (results/bench/launch_diff_h100_transformer.md).
     """
-    args = [a for kernel_bias in qkv for a in kernel_bias]
-    return jax.lax.platform_dependent(
-        x_BxNxD, *args, cpu=partial(_separate, dtype=dtype), default=partial(_merged, dtype=dtype)
-    )
+    if attn.is_initializing():
+        return [make()(x_BxNxD) for make in modules.values()]
+    params = attn.variables["params"]
+    args = [params[name][part] for name in modules for part in ("kernel", "bias")]
+    separate, merged = partial(_separate, dtype=attn.dtype), partial(_merged, dtype=attn.dtype)
+    return list(jax.lax.platform_dependent(x_BxNxD, *args, cpu=separate, default=merged))
 
 
 def _dense(x_BxNxD: jax.Array, kernel_DxHxDh: jax.Array, bias_HxDh: jax.Array, dtype: Dtype) -> jax.Array:
-    """What ``nn.DenseGeneral(features=(H, Dh))`` computes, op for op (so the CPU's program is unchanged)."""
+    """What ``nn.DenseGeneral(features=(H, Dh))`` computes, op for op."""
     x, kernel, bias = nn.dtypes.promote_dtype(x_BxNxD, kernel_DxHxDh, bias_HxDh, dtype=dtype)
     out = jax.lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((), ())))
     return out + jnp.reshape(bias, (1,) * (x.ndim - 1) + bias.shape)
 
 
-def _separate(x_BxNxD: jax.Array, *args: jax.Array, dtype: Dtype) -> tuple[jax.Array, jax.Array, jax.Array]:
-    q, k, v = (_dense(x_BxNxD, args[i], args[i + 1], dtype) for i in (0, 2, 4))
-    return q, k, v
+def _separate(x_BxNxD: jax.Array, *kernels_biases: jax.Array, dtype: Dtype) -> tuple[jax.Array, ...]:
+    """One GEMM per projection (``kernels_biases``: kernel, bias, kernel, bias, ...)."""
+    pairs = zip(kernels_biases[0::2], kernels_biases[1::2], strict=True)
+    return tuple(_dense(x_BxNxD, kernel, bias, dtype) for kernel, bias in pairs)
 
 
-def _merged(x_BxNxD: jax.Array, *args: jax.Array, dtype: Dtype) -> tuple[jax.Array, jax.Array, jax.Array]:
-    kernel_Dx3xHxDh = jnp.stack(args[0::2], axis=1)
-    bias_3xHxDh = jnp.stack(args[1::2], axis=0)
-    qkv_BxNx3xHxDh = _dense(x_BxNxD, kernel_Dx3xHxDh, bias_3xHxDh, dtype)
-    q, k, v = (qkv_BxNx3xHxDh[..., i, :, :] for i in range(3))
-    return q, k, v
+def _merged(x_BxNxD: jax.Array, *kernels_biases: jax.Array, dtype: Dtype) -> tuple[jax.Array, ...]:
+    """One GEMM for all the projections: kernels D x P x H x Dh side by side, outputs split after."""
+    kernel_DxPxHxDh = jnp.stack(kernels_biases[0::2], axis=1)
+    bias_PxHxDh = jnp.stack(kernels_biases[1::2], axis=0)
+    y_BxNxPxHxDh = _dense(x_BxNxD, kernel_DxPxHxDh, bias_PxHxDh, dtype)
+    return tuple(y_BxNxPxHxDh[..., i, :, :] for i in range(kernel_DxPxHxDh.shape[1]))
 
 
 def project_out(attn: Attention, y_BxNxHxDh: jax.Array, features: int) -> jax.Array:

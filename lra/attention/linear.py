@@ -67,16 +67,20 @@ final state C_N, the summary of the whole document.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from lra.attention.base import (
+    QKV,
     Attention,
     dense_heads,
     per_chunk,
+    project_heads,
     project_out,
-    project_qkv,
     split_chunks,
     zero_padding,
 )
@@ -191,14 +195,19 @@ class LinearAttention(Attention):
             return project_out(self, read(q, summary, self.chunk_size).astype(self.dtype), features)
 
         assert mask is not None  # forward and encode pass the token mask
+        gate_logits = None
         if op == "forward" and not self.tie_kv:
-            q, k, v = project_qkv(self, x)
+            # q, k, v (and a gated variant's gate: a projection of x of the same shape) as one GEMM
+            # on an accelerator (base.project_heads)
+            modules = {n: partial(dense_heads, h, dh, n, self.dtype) for n in QKV}
+            gate = self._gate_projection()
+            q, k, v, *gate_logits = project_heads(self, x, {**modules, **({"gate": gate} if gate else {})})
         else:  # encode needs keys and values only; tie_kv has no value projection
             if op == "forward":
                 q = dense_heads(h, dh, "query", self.dtype)(x)
             k = dense_heads(h, dh, "key", self.dtype)(x)
             v = k if self.tie_kv else dense_heads(h, dh, "value", self.dtype)(x)
-        k, v = self._gate(x, k, v)
+        k, v = self._gate(x, k, v, gate_logits[0] if gate_logits else None)
         k = jnp.where(mask[..., None, None], k, 0).astype(k.dtype)  # padding never enters C
         dropout_rng = self.dropout_rng(deterministic)
         if dropout_rng is not None:
@@ -222,8 +231,16 @@ class LinearAttention(Attention):
         return project_out(self, out, features)
 
     @nn.nowrap
-    def _gate(self, x_BxNxD: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Hook for gated variants: the plain mechanism lets every token in unchanged."""
+    def _gate_projection(self) -> Callable[[], nn.DenseGeneral] | None:
+        """Hook for gated variants: the gate's projection of x (H x Dh logits), or None (no gate)."""
+        return None
+
+    @nn.nowrap
+    def _gate(
+        self, x_BxNxD: jax.Array, k: jax.Array, v: jax.Array, logits: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """Hook for gated variants (``logits``: the gate's projection when the caller made it): the plain
+        mechanism lets every token in unchanged."""
         return k, v
 
 
@@ -239,19 +256,29 @@ class GatedLinearAttention(LinearAttention):
     gate_bias_init: float = 1.0
 
     @nn.nowrap
-    def _gate(self, x_BxNxD: jax.Array, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
-        if self.gate_on not in GATE_SIDES:
-            raise InputError(
-                f"gate_on={self.gate_on!r} is invalid; set config.model.attention_kwargs.gate_on "
-                f"to one of {', '.join(GATE_SIDES)}"
-            )
-        logits = nn.DenseGeneral(
+    def _gate_projection(self) -> Callable[[], nn.DenseGeneral] | None:
+        return partial(
+            nn.DenseGeneral,
             features=(self.num_heads, self.head_dim),
             dtype=self.dtype,
             kernel_init=nn.initializers.zeros,
             bias_init=nn.initializers.constant(self.gate_bias_init),
             name="gate",
-        )(x_BxNxD)
+        )
+
+    @nn.nowrap
+    def _gate(
+        self, x_BxNxD: jax.Array, k: jax.Array, v: jax.Array, logits: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        if self.gate_on not in GATE_SIDES:
+            raise InputError(
+                f"gate_on={self.gate_on!r} is invalid; set config.model.attention_kwargs.gate_on "
+                f"to one of {', '.join(GATE_SIDES)}"
+            )
+        if logits is None:
+            make = self._gate_projection()
+            assert make is not None  # this class has a gate
+            logits = make()(x_BxNxD)
         g = jax.nn.sigmoid(logits.astype(jnp.float32))
         if self.gate_on in ("both", "key"):
             k = (k * g).astype(k.dtype)

@@ -22,7 +22,10 @@ family's kernels per step are at most its target, and no family's count grows wi
 at the largest N measured is at most :data:`GROWTH_TOLERANCE` above the count at the smallest. A
 count that follows N (a loop whose trip count is N / block) grows by the length ratio (4x from 1K
 to 4K); the tolerance admits the compiler's shape-dependent choices (a reduction split into two
-kernels at a longer row), which add a handful of launches, not a multiple.
+kernels at a longer row), which add a handful of launches, not a multiple. A length whose step does
+not fit the card's memory (preflight's verdict, kept in each row) is shown but not judged: XLA
+then rematerialises to try to fit, which compiles another program (more kernels) for a step that
+cannot run there anyway; the growth is judged over the lengths that fit.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ def measure(
         "overrides": overrides or {},
         "config": case_spec(family),
         "status": r.get("status"),
+        "fits": r.get("verdict"),  # preflight's verdict on the target: fits / does not fit / cannot tell
         "cached": r.get("cached"),
         "seconds": round(time.perf_counter() - t0, 1),
     }
@@ -110,9 +114,10 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     None otherwise (no target, or a length missing: not judged)."""
     out = []
     for family in dict.fromkeys(r["family"] for r in rows):
-        ok = {r["length"]: r for r in rows if r["family"] == family and r.get("status") == "ok"}
+        compiled = {r["length"]: r for r in rows if r["family"] == family and r.get("status") == "ok"}
+        ok = {n: r for n, r in compiled.items() if r.get("fits") != "does not fit"}
         if not ok:
-            out.append({"family": family, "meets": None, "reason": "no length compiled"})
+            out.append({"family": family, "meets": None, "reason": "no length compiled and fitting"})
             continue
         lo, hi = min(ok), max(ok)
         grows = ok[hi]["kernels"] > (1 + GROWTH_TOLERANCE) * ok[lo]["kernels"] if hi > lo else None
@@ -129,11 +134,15 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "kernels": [ok[lo]["kernels"], ok[hi]["kernels"]],
                 "growth": ok[hi]["kernels"] / ok[lo]["kernels"] if ok[lo]["kernels"] else None,
                 "grows": grows,
+                "not_fitting": sorted(set(compiled) - set(ok)),
                 "target": target,
                 "meets": meets,
             }
         )
     return out
+
+
+FITS = {"fits": "yes", "does not fit": "**no**"}
 
 
 def _by_key(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, int, str], dict[str, Any]]:
@@ -169,25 +178,28 @@ def markdown(record: dict[str, Any]) -> str:
     lines += [
         "",
         "| family | N | dtype | kernels | before | while loops | sorts | scatters | custom calls | memory GiB "
-        "| unknown-trip loops |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| fits | unknown-trip loops |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in record["rows"]:
         head = f"| {r['label']} | {r['length']} | {r['dtype']} |"
         if r.get("status") != "ok":
-            lines.append(f"{head} error: {str(r.get('error'))[:120]} ||||||||")
+            lines.append(f"{head} error: {str(r.get('error'))[:120]} |||||||||")
             continue
         b = before.get((r["family"], r["length"], r["dtype"]))
         was = f"{b['kernels']:,}" if b else ""
         lines.append(
             f"{head} {r['kernels']:,} | {was} | {r['while_loops']:,} | {r['sorts']:,} | {r['scatters']:,} | "
-            f"{r['custom_calls']:,} | {r['memory_gib']:.2f} | {r['unknown_trip_loops']} |"
+            f"{r['custom_calls']:,} | {r['memory_gib']:.2f} | {FITS.get(r.get('fits'), r.get('fits') or '')} | "
+            f"{r['unknown_trip_loops']} |"
         )
     lines += [
         "",
         f"Targets (issue 50): kernels per step at N = {' and '.join(f'{n:,}' for n in TARGET_LENGTHS)} at most "
         + ", ".join(f"{k} {v:,}" for k, v in TARGETS.items())
-        + f"; no family's count grows with N (largest N at most {GROWTH_TOLERANCE:.0%} above the smallest).",
+        + f"; no family's count grows with N (largest N at most {GROWTH_TOLERANCE:.0%} above the smallest, "
+        "over the lengths whose step fits the card: where it does not, XLA rematerialises to try, another "
+        "program).",
         "",
         "| family | kernels (smallest N -> largest N) | growth | grows with N | target | meets |",
         "|---|---|---:|---|---:|---|",
@@ -198,6 +210,8 @@ def markdown(record: dict[str, Any]) -> str:
             continue
         meets = {True: "yes", False: "**no**", None: "not judged" if v["target"] else ""}[v["meets"]]
         grows = {True: "**yes**", False: "no", None: "one length"}[v["grows"]]
+        if v.get("not_fitting"):
+            grows += f" (N={', '.join(f'{n:,}' for n in v['not_fitting'])}: does not fit, not judged)"
         lines.append(
             f"| {v['label']} | {v['kernels'][0]:,} (N={v['lengths'][0]:,}) -> {v['kernels'][1]:,} "
             f"(N={v['lengths'][1]:,}) | {v['growth']:.2f}x | {grows} | {v['target'] or ''} | {meets} |"
