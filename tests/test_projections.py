@@ -37,8 +37,8 @@ class _Projected(base.Attention):
         return base.project_qkv(self, x)
 
 
-def _x(dtype=jnp.float32):
-    return jax.random.normal(jax.random.key(0), (2, N, DIM), dtype)
+def _x():
+    return jax.random.normal(jax.random.key(0), (2, N, DIM))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
@@ -47,11 +47,10 @@ def test_cpu_projections_are_densegeneral_op_for_op(dtype):
     old, new = _ThreeModules(HEADS, QKV, dtype=dtype), _Projected(HEADS, QKV, dtype=dtype)
     x = _x()
     params = old.init(jax.random.key(1), x)
-    assert jax.tree.structure(params) == jax.tree.structure(new.init(jax.random.key(1), x))
-    for a, b in zip(
-        jax.tree.leaves(params), jax.tree.leaves(new.init(jax.random.key(1), x)), strict=True
-    ):  # the same initial values: the modules create them either way
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    new_params = new.init(jax.random.key(1), x)
+    assert jax.tree.structure(params) == jax.tree.structure(new_params)
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(new_params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # the same initial values: the modules make them
 
     def loss(module):
         def f(p, x):

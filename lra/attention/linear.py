@@ -195,7 +195,7 @@ class LinearAttention(Attention):
             return project_out(self, read(q, summary, self.chunk_size).astype(self.dtype), features)
 
         assert mask is not None  # forward and encode pass the token mask
-        gate_logits = None
+        gate_logits: list[jax.Array] = []  # the gate's projection, when made beside q, k and v
         if op == "forward" and not self.tie_kv:
             # q, k, v (and a gated variant's gate: a projection of x of the same shape) as one GEMM
             # on an accelerator (base.project_heads)
@@ -207,7 +207,7 @@ class LinearAttention(Attention):
                 q = dense_heads(h, dh, "query", self.dtype)(x)
             k = dense_heads(h, dh, "key", self.dtype)(x)
             v = k if self.tie_kv else dense_heads(h, dh, "value", self.dtype)(x)
-        k, v = self._gate(x, k, v, gate_logits[0] if gate_logits else None)
+        k, v = self._gate(x, k, v, *gate_logits)
         k = jnp.where(mask[..., None, None], k, 0).astype(k.dtype)  # padding never enters C
         dropout_rng = self.dropout_rng(deterministic)
         if dropout_rng is not None:
