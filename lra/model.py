@@ -1,34 +1,13 @@
 """The common encoder and the classifier heads every attention family plugs into.
 
-Token embedding (or, ``embedding="linear"``, the published ConvLuna code's affine pixel
-embedding) + learnable absolute positions, ``num_layers`` blocks (pre- or post-LayerNorm),
-optionally a LayerNorm (``pre_pool_norm``), pooling (``cls`` | ``mean`` over real tokens |
-``memory`` average for memory families), and a classifier head (GELU by default, Table 2): one
-input, or two inputs for matching (the same encoder on both documents, combined as
-[u, v, u*v, u-v] (LRA's) or [u, v] (``dual_combine="concat"``, the memory families' configs)).
-
-Padding is masked everywhere unless ``mask_padding=False`` (the published code's setting, for
-reproduction only: padding then changes the result). The attention output goes through dropout
-before its residual unless ``attention_residual_dropout=False`` (the memory families' configs:
-Appendix B's equations and the published code have none).
-
-Memory families (``Attention.uses_memory``): the encoder owns the learned initial memory
-(``memory_size`` x D) and threads it through the blocks. A block calls
-``y, packed = attn(x, mask, memory=mem)`` and applies the residuals itself; post-LN (the Luna
-paper's block): X' = LN(X + y), P' = LN(P + packed), X'' = LN(FFN(X') + X'): the memory skips
-the FFN. Pre-LN: the attention sees LN(x), LN(mem) and both residuals are plain sums. The
-initial memory is drawn from N(0, ``memory_init_scale``^2), 1.0 as in the published code (the
-paper is silent). Each block sows its output memory (``intermediates``) for ``lra_lab.diagnose``.
-
-The final norm is applied for pre-LN stacks only: a post-LN block already ends in a LayerNorm.
-
-GELU (FFN and head) is the tanh approximation (``gelu_approximate=True``, flax's default and
-LRA's Flax code: the Transformer and the other LRA-encoder rows) or the exact erf form (False:
-GELU as defined and as Table 2 of the ConvLuna paper names it; the published ConvLuna code's
-``nn.GELU()``; the Luna/ConvLuna configs). The published code's embedding details are fields for
-``:reference``: ``zero_padding_embedding`` (padding embeds to a fixed zero, ``padding_idx=0``),
-``cls_position=False`` ([CLS] prepended after the positions are added, so it has none and the
-table has ``max_len`` rows) and ``param_init="pytorch"`` (:func:`pytorch_init`).
+Embedding + learned absolute positions, ``num_layers`` pre- or post-LN blocks, pooling (``cls``, ``mean`` over real
+tokens, ``memory``) and a classifier head; matching runs one encoder on both documents (docs/design.md, "The encoder").
+The switches that reproduce the published ConvLuna code (``mask_padding``, ``gelu_approximate``, ``cls_position``, ...)
+are ``config.model`` fields, each with the paper's and the code's behaviour in lra/reference_config.py. Memory families
+(``Attention.uses_memory``): the encoder owns the learned initial memory (``memory_size`` x D, N(0,
+``memory_init_scale``^2)) and threads it through the blocks, applying the residuals itself. Post-LN (the Luna paper's
+block): X' = LN(X + y), P' = LN(P + packed), X'' = LN(FFN(X') + X'): the memory skips the FFN. Pre-LN: the attention
+sees LN(x), LN(mem), both residuals are plain sums, and a final norm follows (a post-LN block already ends in one).
 """
 
 from __future__ import annotations
@@ -115,8 +94,7 @@ class EncoderBlock(nn.Module):
         if memory is not None and pre:
             mem_in = ln("memory_norm")(memory)
         y, packed = attn(x_in, mask, memory=mem_in, deterministic=deterministic)
-        # Dropout on the attention output before the residual: LRA's Transformer has it; the Luna
-        # equations and the published ConvLuna code do not (config.model.attention_residual_dropout).
+        # Attention-output dropout: LRA's Transformer has it; Luna's equations and ConvLuna's code do not.
         sub_drop = drop if cfg.attention_residual_dropout else (lambda a, deterministic: a)
         x = x + sub_drop(y, deterministic=deterministic)
         if memory is not None:
@@ -136,8 +114,8 @@ class EncoderBlock(nn.Module):
 
 
 class PixelEmbed(nn.Module):
-    """Pixel tokens (value v as token v + 1) -> ((v / 255 - mean) / std) * w + b, a D-vector per
-    pixel: the published ConvLuna code's CIFAR embedding (``IEmbedding``: w ~ N(0, 1), b ~ N(0, 0.1^2))."""
+    """Pixel tokens (value v as token v + 1) -> ((v / 255 - mean) / std) * w + b, a D-vector per pixel: the published
+    ConvLuna code's CIFAR embedding (``IEmbedding``: w ~ N(0, 1), b ~ N(0, 0.1^2))."""
 
     features: int
     mean: float
@@ -162,8 +140,7 @@ class Encoder(nn.Module):
         cfg = self.config
         dtype = _dtype(cfg.dtype)
         batch, n = tokens_BxN.shape
-        # mask_padding=False is the published code's setting (--mask_inputs False): every position,
-        # padding included, is attended to and pooled. Kept as an option for reproduction only.
+        # mask_padding=False (the published code's): padding is attended to and pooled; for reproduction only.
         mask = tokens_BxN != PAD_ID if cfg.mask_padding else jnp.ones(tokens_BxN.shape, bool)
         if cfg.embedding == "linear":
             x = PixelEmbed(cfg.emb_dim, cfg.pixel_mean, cfg.pixel_std, name="embed")(tokens_BxN)
@@ -178,8 +155,7 @@ class Encoder(nn.Module):
                 f"sequence length {n} exceeds the position table (config.model.max_len="
                 f"{cfg.max_len}): raise config.model.max_len or shorten config.data.max_len"
             )
-        # Parameters are created in this order (cls, then positions): flax derives each one's key
-        # from its creation order, so reordering would change every initialisation.
+        # Keep this creation order (cls, then positions): flax derives each parameter's key from it.
         cls = self.param("cls", nn.initializers.normal(stddev=0.02), (cfg.emb_dim,)) if cfg.pooling == "cls" else None
         cls_slot = cls is not None and cfg.cls_position  # [CLS] takes position 0 of the table
         pos = self.param("pos_embedding", nn.initializers.normal(stddev=0.02), (cfg.max_len + cls_slot, cfg.emb_dim))
@@ -198,13 +174,11 @@ class Encoder(nn.Module):
         attn_cls = attention_registry.get(cfg.attention)
         if attn_cls.uses_memory:
             cells = memory_cells(attn_cls, dict(cfg.attention_kwargs))  # the MemoryAttention contract
-            # N(0, memory_init_scale^2): 1.0 is the published code's nn.init.normal_; the former
-            # D^-1/2 made the first block's memories nearly identical from step 0.
+            # memory_init_scale 1.0 is the published code's (the paper is silent); D^-1/2 made the memories near-equal.
             mem0 = self.param("memory", nn.initializers.normal(stddev=cfg.memory_init_scale), (cells, cfg.emb_dim))
             memory = jnp.broadcast_to(mem0, (batch, cells, cfg.emb_dim)).astype(dtype)
 
-        # remat: each block's activations are recomputed in the backward pass, not stored (the
-        # same function and parameter tree; ``deterministic`` is static, argument 4 counting self).
+        # remat: activations recomputed in the backward pass; ``deterministic`` is static (argument 4, counting self).
         block = nn.remat(EncoderBlock, static_argnums=(4,)) if cfg.get("remat", False) else EncoderBlock
         for i in range(cfg.num_layers):
             x, memory = block(cfg, name=f"block_{i}")(x, mask, memory, deterministic)
@@ -228,12 +202,8 @@ class Encoder(nn.Module):
 
 
 class Classifier(nn.Module):
-    """Encoder + classifier head. Inputs B x N (one input) or B x 2 x N (matching).
-
-    Head: ``head_hidden_layers`` Dense(mlp_dim) layers (two of mlp_dim and mlp_dim/2 for
-    matching), each followed by ``head_activation`` (GELU: Table 2 of the ConvLuna paper), then
-    the logits.
-    """
+    """Encoder + head on B x N inputs, or B x 2 x N (matching, combined by ``dual_combine``). Head:
+    ``head_hidden_layers`` Dense(mlp_dim) (matching: mlp_dim, mlp_dim/2), each with ``head_activation``, then logits."""
 
     config: ml_collections.ConfigDict
     vocab_size: int
@@ -282,10 +252,9 @@ def _fan_in(layer: str, kernel_shape: tuple[int, ...]) -> int:
 
 
 def pytorch_init(params: Any, key: jax.Array) -> Any:
-    """``params`` re-drawn with PyTorch's default initialisation, as the published ConvLuna code
-    has it: Linear weights and biases U(+-1/sqrt(fan_in)), position embeddings zero, [CLS]
-    xavier-uniform. Embedding rows N(0, 1), the memory N(0, 1), the conv filter U(+-1/sqrt(K)),
-    LayerNorms and the temperature are already as there and are kept."""
+    """``params`` re-drawn with PyTorch's defaults, as in the published ConvLuna code: Linear weights and biases
+    U(+-1/sqrt(fan_in)), positions zero, [CLS] xavier-uniform; the rest (embedding rows N(0, 1), the memory N(0, 1),
+    the conv filter U(+-1/sqrt(K)), LayerNorms, the temperature) already match and are kept."""
     flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(params))
     kernels = {path[:-1]: leaf.shape for path, leaf in flat.items() if path[-1] == "kernel"}
     out = {}
@@ -300,8 +269,7 @@ def pytorch_init(params: Any, key: jax.Array) -> Any:
 
 
 def init_params(model: Classifier, key: jax.Array, sample: jax.Array) -> Any:
-    """The model's initial parameters under ``config.model.param_init``: ``xavier`` (this suite's
-    default: xavier-uniform kernels, zero biases, N(0, 0.02) positions) or ``pytorch`` (above)."""
+    """Under ``param_init``: ``xavier`` (xavier-uniform kernels, zero biases, N(0, 0.02) positions) or ``pytorch``."""
     params = model.init(key, sample)["params"]
     if model.config.get("param_init", "xavier") == "pytorch":
         params = pytorch_init(params, jax.random.fold_in(key, 1))
@@ -309,10 +277,7 @@ def init_params(model: Classifier, key: jax.Array, sample: jax.Array) -> Any:
 
 
 def build_model(model_config: ml_collections.ConfigDict, vocab_size: int, num_classes: int, dual: bool) -> Classifier:
-    """The classifier for a task; validate the config with lra.training.runs first.
-
-    The module holds a frozen copy of ``model_config`` (``FrozenConfigDict``): a Flax module's
-    fields are meant to be immutable and hashable, and a later change to the caller's config
-    cannot reach a model already built."""
+    """The classifier for a task (validate the config with lra.training.runs first). It holds a frozen copy of
+    ``model_config``: Flax module fields are hashable, and later changes to the caller's config cannot reach it."""
     frozen = ml_collections.FrozenConfigDict(model_config)
     return Classifier(frozen, vocab_size=vocab_size, num_classes=num_classes, dual=dual)

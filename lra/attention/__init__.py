@@ -1,17 +1,13 @@
-"""Registry of attention families: name -> ``Family`` (module class, table label, config settings;
-docs/design.md). Adding a family is its module and one ``register`` call (docs/adding_a_family.md).
-
-Every registered module has the call signature
-``y_BxNxD, memory = attn(x_BxNxD, mask_BxN, memory=None, deterministic=True)``.
+"""Registry of attention families, name -> ``Family`` (docs/design.md, "The attention contract"; adding_a_family.md).
 
 Read in this order:
 
-- ``base``: the ``Attention`` base class (common fields), the q/k/v/out projections, masks and the
-  masked dot-product attention the families build on.
+- ``base``: the ``Attention`` base class, the q/k/v/out projections, masks, masked dot-product attention.
 - ``softmax``: the Transformer baseline.
 - ``luna``: Luna and ConvLuna (attention through a shared memory; the filter).
-- ``clustered``: clustered and improved clustered attention (LSH + Hamming K-means).
-- ``agglomerative``, ``dispersed``, ``linear`` (cheap and gated linear): the other families.
+- ``clustered`` (+ ``clustered_shared``, ``clustered_accelerator``): clustered and improved clustered attention.
+- ``agglomerative``, ``dispersed`` (+ ``dispersed_gather``), ``linear`` (cheap and gated linear): the other families.
+- ``trees``: which families can evaluate each other's weights.
 
 The families import nothing of lra outside this package (tests/test_layering.py).
 """
@@ -41,17 +37,8 @@ from lra.papers.convluna import (
 
 @dataclasses.dataclass(frozen=True)
 class Family:
-    """One attention family as the suite knows it: the registry is the single source from which its
-    configs (``lra.family_configs``), the training-step benchmark's cases (``lra_lab.bench.steps``) and
-    the ``lra_families`` sweep row (``lra_lab.experiments.sweep``) are derived, so a registered family is
-    trained, benchmarked and swept with no list to edit (docs/adding_a_family.md).
-
-    ``kwargs``/``model`` are what every task's config sets (``config.model.attention_kwargs`` and
-    ``config.model`` fields), ``task_kwargs``/``task_model`` update them for one task (ConvLuna's
-    ListOps convolution, dispersed's CLS pooling outside Pathfinder). ``flags`` are named option
-    sets after the config's colon (ConvLuna's ``only_scaling``). ``file_stem`` names the family's own
-    thin config files ``configs/<task>_<file_stem>.py`` where it has them.
-    """
+    """One attention family: the single source of its configs (``lra.family_configs``), benchmark cases
+    (``lra_lab.bench.steps``) and sweep row (``lra_lab.experiments.sweep``); fields: docs/adding_a_family.md."""
 
     name: str
     module: type[Attention]
@@ -79,15 +66,13 @@ class Family:
         return kwargs, {**self.model, **self.task_model.get(task, {})}
 
     def default_label(self) -> str:
-        """The row name at the family's defaults (``Luna-16``, ``Clustered-100``): its options'
-        dataclass defaults (:func:`option_defaults`) under its registered ``kwargs``."""
+        """The row name at the family's defaults (``Luna-16``): :func:`option_defaults` under its ``kwargs``."""
         return format_label(self.label, {**option_defaults(self.name), **self.kwargs})
 
 
 def format_label(label: str, options: dict[str, Any]) -> str:
-    """``label`` (``"MeanPool-x{scale}"``) filled from ``options``, a whole float written as an integer
-    (``scale=1.0`` is ``MeanPool-x1``, as ``scale=1`` is): one label and one run folder
-    (lra.training.run_files.slug) for one value, however it was typed."""
+    """``label`` filled from ``options``, a whole float as an integer (``scale=1.0`` and ``1`` give ``MeanPool-x1``):
+    one label and run folder (lra.training.run_files.slug) per value, however it was typed."""
     return label.format(**{k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in options.items()})
 
 
@@ -176,7 +161,6 @@ def option_names(name: str) -> list[str]:
 
 
 def option_defaults(name: str) -> dict[str, object]:
-    """Each family option of ``name`` with its paper default: what a config that leaves an option out
-    trains with (``memory_size`` absent is ``memory_size=16`` for Luna and ConvLuna)."""
+    """Each family option of ``name`` with its paper default: what a config that leaves it out trains with."""
     fields = {f.name: f for f in dataclasses.fields(get(name))}
     return {k: fields[k].default for k in option_names(name) if fields[k].default is not dataclasses.MISSING}

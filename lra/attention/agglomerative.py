@@ -1,38 +1,29 @@
 """Agglomerative attention (Spellings, 2019): class summaries instead of pairwise affinities.
 
-Paper: *Agglomerative Attention*, arXiv:1907.06607.
-
-Every token is softly assigned to m classes, once as a reference (key side) and once as a query,
-with separate weights; each class summarises the references that belong to it, and each query
-reads the summaries of its own classes. Linear in time and memory. In the paper's notation, for
-inputs x (B x N x D) and classes k = 1..m::
+Paper: *Agglomerative Attention*, arXiv:1907.06607. Each token is softly assigned to m classes as a reference and,
+with other weights, as a query; each query reads its classes' summaries of their references. Linear in time and
+memory. For inputs x (B x N x D) and classes k = 1..m::
 
     c^r_ik = softmax_k(x_i W^r + b^r)            c^q_ik = softmax_k(x_i W^q + b^q)
     n_ik   = sum_{tau} c^r_tau,k                 (full: all tau; causal/"masked": tau <= i)
     a^k_i  = (1 / n_ik) sum_{tau} c^r_tau,k x_tau P^k      (P^k: D -> qkv_dim / m)
     p_i    = concat_k(c^q_ik a^k_i)              y_i = Q p_i
 
-Parameters: ``key_classes`` (W^r, b^r), ``query_classes`` (W^q, b^q), ``value`` (the per-class
-projections P^k, stacked as D -> m x qkv_dim/m like a per-head value projection) and ``out`` (Q).
+Parameters: ``key_classes`` (W^r, b^r), ``query_classes`` (W^q, b^q), ``value`` (the P^k stacked as D -> m x
+qkv_dim/m, like a per-head value projection) and ``out`` (Q). Choices:
 
-Choices:
-
-* ``num_classes`` defaults to the number of heads (the paper uses "8 heads or agglomerative
-  classes" interchangeably); qkv_dim must be divisible by it.
-* ``value`` and ``out`` carry biases, like every other family's projections (the paper writes
-  x P^k and Q p without them). Zero-initialised, so at initialisation this is the paper's form.
-* Padding is excluded from both the sums and the masses (its reference assignments are zeroed).
-* A class with (almost) no mass: the average divides by ``max(n_ik, epsilon)``. Above epsilon it
-  is the exact weighted mean; below, the summary shrinks towards zero instead of dividing 0 by 0
-  (NaN) or amplifying rounding noise, e.g. an empty class or a causal prefix with no real token.
-* Attention dropout drops reference-class assignments c^r_tau,k (the weight with which a token
-  enters a class summary); the masses are summed after dropping, so summaries stay averages.
+* ``num_classes`` defaults to the number of heads (the paper says "8 heads or agglomerative classes"); it must divide
+  qkv_dim.
+* ``value`` and ``out`` have biases like every family's projections (the paper has none): zero-initialised, so the
+  paper's form at initialisation.
+* Padding is out of the sums and masses (its reference assignments are zeroed); outputs at padding are zero.
+* The average divides by ``max(n_ik, epsilon)``: the exact mean above epsilon; below (an empty class, a causal prefix
+  with no real token) the summary shrinks to zero instead of NaN or amplified rounding noise.
+* Attention dropout drops c^r_tau,k; the masses are summed after dropping, so summaries stay averages.
 * Assignments, masses and running sums are float32 whatever ``dtype`` is.
-* Non-causal read: there is one summary per class, so ``y_i = Q p_i + b`` is computed as
-  ``sum_k c^q_ik (Q_k a^k + b)`` (exact, because the query assignments sum to 1): each class
-  summary goes through ``out`` once and the N x m x qkv_dim/m tensor p is never built (on CPU
-  at N = 16K: 100.7 ms -> 61.9 ms per forward+backward in results/bench/attention_scaling.md).
-  Outputs at padded positions are zero.
+* Non-causal: one summary per class, so ``y_i = Q p_i + b = sum_k c^q_ik (Q_k a^k + b)`` (the query assignments sum
+  to 1): each summary goes through ``out`` once and the N x m x qkv_dim/m tensor p is never built (CPU, N = 16K:
+  100.7 -> 61.9 ms per forward+backward, results/bench/attention_scaling.md).
 """
 
 from __future__ import annotations
@@ -55,11 +46,7 @@ from lra.errors import InputError
 def class_averages(
     w_BxNxM: jax.Array, v_BxNxMxC: jax.Array, causal: bool, epsilon: float, chunk_size: int = 64
 ) -> jax.Array:
-    """a^k_i: reference values averaged per class with weights w (float32).
-
-    Returns B x N x M x C when causal (cumulative up to i), else B x 1 x M x C (whole sequence),
-    the whole-sequence sums taken chunk by chunk (``split_chunks``).
-    """
+    """a^k_i, the per-class weighted averages (float32): B x N x M x C causal (up to i), else B x 1 x M x C."""
     if causal:
         weighted = w_BxNxM[..., None] * v_BxNxMxC.astype(jnp.float32)
         sums = jnp.cumsum(weighted, axis=1)
@@ -78,12 +65,8 @@ def class_averages(
 class AgglomerativeAttention(Attention):
     """Soft class assignments; each query reads the (causal or full) averages of its classes.
 
-    Attributes:
-      num_classes: number of classes m (None: ``num_heads``); each class gets qkv_dim / m features.
-      causal: the paper's "masked" variant: class averages over tau <= i only.
-      epsilon: floor on a class's mass in the division (see the module docstring).
-      chunk_size: tokens per chunk of the whole-sequence sums (a speed setting: same results up
-        to summation order; see lra.attention.base.split_chunks).
+    ``causal``: the paper's "masked" variant (tau <= i). ``chunk_size``: speed only (same results up to summation
+    order; lra.attention.base.split_chunks).
     """
 
     num_classes: int | None = None
@@ -131,9 +114,8 @@ class AgglomerativeAttention(Attention):
         if self.causal:  # a differs per position: build p = concat_k(c^q_ik a^k_i) and project it
             p_BxNxMxC = (c_query_BxNxM[..., None] * a).astype(self.dtype)
             return project_out(self, zero_padding(p_BxNxMxC, mask_BxN), features), None
-        # One summary per class: y_i = Q p_i + b = sum_k c^q_ik (Q_k a^k + b) because the query
-        # assignments sum to 1. Projecting the m class summaries once (as m inputs of `out`, each
-        # with one class filled in) leaves an N x m by m x D product per sequence.
+        # One summary per class (module docstring): the m summaries go through `out` once, as m inputs with one class
+        # filled in each, leaving an N x m by m x D product per sequence.
         a_BxMxC = a[:, 0].astype(self.dtype)
         one_class_BxMxMxC = jnp.eye(m, dtype=a_BxMxC.dtype)[None, :, :, None] * a_BxMxC[:, None]
         classes_out_BxMxD = project_out(self, one_class_BxMxMxC, features)

@@ -1,12 +1,7 @@
 """Pieces every attention family shares: the module fields, the q/k/v/out projections, masks.
 
-All families subclass :class:`Attention` and keep one call signature::
-
-    y_BxNxD, memory = attn(x_BxNxD, mask_BxN, memory=None, deterministic=True)
-
-``mask`` is boolean, True on real tokens. The projections are created by :func:`project_qkv` and
-:func:`project_out` under the names ``query``, ``key``, ``value`` and ``out``, so families built
-from them share softmax's parameter tree (weights trained with one evaluate with another).
+The call contract: docs/design.md ("The attention contract"). Families built on :func:`project_qkv` and
+:func:`project_out` (``query``, ``key``, ``value``, ``out``) share softmax's parameter tree.
 """
 
 from __future__ import annotations
@@ -23,34 +18,24 @@ from lra.errors import InputError
 
 Dtype = Any
 
-# Large negative logit for masked keys. Finite (not -inf) so a fully masked row gives a uniform
-# softmax instead of NaN; such rows only occur at padded queries, whose outputs are discarded.
+# Logit of masked keys: finite, so a fully masked row (only at padded queries, discarded) is uniform, not NaN.
 MASK_LOGIT = -1e9
 
 
 class Attention(nn.Module):
-    """Base class: the fields every family takes (docs/design.md, The attention contract).
-
-    Attributes:
-      num_heads: number of heads H; ``qkv_dim`` must be divisible by it.
-      qkv_dim: total width of queries/keys/values (H * head_dim).
-      dropout_rate: dropout on attention weights (families without weights may ignore it).
-      dtype: computation dtype (e.g. ``jnp.bfloat16`` on GPU/TPU); parameters stay float32 and
-        softmax/normalisation statistics are computed in float32.
-    """
+    """Base class: the fields every family takes. ``dropout_rate`` acts on attention weights (families without them
+    ignore it); ``dtype`` is the compute dtype, while parameters and softmax/normalisation statistics stay float32."""
 
     num_heads: int = 4
     qkv_dim: int = 128
     dropout_rate: float = 0.0
     dtype: Dtype = jnp.float32
 
-    # Families that carry a memory (Luna, ConvLuna) set this and declare a ``memory_size`` field
-    # (:class:`MemoryAttention`); the encoder then owns the learned initial memory of that many
-    # cells (:func:`memory_cells`) and passes it block to block.
+    # True for memory families (Luna, ConvLuna), which declare ``memory_size`` (:class:`MemoryAttention`).
     uses_memory: ClassVar[bool] = False
 
     def dropout_rng(self, deterministic: bool) -> jax.Array | None:
-        """The key for attention dropout, or None when dropout is off (eval, or rate 0)."""
+        """The attention-dropout key, or None when dropout is off."""
         if deterministic or self.dropout_rate == 0.0:
             return None
         return self.make_rng("dropout")
@@ -63,13 +48,8 @@ class Attention(nn.Module):
 
 @runtime_checkable
 class MemoryAttention(Protocol):
-    """The contract of a memory family (``uses_memory = True``: Luna, ConvLuna), as the encoder reads it.
-
-    Besides the base fields, it declares ``memory_size``, a dataclass field with a default: the
-    encoder owns the learned initial memory of that many cells (``config.model.attention_kwargs``
-    may set it, else the field's default applies) and passes it as ``memory`` to every block;
-    the call returns the packed memory (the same shape) in place of ``None``.
-    """
+    """A memory family as the encoder reads it: a ``memory_size`` field with a default (the cells of the encoder's
+    learned initial memory); the call returns the packed memory (same shape), not None."""
 
     uses_memory: ClassVar[bool]
     memory_size: int
@@ -80,9 +60,8 @@ class MemoryAttention(Protocol):
 
 
 def memory_cells(cls: type[Attention], options: Mapping[str, Any]) -> int:
-    """The memory cells a memory family gets: ``options["memory_size"]``, else its declared default
-    (:class:`MemoryAttention`). A family that sets ``uses_memory`` without declaring ``memory_size``
-    is a bug in that family: a TypeError names it."""
+    """``options["memory_size"]``, else the family's default; a TypeError names a family with ``uses_memory`` but
+    no ``memory_size`` field (a bug in that family)."""
     if not cls.uses_memory:
         raise TypeError(f"{cls.__name__} has no memory (uses_memory is False): it has no memory cells")
     if "memory_size" not in getattr(cls, "__dataclass_fields__", {}):
@@ -118,10 +97,7 @@ QKV = ("query", "key", "value")
 def project_qkv(
     attn: Attention, x_q_BxNxD: jax.Array, x_kv_BxMxD: jax.Array | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Project to per-head queries, keys and values (B x N x H x Dh); call inside a compact method.
-
-    Self-attention (``x_kv_BxMxD`` None) goes through :func:`project_heads`: one GEMM on a GPU or TPU.
-    """
+    """Per-head q, k, v (B x N x H x Dh) inside a compact method; self-attention goes through :func:`project_heads`."""
     h, dh = attn.num_heads, attn.head_dim
     if x_kv_BxMxD is None:
         q, k, v = project_heads(attn, x_q_BxNxD, {n: partial(dense_heads, h, dh, n, attn.dtype) for n in QKV})
@@ -135,18 +111,9 @@ def project_qkv(
 def project_heads(
     attn: Attention, x_BxNxD: jax.Array, modules: Mapping[str, Callable[[], nn.DenseGeneral]]
 ) -> list[jax.Array]:
-    """Several projections D -> H x Dh of one input (``modules``: name -> the DenseGeneral it is), in
-    order; call inside a compact method.
-
-    On a GPU or TPU they run as one GEMM with their kernels side by side, on a CPU as one each, op for
-    op what ``nn.DenseGeneral`` computes (so the CPU's program, and every record computed by it, is
-    unchanged); chosen at lowering by ``lax.platform_dependent``, so a program compiled on this CPU
-    for a GPU target gets the GPU's. The parameters are the modules' own either way (they create them
-    at init, with their own initialisers), so the tree does not change. Why: XLA's GPU compiler merges
-    GEMMs that share an operand only while the operands are under 32 MiB (its dot merger), so from
-    about N = 2,048 at batch 32 each projection was its own cuBLAS call, forward and backward
-    (results/bench/launch_diff_h100_transformer.md).
-    """
+    """Projections D -> H x Dh of one input (``modules``: name -> its DenseGeneral), in order, inside a compact method:
+    one GEMM on a GPU/TPU, op for op ``nn.DenseGeneral`` on a CPU (chosen at lowering), the parameters the modules' own.
+    Why: docs/design.md ("The attention contract")."""
     if attn.is_initializing():
         return [make()(x_BxNxD) for make in modules.values()]
     params = attn.variables["params"]
@@ -199,12 +166,8 @@ def zero_padding(y_BxNx___: jax.Array, mask_BxN: jax.Array) -> jax.Array:
 
 
 def split_chunks(a_BxNx___: jax.Array, size: int) -> jax.Array:
-    """B x N x ... -> B x C x L x ...: chunks of L = min(``size``, N) tokens, the last zero-padded.
-
-    Why: a sum over all N tokens (k^T v, class sums) makes XLA's CPU backend transpose whole
-    N-long arrays with strided loops, which cost more per token once they outgrow the L2 cache;
-    summing chunk by chunk keeps every transpose inside one chunk (results/bench/chunked_sums.md).
-    """
+    """B x N x ... -> B x C x L x ...: chunks of L = min(``size``, N) tokens, the last zero-padded. Summing per chunk
+    keeps XLA's CPU transposes of N-long sums (k^T v, class sums) inside L2 (results/bench/chunked_sums.md)."""
     b, n = a_BxNx___.shape[:2]
     size = max(1, min(size, n))
     pad = (-n) % size
@@ -213,8 +176,7 @@ def split_chunks(a_BxNx___: jax.Array, size: int) -> jax.Array:
 
 
 def per_chunk(summary_Bx___: jax.Array, num_chunks: int) -> jax.Array:
-    """The same per-sequence summary for every chunk (B x C x ...), so that reading it is a
-    chunk-batched product and its gradient a chunk-local sum (see ``split_chunks``)."""
+    """The summary repeated per chunk (B x C x ...): reading it is chunk-batched, its gradient a chunk-local sum."""
     return jnp.broadcast_to(summary_Bx___[:, None], (summary_Bx___.shape[0], num_chunks) + summary_Bx___.shape[1:])
 
 
@@ -260,12 +222,8 @@ def dot_product_attention(
     deterministic: bool = True,
     return_weights: bool = False,
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
-    """Masked multi-head softmax attention, O(N x M) memory: the dense building block.
-
-    Logits and softmax are computed in float32 whatever the input dtype; the weighted sum runs
-    in the value dtype. ``scale`` defaults to Dh^-1/2. ``return_weights`` also returns the
-    attention weights (B x H x N x M, float32, before dropout), for diagnostics.
-    """
+    """Masked multi-head softmax attention, O(N x M) memory. Logits and softmax in float32, the weighted sum in
+    v's dtype; ``scale`` defaults to Dh^-1/2; ``return_weights`` adds the weights (B x H x N x M, before dropout)."""
     if scale is None:
         scale = q_BxNxHxD.shape[-1] ** -0.5
     logits_BxHxNxM = jnp.einsum("bnhd,bmhd->bhnm", q_BxNxHxD, k_BxMxHxD, preferred_element_type=jnp.float32)

@@ -1,89 +1,34 @@
-"""Clustered and improved clustered attention (Vyas, Katharopoulos & Fleuret, 2020).
+"""Clustered and improved clustered attention (Vyas, Katharopoulos & Fleuret, 2020), tuned for a CPU.
 
-Paper: *Fast Transformers with Clustered Attention*, arXiv:2007.04825.
+Paper: *Fast Transformers with Clustered Attention*, arXiv:2007.04825. This is ``implementation="cpu"``;
+:mod:`lra.attention.clustered_accelerator` computes the same for GPUs and TPUs (docs/design.md).
 
-One thing, over 400 lines: the clustered attention family (hashing, Hamming K-means, both
-attentions with their custom gradients, and their two Flax modules), kept whole. What follows is
-the CPU-tuned implementation (``implementation="cpu"``, the default on CPU);
-:mod:`lra.attention.clustered_accelerator` computes the same for GPUs and TPUs (the default there).
+Clustered attention (Sec. 3.2): queries hashed by ``bits`` random hyperplanes are grouped into C clusters by Hamming
+K-means (Sec. 3.2.2); one softmax row A^c per centroid is each member's (eqs. 3-6). Improved clustered (Sec. 3.3,
+App. A.2): each query also attends exactly to its cluster's ``topk`` keys of highest centroid attention, rescaled by
+the centroid's mass m^_j on them (eqs. 9-10), A^c covering the rest (eqs. 15-17); Prop. 2: never further (L1) from
+full attention than clustered. Nothing is N x N, forward or backward: the largest arrays are C x N, N x bits and
+a block of queries' gathered top keys/values. The speed-only choices (packed hashes, loops, scatters; see each
+function) give the float formulation's clusters, ties included (tests/test_clustered.py).
 
-Clustered attention (Sec. 3.2) groups the *queries* into C clusters, attends once per cluster
-centroid (a C x N attention matrix A^c instead of N x N) and gives every query the output of its
-centroid (eqs. 3-6). Improved clustered attention (Sec. 3.3, App. A.2) additionally takes, per
-cluster, the ``topk`` keys with the highest centroid attention; each query computes exact softmax
-attention over those keys, rescaled by the centroid's mass m^_j on them (eqs. 9-10), while the
-centroid attention covers the remaining keys (eqs. 15-17). Prop. 2: its rows are never further
-(in L1) from the full attention rows than the clustered ones.
-
-Clustering (Sec. 3.2.2): queries are hashed with ``bits`` random hyperplanes and clustered by
-K-means in Hamming space (``iterations`` Lloyd steps). Nothing is N x N, forward or backward:
-the largest arrays are C x N (centroid attention), N x bits (hash bits) and, per block of
-``TOP_BLOCK`` queries, the block's gathered top keys/values; per-cluster sums (centroids,
-majority votes) are segment sums, broadcasts are gathers.
-
-How the clustering is computed (speed only: the same clusters as the float formulation, ties
-included, checked by tests/test_clustered.py):
-  * The hash bits are packed into uint32 words (63 bits: two words, bit r in word r // 32), not
-    one int64, so nothing needs jax's x64 mode. Hamming distances are XOR + population count.
-  * Assignment: a loop over the C centroids (unrolled by ASSIGN_UNROLL) keeping each query's
-    nearest distance and index; a strictly smaller distance wins, so ties go to the lowest
-    index, exactly as the argmax of the +-1 dot products R - 2 x distance did. No N x C
-    distance array and no N x C x bits product is stored: at N = 16K with 4 heads, one
-    assignment takes ~0.5 ms instead of ~30 ms.
-  * Majority votes: one scatter-add of the N x (bits + 1) member counts per Lloyd step (uint16
-    counts while N < 65536, else int32: exact either way), by ``lax.scatter_add`` (XLA copied
-    the rows on every step under ``jax.ops.segment_sum``).
-  * Farthest-point seeding stays a sequential loop of C - 1 picks (each pick needs the previous
-    ones), but each pick is XOR + popcount over N packed words: about 5-10 ms for 100 clusters
-    at N = 16K, 4 heads, a few % of the layer, so it was not restructured.
-  * The whole clustering at N = 16K, 4 heads, 100 clusters, 10 Lloyd steps: ~30 ms (was
-    ~450 ms with +-1 float hashes and N x C x 63 products).
-
-Attention (speed only): softmax's backward row sums are a batched dot (``softmax`` below: XLA's
-CPU backend ran the fused product-then-sum 10-20x slower); improved clustered computes V^b as
-A^c V minus the top-k part, with no dense C x N "not top" mask, and the per-query top-k
-attention block by block from the C x K x D tables of top keys and values (``_top_attention``).
-
-Choices where the paper is silent (they follow the authors' released code unless noted):
-  * Hash: bit r of query q is ``w_r . q > b_r`` with w_r ~ N(0, I) and a threshold b_r ~ N(0, 1)
-    (``hash_bias=True``, the released code's default, which makes Hamming distance track L2
-    rather than angular distance); ``hash_bias=False`` gives the plain sign of the projection.
-    The planes are not parameters: they are drawn from the ``attention`` rng stream (a fixed
-    key when none is given), shared by the heads and the batch, like the released code.
-  * K-means initialisation (``kmeans_init``): ``"farthest"`` (default on CPU; ``"auto"`` is
-    ``"first"`` on accelerators, where C - 1 sequential picks are C - 1 launches) is greedy farthest-point
-    seeding in Hamming space, starting at the first real query: deterministic, and when the
-    queries have at most C distinct hashes every one gets its own centroid, so C >= (distinct
-    queries) reproduces softmax attention exactly. ``"first"`` seeds with the first C real
-    queries: the released code up to fast-transformers 0.3.0 (the first C hashes of each
-    sequence). ``"random"`` seeds with C distinct real queries drawn at random: the released
-    code from fast-transformers 0.4.0 on, which draws C distinct positions of the padded length
-    (``np.random.choice(L, C, replace=False)``, the same positions for the whole batch and every
-    head). We draw among each sequence's real queries only, so padding is never a seed (one
-    random priority per position, shared by the batch and the heads, independent of the padded
-    length), from the ``attention`` rng stream (``fold_in(rng, 1)``: the hash planes stay those
-    of the other inits), so the seeds are deterministic given the rng. With fewer real queries
-    than C, ``"first"`` and ``"random"`` seed every real query and repeat one for the remaining
-    centroids; the duplicates stay empty (ties go to the lowest index), as with ``"farthest"``.
-  * Lloyd step: assign each query to its nearest centroid (ties: lowest index), then set every
-    centroid to the bitwise majority of its members' hashes (ties: bit 0). An empty cluster keeps
-    its previous centroid (the released code redraws it at random; keeping it needs no rng).
-    One initial assignment, then ``iterations`` x (update, assign).
-  * Padded queries join no cluster (they never move centroids or counts); padded keys are masked
-    with a large negative logit, and in the improved variant they are only picked as top keys
-    when a row has fewer than ``topk`` real keys, where they get weight exactly 0.
-  * ``topk`` is clipped to the number of keys N (then improved clustered equals softmax).
-  * The cluster assignment is not differentiated (stop_gradient); centroids (means of the
-    real-valued queries), both attentions, m^_j and the values are.
-  * Attention dropout (when enabled) drops entries of A^c and of the per-query top-k weights.
-  * Default ``num_clusters=100``: the paper's setting for long sequences (ASR, benchmark App. C.1).
-
-``attention_matrix`` builds the dense N x N rows A^c / A^t for a given clustering: it is for
-tests and plots at small N only; the modules never call it.
-
-The module is long but holds one thing, the two clustered families: their clustering (LSH hashes,
-Hamming K-means; called directly only by these families' own checks and benchmarks:
-reproduce/clustered_prop2.py, bench/peers.py), their attention, and their Flax modules, in that order.
+Choices where the paper is silent (the authors' released code unless noted):
+  * Hash: bit r of q is ``w_r . q > b_r``, w_r ~ N(0, I), b_r ~ N(0, 1) (``hash_bias=True``, the released default:
+    Hamming distance then tracks L2, not angle); ``hash_bias=False``: the projection's sign. The planes are not
+    parameters: drawn from the ``attention`` rng stream (a fixed key without one), shared by heads and batch.
+  * Seeding ``kmeans_init`` (``"auto"``: ``"farthest"`` here, ``"first"`` on accelerators). ``"farthest"`` (ours):
+    greedy farthest-point from the first real query, deterministic; every distinct hash gets a centroid when there are
+    at most C, so C >= distinct queries is exactly softmax. ``"first"``: the first C real queries (fast-transformers
+    <= 0.3.0). ``"random"``: C distinct real queries (fast-transformers >= 0.4.0 draws from the padded length); ours
+    never seeds padding, is independent of the padded length, shared by batch and heads, from ``fold_in(rng, 1)``.
+    With fewer real queries than C, one repeats; duplicates stay empty.
+  * Lloyd step: nearest centroid (ties: lowest index), then each centroid is its members' bitwise majority (ties: 0);
+    an empty cluster keeps its centroid (the released code redraws it, which needs an rng). One assignment, then
+    ``iterations`` x (update, assign).
+  * Padded queries join no cluster; padded keys get a large negative logit and are top keys only in rows with fewer
+    than ``topk`` real keys, with weight exactly 0. ``topk`` is clipped to N (improved clustered is then softmax).
+  * The assignment is not differentiated; centroids (means of real queries), both attentions, m^_j and values are.
+    Attention dropout drops entries of A^c and of the per-query top-k weights.
+  * ``num_clusters=100``: the paper's setting for long sequences (ASR, App. C.1).
 """
 
 from __future__ import annotations
@@ -132,13 +77,8 @@ TOP_BLOCK = 128  # queries per step of improved clustered's top-k attention (fas
 
 
 def nearest_centroids(words_WxBxHxN: jax.Array, centroids_WxBxHxC: jax.Array) -> jax.Array:
-    """Index of the nearest centroid in Hamming distance (ties: the lowest index), B x H x N.
-
-    Packed hashes come word-major (W x B x H x N), so each word is one contiguous N-vector. A
-    loop over the C centroids carries each query's best distance and index: every step is XOR +
-    popcount over the N packed queries, so nothing N x C (or N x C x bits) is ever stored, and
-    the strict ``<`` keeps the first of equal distances, like ``argmax`` of +-1 dot products.
-    """
+    """Index of the nearest centroid in Hamming distance (ties: the lowest index, by the strict ``<``), B x H x N.
+    A loop over the C centroids keeps each query's best distance and index: nothing N x C is stored."""
     num_clusters = centroids_WxBxHxC.shape[-1]
 
     def step(c: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
@@ -150,8 +90,7 @@ def nearest_centroids(words_WxBxHxN: jax.Array, centroids_WxBxHxC: jax.Array) ->
 
     shape = words_WxBxHxN.shape[1:]
     init = (jnp.full(shape, jnp.iinfo(jnp.int32).max, jnp.int32), jnp.zeros(shape, jnp.int32))
-    # Unrolled by ASSIGN_UNROLL: XLA fuses the steps into one pass over N (measured 3x faster
-    # than a step per loop iteration, and 10-20x faster than an argmin over an N x C array).
+    # Unrolled: XLA fuses the steps into one pass over N (3x faster than one step per iteration, 10-20x than an argmin).
     _, idx_BxHxN = jax.lax.fori_loop(0, num_clusters, step, init, unroll=min(ASSIGN_UNROLL, num_clusters))
     return idx_BxHxN
 
@@ -163,12 +102,8 @@ def cluster_sums(
     num_clusters: int,
     dtype: Dtype = jnp.float32,
 ) -> jax.Array:
-    """Sums (in ``dtype``, float32 by default) of the real rows of each cluster, B x H x C x F.
-
-    One scatter-add, O(N F). Padded rows go to an extra segment that is dropped, so they never
-    count. A plain ``lax.scatter_add`` rather than ``jax.ops.segment_sum``: the latter's extra
-    bounds handling made XLA copy the N x F rows on every Lloyd step (3-4x slower on CPU).
-    """
+    """Sums in ``dtype`` of each cluster's real rows, B x H x C x F: one scatter-add (``segment_sum`` made XLA copy
+    the N x F rows every Lloyd step, 3-4x slower)."""
     b, h, n, f = x_BxHxNxF.shape
     segments = clusters_BxHxN + num_clusters * jnp.arange(b * h).reshape(b, h, 1)
     segments = jnp.where(mask_BxN[:, None, :], segments, b * h * num_clusters)
@@ -193,14 +128,8 @@ def hamming_kmeans(
     init: str = "farthest",
     rng: jax.Array | None = None,
 ) -> jax.Array:
-    """K-means on hashes with Hamming distance; returns the cluster of each query (B x H x N).
-
-    ``h`` holds the hash bits as +-1 (or any sign: a bit is set where h > 0) or as booleans; they
-    are packed into uint32 words (:func:`hamming_kmeans_bits`). Padded queries get an assignment
-    too (their outputs are discarded) but never count as members, so they cannot move a
-    centroid. ``rng`` draws the seeds of ``init="random"`` (the same positions for every head of a
-    sequence) and is unused otherwise.
-    """
+    """Hamming K-means of hashes (bool, or a bit set where h > 0): each query's cluster, B x H x N. Padded queries
+    get one (outputs discarded) but never move a centroid. ``rng``: ``init="random"``'s seeds."""
     bits = h_BxHxNxR if h_BxHxNxR.dtype == jnp.bool_ else h_BxHxNxR > 0
     return hamming_kmeans_bits(bits, mask_BxN, num_clusters, iterations, init, rng)
 
@@ -213,11 +142,7 @@ def hamming_kmeans_bits(
     init: str = "farthest",
     rng: jax.Array | None = None,
 ) -> jax.Array:
-    """:func:`hamming_kmeans` on boolean hash bits: distances on packed words, votes on bits.
-
-    Distances (seeding and every assignment) are XOR + popcount of uint32 words; the majority
-    votes are one segment sum of the N x R bits per Lloyd step.
-    """
+    """:func:`hamming_kmeans` on boolean bits: distances by XOR + popcount of packed words, votes one sum per step."""
     if init not in INITS:
         raise InputError(f"unknown K-means init {init!r}; valid: {', '.join(INITS)}")
     if init == "random" and rng is None:
@@ -235,9 +160,7 @@ def hamming_kmeans_bits(
             idx_BxC = _random_real_indices(mask_BxN, num_clusters, rng)
         centroids = jnp.take_along_axis(words_WxBxHxN, idx_BxC[None, :, None, :], axis=-1)
 
-    # The bits and a ones column (which counts the members), summed per cluster at every step.
-    # Counts never exceed N: uint16 when that fits (half the memory traffic of the scatter,
-    # measured 2x faster), exact int32 otherwise.
+    # The bits and a ones column (the member count), summed per cluster. Counts <= N: uint16 when it fits (2x faster).
     count_dtype = jnp.uint16 if bits_BxHxNxR.shape[2] < 2**16 else jnp.int32
     ones = jnp.ones(bits_BxHxNxR.shape[:3] + (1,), count_dtype)
     votes_in = jnp.concatenate([bits_BxHxNxR.astype(count_dtype), ones], -1)
@@ -256,7 +179,7 @@ def hamming_kmeans_bits(
     return clusters.astype(jnp.int32)
 
 
-# Jitted so that eager calls (tests, notebooks) reuse the compiled loops instead of re-tracing.
+# Jitted so that eager calls (tests, notebooks) reuse the compiled loops.
 @partial(jax.jit, static_argnames=("num_clusters", "bits", "iterations", "hash_bias", "init"))
 def cluster_queries(
     q_BxNxHxD: jax.Array,
@@ -268,13 +191,8 @@ def cluster_queries(
     hash_bias: bool = True,
     init: str = "farthest",
 ) -> jax.Array:
-    """LSH + Hamming K-means of the queries (not differentiated): cluster ids, B x H x N.
-
-    ``rng`` draws the hash planes; ``fold_in(rng, 1)`` draws the ``init="random"`` seeds, so the
-    planes for a given rng are the same whatever the init. The projections are float32 whatever
-    the model dtype, and the bits are packed, so the clustering does not depend on the dtype
-    beyond the queries' own rounding.
-    """
+    """LSH + Hamming K-means of the queries (not differentiated): cluster ids, B x H x N. ``rng`` draws the planes,
+    ``fold_in(rng, 1)`` the random seeds; float32 projections: the dtype acts only through the queries' rounding."""
     q_BxHxNxD = jax.lax.stop_gradient(q_BxNxHxD).transpose(0, 2, 1, 3)
     planes, thresholds = lsh_planes(rng, bits, q_BxHxNxD.shape[-1], hash_bias)
     clusters = hamming_kmeans_bits(
@@ -293,10 +211,7 @@ def _centroid_attention(
     clusters_BxHxN: jax.Array,
     num_clusters: int,
 ) -> tuple[jax.Array, jax.Array]:
-    """Centroids as the mean of their real member queries (eq. 3) and their logits (C x N).
-
-    Returns the float32 logits (B x H x C x N, key mask applied) and the softmax A^c (eq. 4).
-    """
+    """Centroids (mean of real members, eq. 3): float32 masked logits and softmax A^c (eq. 4), B x H x C x N."""
     q_BxHxNxD = q_BxNxHxD.transpose(0, 2, 1, 3)
     ones = jnp.ones(q_BxHxNxD.shape[:3] + (1,), q_BxNxHxD.dtype)
     sums = cluster_sums(jnp.concatenate([q_BxHxNxD, ones], -1), clusters_BxHxN, mask_BxN, num_clusters)
@@ -344,14 +259,8 @@ def _top_attention(
     keep_BxHxNxK: jax.Array | None,
     block: int,
 ) -> jax.Array:
-    """V^t (eq. 16): each query's softmax over its cluster's top-k keys, scaled by m^_j.
-
-    Queries go through in blocks of ``block`` inside a rematerialised scan; each block gathers
-    its clusters' K x D top keys and values from the small C x K x D tables (4 KiB rows), so
-    the N x K x D per-query copies never exist whole (at N = 16K they were 270 MB each and,
-    with their scatter-add gradients, most of the layer's time). ``keep`` is the dropout mask
-    (scaled), or None. Returns B x N x H x D in the values' dtype.
-    """
+    """V^t (eq. 16): each query's softmax over its cluster's top-k keys, scaled by m^_j; B x N x H x D. A
+    rematerialised scan over query blocks, so the N x K x D per-query keys/values (270 MB at 16K) never exist whole."""
     b, n, h, dh = q_BxNxHxD.shape
     t = max(1, min(block, n))
     nb = -(-n // t)
@@ -363,8 +272,7 @@ def _top_attention(
         x = x.reshape(x.shape[:axis] + (nb, t) + x.shape[axis + 1 :])
         return jnp.moveaxis(x, axis, 0)
 
-    # Head-major blocks, so that the per-query products are batched over (b, h, t) in the
-    # gathered keys' own layout (query-major blocks made XLA transpose every gathered block).
+    # Head-major blocks: query-major ones made XLA transpose every gathered block.
     @jax.checkpoint
     def one_block(carry: None, xs: tuple[jax.Array, ...]) -> tuple[None, jax.Array]:
         q_BxHxTxD, clusters_BxHxT, keep_BxHxTxK = xs
@@ -403,12 +311,8 @@ def improved_clustered_attention(
     dropout_rng: jax.Array | None = None,
     block: int = TOP_BLOCK,
 ) -> jax.Array:
-    """Improved clustered attention (eqs. 9-10, 15-17) for a given clustering: B x N x H x D.
-
-    V^b (eq. 17), the centroid attention on the keys outside each cluster's top-k, is computed
-    as A^c V minus A^c's top-k part times the top values (C x K x D), so no dense "not top"
-    mask is built (identical up to float rounding, dropout included).
-    """
+    """Improved clustered attention (eqs. 9-10, 15-17) for a given clustering: B x N x H x D. V^b (eq. 17) is
+    A^c V minus its top-k part: no dense "not top" mask."""
     logits_BxHxCxN, a_BxHxCxN = _centroid_attention(q_BxNxHxD, k_BxNxHxD, mask_BxN, clusters_BxHxN, num_clusters)
     k_top = min(topk, k_BxNxHxD.shape[1])
     _, top_BxHxCxK = jax.lax.top_k(jax.lax.stop_gradient(logits_BxHxCxN), k_top)
@@ -451,8 +355,8 @@ def attention_matrix(
     num_clusters: int,
     topk: int | None = None,
 ) -> jax.Array:
-    """Dense attention rows (B x H x N x N) of clustered (``topk=None``, A^c broadcast to each
-    query) or improved clustered attention (A^t of eq. 10). Small N only: tests and plots."""
+    """Dense rows (B x H x N x N) of clustered (``topk=None``) or improved clustered attention (A^t, eq. 10).
+    Small N only: tests and plots; the modules never call it."""
     logits_BxHxCxN, a_BxHxCxN = _centroid_attention(q_BxNxHxD, k_BxNxHxD, mask_BxN, clusters_BxHxN, num_clusters)
     rows_BxHxNxN = _per_query(a_BxHxCxN, clusters_BxHxN)
     if topk is None:
@@ -474,9 +378,8 @@ def attention_matrix(
 
 
 def resolve_implementation(implementation: str) -> str:
-    """``"auto"`` -> ``"cpu"`` on JAX's CPU backend, ``"accelerator"`` on a GPU or TPU; else as given.
-    (The modules resolve ``"auto"`` by the platform they are lowered for instead, which is what a
-    deviceless compile for a GPU needs; this is the eager answer for this process.)"""
+    """``"auto"`` -> ``"cpu"`` on JAX's CPU backend, else ``"accelerator"``: this process's eager answer (the modules
+    resolve it by the platform they are lowered for, as a deviceless compile for a GPU needs)."""
     if implementation != "auto":
         return implementation
     return "cpu" if jax.default_backend() == "cpu" else "accelerator"
@@ -492,22 +395,8 @@ def _accelerator():
 class ClusteredAttention(Attention):
     """Clustered attention: one softmax row per query cluster, broadcast to its members.
 
-    Attributes (beyond :class:`Attention`'s):
-      num_clusters: C, the number of query clusters per head and sequence.
-      bits: hash length R (the paper uses 63).
-      iterations: Lloyd iterations of the Hamming K-means (the paper uses 10).
-      hash_bias: random thresholds b ~ N(0, 1) on the hyperplanes (else sign of projection).
-      kmeans_init: K-means seeding: ``"farthest"`` (ours, deterministic), ``"first"``
-        (fast-transformers <= 0.3.0) or ``"random"`` (fast-transformers 0.4.0; seeds drawn from
-        the ``attention`` rng stream); see the module docstring. ``"auto"`` (default): the
-        implementation's own, ``"farthest"`` on ``"cpu"`` (a sequential loop: cheap on a CPU) and
-        ``"first"`` on ``"accelerator"`` (no loop; fast-transformers' CUDA seeding).
-      implementation: ``"cpu"`` (this module: loops and scatters tuned for a CPU),
-        ``"accelerator"`` (:mod:`lra.attention.clustered_accelerator`: one-hot GEMMs, all-centroid
-        assignment, no loop growing with N) or ``"auto"`` (default): ``"cpu"`` when the step is
-        lowered for a CPU, else ``"accelerator"`` (``lax.platform_dependent``: a deviceless compile
-        for a GPU or TPU target, which runs on the CPU backend, gets what that device runs). Same
-        clusters (given the same seeding) and the same attention up to float rounding.
+    ``num_clusters``: C per head and sequence; ``bits``: R (paper: 63); ``iterations``: Lloyd steps (paper: 10).
+    ``implementation="auto"``: ``"cpu"`` when the step is lowered for a CPU, else ``"accelerator"``.
     """
 
     num_clusters: int = 100
@@ -559,9 +448,7 @@ class ClusteredAttention(Attention):
         rng = self.make_rng("attention") if self.has_rng("attention") else jax.random.key(0)
         dropout_rng = self.dropout_rng(deterministic)
         if self.implementation == "auto":
-            # chosen by the platform the step is lowered for (lax.platform_dependent), not by the
-            # process's default backend: a deviceless compile for a GPU runs on the CPU backend and
-            # must compile what the GPU runs (lra_lab.preflight, scripts/bench_launches.py)
+            # by the platform lowered for, not the default backend: a deviceless GPU compile runs on the CPU backend
             y_BxNxHxDh = jax.lax.platform_dependent(
                 q,
                 k,
@@ -578,11 +465,7 @@ class ClusteredAttention(Attention):
 
 
 class ImprovedClusteredAttention(ClusteredAttention):
-    """Improved clustered attention: exact attention on each cluster's ``topk`` keys.
-
-    Attributes: those of :class:`ClusteredAttention`, plus
-      topk: keys per cluster recomputed exactly for every member query (the paper uses 32).
-    """
+    """Improved clustered attention: exact attention on each cluster's ``topk`` keys (paper: 32)."""
 
     topk: int = 32
 

@@ -1,50 +1,22 @@
 """Clustered and improved clustered attention for GPUs and TPUs: the same maths, few large kernels.
 
-Paper: *Fast Transformers with Clustered Attention* (Vyas, Katharopoulos & Fleuret), arXiv:2007.04825.
+Paper: *Fast Transformers with Clustered Attention* (Vyas, Katharopoulos & Fleuret), arXiv:2007.04825. This is
+``implementation="accelerator"`` (docs/design.md): :mod:`lra.attention.clustered`'s clusters (same seeding), attention
+up to summation order (tests/test_clustered_accelerator.py), hash planes, padding, dropout draws and choices, so
+weights trained with one evaluate with the other. One large fused kernel costs about what a small one does, and each
+loop step a launch (and a host round trip for a GPU ``while``), so:
 
-:mod:`lra.attention.clustered` holds the CPU-tuned implementation (``implementation="cpu"``, the
-default on CPU); this module is ``implementation="accelerator"`` (the default on GPU and TPU). Both
-compute the same clustering (given the same seeds) and the same attention, up to float summation
-order (tests/test_clustered_accelerator.py). Where they differ is how, because an accelerator runs
-one large fused kernel in about the time a CPU core runs a small one, while a loop of tiny kernels
-pays a launch (and, for a ``while`` loop on a GPU, a host round trip) per step:
+  * Assignment: every query against every centroid, one fused ``argmin`` (ties: lowest index).
+  * Votes ``onehot^T @ [bits, 1]`` in bfloat16, float32 accumulation: exact (0/1 operands, integer sums < 2^24).
+    Centroid sums are ``onehot^T @ q`` and per-query broadcasts (eq. 6) gathers with a one-hot GEMM gradient
+    (:func:`take_clusters`): no float scatter-add. Lloyd steps are unrolled: no loop whose count grows with N.
+  * Seeding (the paper is silent): ``"auto"`` is ``"first"``, fast-transformers' CUDA choice, found without a sort;
+    ``"farthest"`` (the CPU default: C - 1 sequential picks) and ``"random"`` (one sort) are available.
+  * Improved clustered: a dense C x N top-k mask gives m^_j and V^b (eq. 17); the top-k attention (eq. 16) runs over
+    all N queries under :func:`jax.checkpoint`, so the N x K x D gathered copies are transient. Only the C x K top
+    keys/values' own gather keeps a scatter-add gradient (independent of N).
 
-  * Assignment (:func:`nearest_centroids`): XOR + popcount of every query's packed hash against
-    every centroid at once, then one ``argmin`` (ties: the lowest index, as the CPU loop's strict
-    ``<``): one fused reduction over B x H x N x C, where the CPU path loops over the C centroids.
-  * Counts and sums: one-hot GEMMs. The majority votes of a Lloyd step are ``onehot^T @ [bits, 1]``
-    in bfloat16 with float32 accumulation: 0/1 operands are exact in bfloat16 and integer sums
-    below 2^24 are exact in float32, so the counts are exact (the CPU path scatter-adds uint16).
-    The centroids' query sums (differentiated) are ``onehot^T @ q``, whose gradient is
-    ``onehot @ g``: no float scatter-add forward or backward.
-  * Per-query broadcasts (each query takes its cluster's row, eq. 6) are gathers whose gradient is
-    the one-hot GEMM above (:func:`take_clusters`), not the scatter-add ``jax`` would derive.
-  * Lloyd iterations are unrolled (``iterations`` is a config constant, 10 in the paper): no
-    ``while`` loop, no loop over centroids, nothing whose count grows with N.
-  * Seeding: the paper does not say how K-means starts. fast-transformers' CUDA clustering seeds
-    with the first C hashes of each sequence (releases up to 0.3.0), and from 0.4.0 draws C
-    distinct positions at random; our CPU default, greedy farthest-point seeding, is C - 1
-    dependent picks, a sequential loop of ~3 kernels each. Here ``kmeans_init="auto"`` is
-    ``"first"`` (fast-transformers' CUDA choice), found without a sort: the real queries' ranks
-    are a cumulative sum and seed c is the real query of rank c. ``"random"`` (one sort of B x N
-    priorities) and ``"farthest"`` (the CPU path's sequential loop, for identical clusters) are
-    available.
-  * Improved clustered: the top-k keys per cluster come from ``lax.top_k`` over the centroid
-    logits (not differentiated). A dense C x N top-k mask (a compare against the k indices) gives
-    m^_j and V^b (eq. 17) as an elementwise sum and one C x N x D GEMM of the masked A^c, with no
-    gather of A^c. Each query's exact softmax over its cluster's k keys (eq. 16) runs over all N
-    queries at once: the C x K x D tables of top keys and values are gathered per query inside
-    :func:`jax.checkpoint`, so the N x K x D per-query copies are transient (recomputed in the
-    backward, never saved between the passes), and their gradient reaches the tables through the
-    one-hot GEMM. The top keys' and values' own gather from the N keys keeps its scatter-add
-    gradient: C x K rows per head (independent of N) into N rows.
-
-Nothing is N x N: the largest arrays are C x N (centroid attention, the top-k mask), N x C (the
-one-hot, the assignment's distances) and, transiently, N x K x D (the per-query top keys).
-
-The hash planes, the padding rules, the dropout draws and every choice listed in
-:mod:`lra.attention.clustered` are the same, so a model trained with one implementation evaluates
-with the other (up to the seeding, when ``kmeans_init`` is left ``"auto"``).
+Nothing is N x N: the largest arrays are C x N, N x C and, transiently, N x K x D.
 """
 
 from __future__ import annotations
@@ -67,7 +39,7 @@ from lra.attention.clustered_shared import (
 )
 from lra.errors import InputError
 
-DEFAULT_INIT = "first"  # kmeans_init="auto" on accelerators: fast-transformers' CUDA seeding (see above)
+DEFAULT_INIT = "first"  # kmeans_init="auto" on accelerators: fast-transformers' CUDA seeding
 
 HIGHEST = jax.lax.Precision.HIGHEST  # one-hot GEMMs, in float32: no TF32 rounding of q or g on a GPU
 
@@ -81,11 +53,7 @@ def one_hot_clusters(clusters_BxHxN: jax.Array, num_clusters: int, dtype=jnp.flo
 
 
 def nearest_centroids(words_WxBxHxN: jax.Array, centroids_WxBxHxC: jax.Array) -> jax.Array:
-    """Index of the nearest centroid in Hamming distance (ties: the lowest index), B x H x N.
-
-    All centroids at once: the N x C distances (XOR + popcount of the W packed words) feed one
-    ``argmin``, which XLA fuses into a single reduction.
-    """
+    """Index of the nearest centroid in Hamming distance (ties: the lowest index), B x H x N: one fused argmin."""
     d_BxHxNxC = jnp.zeros(words_WxBxHxN.shape[1:] + centroids_WxBxHxC.shape[-1:], jnp.int32)
     for w in range(words_WxBxHxN.shape[0]):
         x = words_WxBxHxN[w][..., :, None] ^ centroids_WxBxHxC[w][..., None, :]
@@ -94,11 +62,7 @@ def nearest_centroids(words_WxBxHxN: jax.Array, centroids_WxBxHxC: jax.Array) ->
 
 
 def cluster_votes(x_BxHxNxF: jax.Array, clusters_BxHxN: jax.Array, mask_BxN: jax.Array, num_clusters: int) -> jax.Array:
-    """Per-cluster sums of 0/1 (or small integer) rows over the real queries, exact: int32 B x H x C x F.
-
-    One GEMM ``onehot^T @ x`` in bfloat16 with float32 accumulation (exact: the operands are 0/1 and
-    the sums integers below 2^24). Padded queries get a zero one-hot row, so they never count.
-    """
+    """Exact per-cluster sums of 0/1 rows over the real queries (int32 B x H x C x F): one bfloat16 GEMM."""
     if x_BxHxNxF.shape[2] >= 2**24:
         raise InputError(f"cluster_votes: {x_BxHxNxF.shape[2]} queries; float32 counts are exact below 2^24")
     onehot_BxHxNxC = one_hot_clusters(clusters_BxHxN, num_clusters, jnp.bfloat16)
@@ -112,9 +76,7 @@ def cluster_votes(x_BxHxNxF: jax.Array, clusters_BxHxN: jax.Array, mask_BxN: jax
 def first_real_indices(mask_BxN: jax.Array, count: int) -> jax.Array:
     """Positions (B x count) of the first ``count`` real tokens, the last repeated when short.
 
-    Without a sort: a real token's rank is the cumulative count of real tokens up to it, and seed c
-    is the real token of rank min(c, length - 1), found by one compare-and-argmax over B x C x N.
-    Equal to :func:`lra.attention.clustered._first_real_indices` (tested).
+    Without a sort (ranks are a cumsum, one compare-and-argmax); equal to the shared ``_first_real_indices`` (tested).
     """
     rank_BxN = jnp.cumsum(mask_BxN.astype(jnp.int32), axis=-1) - 1
     lengths_B = jnp.maximum(mask_BxN.sum(-1), 1)
@@ -131,8 +93,7 @@ def hamming_kmeans_bits(
     init: str = DEFAULT_INIT,
     rng: jax.Array | None = None,
 ) -> jax.Array:
-    """Hamming K-means of boolean hashes (B x H x N): :func:`lra.attention.clustered.hamming_kmeans_bits`
-    with all-centroid assignment, one-hot GEMM votes and unrolled Lloyd steps."""
+    """:func:`lra.attention.clustered.hamming_kmeans_bits` with all-centroid assignment and GEMM votes."""
     if init not in INITS:
         raise InputError(f"unknown K-means init {init!r}; valid: {', '.join(INITS)}")
     if init == "random" and rng is None:
@@ -172,10 +133,7 @@ def cluster_queries(
     hash_bias: bool = True,
     init: str = DEFAULT_INIT,
 ) -> jax.Array:
-    """LSH + Hamming K-means of the queries (not differentiated): cluster ids, B x H x N.
-
-    The same hash planes and seed draws as :func:`lra.attention.clustered.cluster_queries`.
-    """
+    """:func:`lra.attention.clustered.cluster_queries` (same planes and seeds): cluster ids, B x H x N."""
     q_BxHxNxD = jax.lax.stop_gradient(q_BxNxHxD).transpose(0, 2, 1, 3)
     planes, thresholds = lsh_planes(rng, bits, q_BxHxNxD.shape[-1], hash_bias)
     clusters = hamming_kmeans_bits(
@@ -189,8 +147,7 @@ def cluster_queries(
 
 @jax.custom_vjp
 def take_clusters(table_BxHxCx___: jax.Array, clusters_BxHxN: jax.Array, onehot_BxHxNxC: jax.Array) -> jax.Array:
-    """Each query's row of a per-cluster table (eq. 6), B x H x N x ...: a gather forward, and
-    backward the one-hot GEMM ``onehot^T @ g`` (no scatter-add). ``onehot`` is not differentiated."""
+    """Each query's row of a per-cluster table (eq. 6), B x H x N x ...; backward ``onehot^T @ g``, no scatter-add."""
     idx = clusters_BxHxN.reshape(clusters_BxHxN.shape + (1,) * (table_BxHxCx___.ndim - 3))
     return jnp.take_along_axis(table_BxHxCx___, idx, axis=2)
 
@@ -203,8 +160,7 @@ def _take_bwd(onehot_BxHxNxC, g_BxHxNx___):
     b, h, n = g_BxHxNx___.shape[:3]
     shape, dtype = (b, h, onehot_BxHxNxC.shape[-1]) + g_BxHxNx___.shape[3:], g_BxHxNx___.dtype  # the table's
     g_BxHxNxF = g_BxHxNx___.reshape(b, h, n, -1)
-    # float32 operands whatever the model dtype (small GEMMs; XLA's CPU backend has no bfloat16 x
-    # bfloat16 -> float32 dot of this shape), as the CPU path sums in float32
+    # float32 operands, as the CPU path sums (XLA's CPU backend has no bfloat16 x bfloat16 -> float32 dot of this shape)
     d_BxHxCxF = jnp.einsum(
         "bhnc,bhnf->bhcf", onehot_BxHxNxC.astype(jnp.float32), g_BxHxNxF.astype(jnp.float32), precision=HIGHEST
     )
@@ -220,7 +176,7 @@ def _centroid_attention(
     mask_BxN: jax.Array,
     onehot_BxHxNxC: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
-    """Centroids (eq. 3) by one-hot GEMMs and their logits and softmax A^c (eq. 4), B x H x C x N."""
+    """Centroids (eq. 3) by one-hot GEMMs; their logits and softmax A^c (eq. 4), B x H x C x N."""
     real_BxHxNxC = onehot_BxHxNxC * mask_BxN[:, None, :, None].astype(onehot_BxHxNxC.dtype)
     sums_BxHxCxD = jnp.einsum(
         "bhnc,bnhd->bhcd",
@@ -274,9 +230,7 @@ def _top_attention(
     onehot_BxHxNxC: jax.Array,
     keep_BxHxNxK: jax.Array | None,
 ) -> jax.Array:
-    """V^t (eq. 16) for all N queries at once, B x H x N x D: each query's softmax over its
-    cluster's top-k keys, scaled by m^_j. Rematerialised: the per-query N x K x D keys and values
-    are gathered again in the backward instead of being kept."""
+    """V^t (eq. 16) for all N queries, B x H x N x D; rematerialised: the N x K x D gathers are redone backward."""
     scale = q_BxHxNxD.shape[-1] ** -0.5
     k_BxHxNxKxD = take_clusters(ktop_BxHxCxKxD, clusters_BxHxN, onehot_BxHxNxC)
     logits_BxHxNxK = jnp.einsum("bhnd,bhnkd->bhnk", q_BxHxNxD, k_BxHxNxKxD, preferred_element_type=jnp.float32) * scale
@@ -302,18 +256,13 @@ def improved_clustered_attention(
     dropout_rate: float = 0.0,
     dropout_rng: jax.Array | None = None,
 ) -> jax.Array:
-    """Improved clustered attention (eqs. 9-10, 15-17) for a given clustering: B x N x H x D.
-
-    The same dropout draws as the CPU implementation (A^c's, then the per-query top-k weights').
-    """
+    """Improved clustered attention (eqs. 9-10, 15-17) for a given clustering: B x N x H x D (CPU's dropout draws)."""
     onehot = _one_hot(clusters_BxHxN, num_clusters, q_BxNxHxD.dtype)
     logits_BxHxCxN, a_BxHxCxN = _centroid_attention(q_BxNxHxD, k_BxNxHxD, mask_BxN, onehot)
     k_top = min(topk, k_BxNxHxD.shape[1])
     _, top_BxHxCxK = jax.lax.top_k(jax.lax.stop_gradient(logits_BxHxCxN), k_top)
-    # The top-k keys of each cluster as a dense C x N mask: k compares with the key positions, or-ed
-    # (one elementwise fusion; no scatter). Written as k C x N compares rather than one compare of
-    # a B x H x C x N x k array: that array is C x k x N per head (26M elements at N = 4,096 for C=100,
-    # k=32), over what the no-quadratic check (tests/attention_checks.py) accepts.
+    # The top-k as a dense C x N mask: k compares or-ed, no scatter. Not one C x N x k compare: at N = 4,096, C = 100,
+    # k = 32 that is 26M elements per head, over what the no-quadratic check (tests/attention_checks.py) accepts.
     n = k_BxNxHxD.shape[1]
     positions_N = jnp.arange(n)
     is_top_BxHxCxN = reduce(

@@ -1,8 +1,6 @@
 """What both clustered-attention implementations share: query hashing, seeding, softmax, dropout.
 
-Moved out of :mod:`lra.attention.clustered` (unchanged) so that the CPU module, which dispatches to
-:mod:`lra.attention.clustered_accelerator`, and the accelerator module both import it, and neither
-imports the other at import time (no circle; tests/test_layering.py).
+A module of its own so that neither implementation imports the other at import time (tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -22,10 +20,7 @@ def lsh_planes(rng: jax.Array, bits: int, dim: int, hash_bias: bool = True) -> t
 
 
 def hash_queries(q_BxHxNxD: jax.Array, planes_RxD: jax.Array, thresholds_R: jax.Array) -> jax.Array:
-    """Hashes as +-1 vectors (B x H x N x R): +1 where the query lies above the plane.
-
-    The float form of :func:`hash_bits`, for tests and plots; the clustering packs the bits.
-    """
+    """Hashes as +-1 vectors (B x H x N x R), the float form of :func:`hash_bits` for tests and plots."""
     return jnp.where(hash_bits(q_BxHxNxD, planes_RxD, thresholds_R), 1.0, -1.0)
 
 
@@ -36,8 +31,7 @@ def hash_bits(q_BxHxNxD: jax.Array, planes_RxD: jax.Array, thresholds_R: jax.Arr
 
 
 def pack_bits(bits_Bx___xR: jax.Array) -> jax.Array:
-    """Bits packed into uint32 words (... x W, W = ceil(R / 32)): bit r goes to word r // 32,
-    position r % 32. uint32 rather than one int64 so that it works without jax's x64 mode."""
+    """Bits packed into uint32 words (... x W, W = ceil(R / 32)), bit r at word r // 32, position r % 32."""
     r = bits_Bx___xR.shape[-1]
     w = -(-r // WORD_BITS)
     padded = jnp.pad(bits_Bx___xR, [(0, 0)] * (bits_Bx___xR.ndim - 1) + [(0, w * WORD_BITS - r)])
@@ -73,13 +67,8 @@ def _first_real_indices(mask_BxN: jax.Array, count: int) -> jax.Array:
 
 
 def _random_real_indices(mask_BxN: jax.Array, count: int, rng: jax.Array) -> jax.Array:
-    """Positions (B x count) of ``count`` distinct real tokens drawn uniformly at random per
-    sequence (a random permutation of the real ones); every real token, then repeats, when short.
-
-    Position n's random priority comes from ``fold_in(rng, n)``, so it does not depend on the
-    padded length (extra padding never changes the seeds); like the released code, one draw is
-    shared by the batch, so a sequence's seeds do not depend on its batch slot.
-    """
+    """Positions (B x count) of ``count`` distinct real tokens at random, repeats when short. Position n's priority is
+    ``fold_in(rng, n)``'s: independent of the padded length and of the batch slot (one draw, as the released code)."""
     u_N = jax.vmap(lambda n: jax.random.uniform(jax.random.fold_in(rng, n)))(jnp.arange(mask_BxN.shape[-1]))
     # The real positions in random order (priorities < 1), then the padding.
     order = jnp.argsort(jnp.where(mask_BxN, u_N, 2.0), axis=-1)
@@ -87,21 +76,15 @@ def _random_real_indices(mask_BxN: jax.Array, count: int, rng: jax.Array) -> jax
 
 
 def _leading_real(order_BxN: jax.Array, mask_BxN: jax.Array, count: int) -> jax.Array:
-    """The first ``count`` entries of ``order`` (a permutation listing the real positions first),
-    clipped to the real ones: the last real entry repeats when a sequence has fewer than count."""
+    """The first ``count`` entries of ``order`` (real positions first), the last real one repeated when short."""
     lengths = jnp.maximum(mask_BxN.sum(-1), 1)
     ranks = jnp.minimum(jnp.arange(count)[None, :], lengths[:, None] - 1)
     return jnp.take_along_axis(order_BxN, ranks, axis=-1)
 
 
 def _farthest_point_init(words_WxBxHxN: jax.Array, real_Bx1xN: jax.Array, num_clusters: int) -> jax.Array:
-    """Greedy farthest-point seeding in Hamming space: packed centroids, W x B x H x C.
-
-    Inherently sequential (each pick depends on the previous ones): C - 1 steps, each one XOR +
-    popcount over the N packed queries and an argmax, O(N x W). Measured cheap, so it stays a
-    loop: about 10 ms for the 99 picks at N = 16K with 4 heads, under a tenth of the layer's
-    forward + backward.
-    """
+    """Greedy farthest-point seeding in Hamming space: packed centroids, W x B x H x C. C - 1 sequential picks,
+    cheap enough to stay a loop (~10 ms for 99 at N = 16K, 4 heads: under a tenth of the layer)."""
     w, b, nh, _ = words_WxBxHxN.shape
     first_BxH = jnp.broadcast_to(jnp.argmax(real_Bx1xN, axis=-1), (b, nh))
 
@@ -126,12 +109,8 @@ def _farthest_point_init(words_WxBxHxN: jax.Array, real_Bx1xN: jax.Array, num_cl
 
 @jax.custom_vjp
 def softmax(x_Bx___xN: jax.Array) -> jax.Array:
-    """``jax.nn.softmax`` over the last axis, with its backward's row sums as a dot product.
-
-    Same values and gradients; only how XLA computes ``sum(g * y)`` changes: XLA's CPU backend
-    fuses that product-then-reduce into a kernel measured 10-20x slower than the equivalent
-    batched dot (~100 ms vs 4 ms for 100 x 16K rows), the largest cost of the layer's backward.
-    """
+    """``jax.nn.softmax`` over the last axis, its backward's ``sum(g * y)`` a batched dot: XLA's CPU backend ran the
+    fused product-then-reduce 10-20x slower, the largest cost of the layer's backward."""
     return jax.nn.softmax(x_Bx___xN, axis=-1)
 
 

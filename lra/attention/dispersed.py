@@ -1,83 +1,39 @@
 """Dispersed hierarchical attention (Mukund S & Easwarakumar): a sliding window plus dispersed keys.
 
-Paper: *Dispersed Hierarchical Attention Network for Machine Translation and Language
-Understanding on Long Documents with Linear Complexity*, ICON 2023 (ACL Anthology
-2023.icon-1.10; no arXiv version).
+Paper: *Dispersed Hierarchical Attention Network for Machine Translation and Language Understanding on Long Documents
+with Linear Complexity*, ICON 2023 (ACL Anthology 2023.icon-1.10; no arXiv version).
 
-One thing, over 400 lines: the dispersed attention family (its key pattern, the tiled pattern
-attention with its custom gradient, and its Flax module), kept whole.
+Query ``i`` attends to the keys at fixed offsets (Algorithm 2, read literally): the window ``-h .. h``,
+``h = window // 2`` (an odd window rounds down), and ``+-(h + 2 + 3 + ... + g)`` for the gaps ``g = 2 .. max_gap``
+(paper: 180, reaching ``h + 16289``, its 16 K tokens); only keys in ``[0, N)`` count. This reproduces every row of
+Table 1 (window 4: N = 10 -> 62 scores, 1000 -> 60550, 16384 -> 3970510). Algorithm 1 / Eq. 4's series
+``1,1,1,2,2,2,2,3,...`` starts the dispersed keys at ``w`` and agrees only for w = 4; we follow Algorithm 2, with which
+Section 4 defines the mechanism. The score is left open ("a simple dot product ... or cosine similarity ..."): the
+default scales the dot product by ``Dh^-1/2``, so this is softmax restricted to the pattern (softmax's parameter tree
+and weights; equal to softmax when the window covers the sequence); ``scale_scores=False`` is the paper's plain dot
+product.
 
-Each query ``i`` attends to the keys at the relative offsets of one fixed, symmetric pattern
-(Algorithm 2 of the paper, read literally):
+Memory O(N x K), forward and backward, for K offsets (at most 2h + 1 + 2 (max_gap - 1); dropping ``|d|>=N`` when
+tracing, K ~ 2 sqrt(2N): 181 at N = 4096); the N x N ``pattern()`` is for tests and plots only. ``implementation``:
+docs/design.md ("Dispersed attention: one function, two implementations"). ``"chunks"``, the CPU-tuned one (fwd + bwd at
+N = 4096, 4 heads of 32, 2-core CPU: 40-50 ms; results/bench/dispersed_impl.md), computes scores and weighted sums
+offset by offset from shifted windows, with a hand-written ``jax.custom_vjp``:
 
-* the sliding window: offsets ``-h .. h`` with ``h = window // 2`` (the query itself included);
-* dispersed keys beyond it: from ``j = i + h`` the algorithm steps ``j += g`` for the gaps
-  ``g = 2, 3, ..., max_gap`` (180 in the paper), i.e. offsets ``h + (2 + 3 + ... + g)``, and the
-  mirror image ``-(h + 2 + ... + g)`` on the left. The keys thin out linearly with distance.
-
-Only keys inside ``[0, N)`` count. This literal reading reproduces every row of the paper's Table 1
-exactly (window 4: N = 10 -> 62 scores, N = 1000 -> 60550, N = 16384 -> 3970510), so it is the
-one implemented. (The paper's Algorithm 1 / Eq. 4 counting series ``1,1,1,2,2,2,2,3,...`` starts
-the dispersed keys at offset ``w``; that agrees with Algorithm 2 only for ``w = 4``. We follow
-Algorithm 2, as Section 4 defines the mechanism with it.) With ``max_gap = 180`` the farthest
-key is ``h + 16289`` tokens away, covering the paper's 16 K tokens. An odd window rounds down
-(``window // 2`` as in Algorithm 2).
-
-The paper leaves the score function open ("a simple dot product ... or cosine similarity ...");
-we use scaled dot-product scores (``Dh^-1/2``) by default so the module is softmax attention
-restricted to the pattern: it keeps softmax's parameter tree (query/key/value/out), evaluates
-softmax-trained weights, and equals softmax when the window covers the sequence.
-``scale_scores=False`` gives the paper's plain dot product.
-
-Memory is O(N x K) for K pattern offsets (at most 2h + 1 + 2 (max_gap - 1), 363 for w = 4;
-offsets with ``|d| >= N`` are dropped when tracing, so K ~ 2 sqrt(2N): 181 at N = 4096), forward
-and backward. The N x N pattern is never built: ``pattern()`` exists for tests and plots only.
-
-Two implementations of the same function (``implementation``, an ``attention_kwargs`` option):
-``"chunks"``, described below, tuned for a CPU; ``"gather"`` (:mod:`lra.attention.dispersed_gather`)
-for GPUs and TPUs, where each scan step below would be a kernel launch: the pattern as static
-shifted slices fused into reductions, with no loop (the name is its first version's). ``"auto"`` (default) takes
-``"chunks"`` where the program is lowered for a CPU and ``"gather"`` elsewhere.
-
-The ``"chunks"`` implementation (measured on a 2-core CPU; forward + backward at N = 4096, 4 heads of 32: 40-50 ms,
-was ~70 ms with whole-sequence offset scans and ~350 ms with per-query gathers; the history:
-results/bench/dispersed_impl.md and results/bench/peers.md). Scores and weighted sums are
-computed offset by offset from shifted windows of whole sequences, never gathered per query, and
-the backward pass is written by hand (``jax.custom_vjp``):
-
-* Layout "planes": q, k, v as D x B x H x N (float32), so every operation runs along the
-  sequence, whose positions are contiguous. The sequence is cut into chunks of about 256 query
-  positions (``chunk_size``); a chunk's scores for offset d read the key window
-  ``c0 + d + [0, chunk)``, a slice of the key planes with ``chunk`` zero columns on each side.
-  Reads in the pads, and of padded or out-of-sequence keys, are masked (weight 0).
-* Each chunk takes only the offsets whose window overlaps the sequence: a contiguous run of
-  the sorted offsets, padded to the longest run (``_tiling``). This skips the third of the
-  K x N (offset, query) pairs whose key lies outside ``[0, N)`` (``num_scores(N) / (K N)`` is
-  0.67), and a chunk's K x chunk weights stay in cache between the passes over them.
-* Per chunk (a scan over chunks): the logits by a scan over its offsets, each step one fused
-  multiply-add over the D planes (``s[j, i] = sum_c q[c, i] k[c, i + d_j]``; XLA's CPU
-  reductions of products ran 10-20x slower than fused sums); softmax maxima and sums by a scan
-  over the rows (running maximum, rescaled running sum), then one elementwise pass; the
-  weighted sum ``y[i] = sum_j w[j, i] v[i + d_j]`` by a scan over groups of ``block_size``
-  offsets, each group one fused sum.
-* Backward, per chunk: dS = W (dW - dy . y) with dW[j, i] = dy[i] . v[i + d_j] from the same
-  row scan (``dy . y = sum_j W dW`` holds with or without dropout); dq[i] = sum_j dS[j, i]
-  k[i + d_j] as a weighted sum; dk[m] = sum_j dS[j, m - d_j] q[m - d_j] and
-  dv[m] = sum_j W[j, m - d_j] dy[m - d_j] by adding, offset by offset, ``dS[j] * q_chunk`` and
-  ``W[j] * dy_chunk`` into the key window the offset read (a dense window update, never an
-  index scatter).
-* The chunk length is chosen in ``[chunk_size / 2, chunk_size]`` so that the D planes of a
-  chunk do not lie a multiple of 4 KiB apart (they then compete for one L1 set: chunks of
-  exactly 256 positions x 4 heads ran 1.2-1.3x slower than 248 in a one-off A/B run), and the
-  key planes carry ``ALIAS_PAD`` extra columns for the same reason.
-* Rejected, each slower in one-off A/B runs on this 2-core CPU at N = 4096 (the variants are
-  not kept): whole-sequence scans over the offsets (the previous version, 1.5x slower: every
-  plane read from L3 per offset); per-query gathers with scatter-add gradients (the one
-  before); for dk and dv, per-offset weight rows over the whole sequence assembled after the
-  chunk loop (by a gather, or by in-place updates carried through the loop) or read across two
-  neighbouring chunks; weights recomputed per key chunk from the log-sum-exp, FlashAttention
-  style (XLA recomputed the fused dot products per feature: 3x slower); one fused sum over all
-  offsets (XLA split it, or took 20-40 s to compile).
+* q, k, v as float32 "planes" D x B x H x N, so every operation runs along contiguous positions. A chunk of about
+  ``chunk_size`` queries reads, for offset d, the key window ``c0 + d + [0, chunk)`` of planes zero-padded by ``chunk``
+  each side (pad reads, padded and out-of-sequence keys masked), and only the sorted offsets whose window overlaps
+  ``[0, N)`` (``_tiling``): this skips a third of the K x N pairs (``num_scores(N) / (K N)`` = 0.67) and keeps a chunk's
+  weights in cache between passes.
+* Logits by a scan over offsets, each step one fused multiply-add over the D planes (XLA's CPU reductions of products
+  ran 10-20x slower); softmax by a running-maximum scan; ``y`` by a scan over groups of ``block_size`` offsets.
+  Backward: ``dS = W (dW - dy . y)`` (``dy . y = sum_j W dW``, with or without dropout); dk and dv added into the key
+  window each offset read (a dense update, never an index scatter).
+* The chunk length and ``ALIAS_PAD`` keep the D planes from lying a multiple of 4 KiB apart, competing for one L1 set
+  (256 positions x 4 heads ran 1.2-1.3x slower than 248).
+* Slower in one-off A/B runs at N = 4096, not kept: whole-sequence offset scans (~70 ms, planes read from L3 per
+  offset); per-query gathers with scatter-add gradients (~350 ms); dk, dv from whole-sequence weight rows or across
+  neighbouring chunks; FlashAttention-style recomputation (XLA recomputed the dots per feature: 3x); one fused sum over
+  all offsets (split, or 20-40 s to compile).
 """
 
 from __future__ import annotations
@@ -98,9 +54,7 @@ from lra.errors import InputError
 PAPER_WINDOW = 4  # Table 1 ("the window size is normalized at w = 4")
 PAPER_MAX_GAP = 180  # Algorithm 2's gap sequence [2, 3, ..., 180]
 
-# Offsets per step of the weighted-sum scans (upper bound: the group size is chosen in
-# [block_size / 2, block_size] to waste the fewest dummy offsets). 8-16 measured within noise
-# of each other at N = 1K-16K, 4 and 32 slower.
+# Offsets per step of the weighted sums, at most (``_group_size``); 8-16 within noise at N = 1K-16K, 4 and 32 slower.
 DEFAULT_BLOCK_SIZE = 16
 ALIAS_PAD = 48  # extra columns per plane (see the module docstring)
 DEFAULT_CHUNK_SIZE = 256  # positions per chunk (see the module docstring)
@@ -162,11 +116,8 @@ class _Tiling(NamedTuple):
     rows_q: int
 
     def starts(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per chunk and row of its window: the offset d, and where the keys it reads start in a
-        ``_padded`` row: ``chunk + c0 + d``. Parts of the window in the zero pads are masked (and
-        their gradients, added to the pads, are dropped); a row that this chunk does not need
-        (its window lies outside ``[0, n)``) is moved wholly into a pad: masked, finite.
-        """
+        """Per chunk and row: the offset d, and ``chunk + c0 + d``, where its keys start in a ``_padded`` row. Pad
+        reads are masked (their gradients dropped); a row the chunk does not need is moved wholly into a pad."""
         offs_CxR = self.offs[self.first_q[:, None] + np.arange(self.rows_q)[None, :]]
         c0_C = np.arange(len(self.first_q)) * self.chunk
         start_CxR = np.clip(c0_C[:, None] + offs_CxR, -self.chunk, self.n_pad)
@@ -174,9 +125,7 @@ class _Tiling(NamedTuple):
 
 
 def _chunk_length(chunk_size: int, n: int, rows: int, planes: int) -> int:
-    """Positions per chunk: a multiple of 8 in [chunk_size / 2, chunk_size] whose D planes of
-    ``rows x chunk`` floats fall on the most distinct L1 sets (planes 4 KiB apart all compete
-    for one set: see the module docstring), then the least padding."""
+    """Positions per chunk: a multiple of 8 in [chunk_size / 2, chunk_size]: most L1 sets, least padding."""
     if n <= chunk_size:
         return n
 
@@ -193,8 +142,7 @@ def _round_up(x: int, to: int) -> int:
 
 @lru_cache(maxsize=64)
 def _tiling(live: tuple[int, ...], n: int, chunk: int, block_size: int) -> _Tiling:
-    """Chunks of ``chunk`` positions; each needs only the offsets whose keys overlap
-    ``[0, n)``: a contiguous run of the sorted offsets."""
+    """Chunks of ``chunk`` positions, each with the run of sorted offsets whose keys overlap ``[0, n)``."""
     offs = np.asarray(live, np.int64)
     c = max(1, min(chunk, n))
     n_pad = _round_up(n, c)
@@ -240,11 +188,8 @@ def _row_scan(
     finish: Callable[..., jax.Array],
     extra_xs: tuple[jax.Array, ...],
 ) -> jax.Array:
-    """Rows r of ``finish(s_r, *extra_r)`` with s_r[b, h, i] = sum_c a[c, b, h, i] x[c, b, h, starts[r] + i].
-
-    A scan over the rows; each step reads the D planes once, shifted by one dynamic slice per
-    plane (one slice of all planes was materialised by XLA, twice as slow).
-    """
+    """Rows r of ``finish(s_r, *extra_r)``, s_r[b, h, i] = sum_c a[c, b, h, i] x[c, b, h, starts[r] + i]; a slice
+    per plane (one slice of all planes was materialised by XLA, twice as slow)."""
     width = a_DxBxHxL.shape[-1]
 
     def step(carry: None, xs):
@@ -261,13 +206,8 @@ def _row_scan(
 
 
 def _softmax_rows(s_RxBxHxL: jax.Array) -> jax.Array:
-    """Softmax over the rows (the offsets) of logits that already carry their mask.
-
-    Row maxima and sums come from a scan over the rows (running maximum, rescaled running sum,
-    as in online softmax), then one elementwise pass: XLA's CPU reductions over this axis
-    (jax.nn.softmax) took ~5 ns an element, and keeping the running sums in the scan that
-    computes the logits made XLA recompute every logit row three times.
-    """
+    """Softmax over the rows (offsets) of masked logits, by an online-softmax scan: XLA's CPU reductions over this
+    axis took ~5 ns an element, and running sums inside the logits' scan made XLA recompute each logit row 3 times."""
 
     def running(carry, s_BxHxL):
         top, total = carry
@@ -281,12 +221,8 @@ def _softmax_rows(s_RxBxHxL: jax.Array) -> jax.Array:
 
 
 def _weighted_sum(w_RxBxHxL: jax.Array, x2_DxBxHxM: jax.Array, starts_R: jax.Array, group: int) -> jax.Array:
-    """acc[c, b, h, i] = sum_r w[r, b, h, i] x[c, b, h, starts[r] + i]: D x B x H x L.
-
-    A scan over groups of ``group`` rows (R must be a multiple): each step adds one fused sum
-    of ``group`` shifted products. Every weight row is its own dynamic slice (slicing a whole
-    group first made XLA copy it).
-    """
+    """acc[c, b, h, i] = sum_r w[r, b, h, i] x[c, b, h, starts[r] + i]: D x B x H x L, by groups of ``group`` rows
+    (R a multiple); each weight row its own dynamic slice (slicing a whole group made XLA copy it)."""
     width = w_RxBxHxL.shape[-1]
     row_shape = (1,) + w_RxBxHxL.shape[1:]
 
@@ -342,10 +278,7 @@ def _pattern_attention_bwd(key, residuals, dy_BxNxHxD):
     _, starts_CxR = t.starts()
     _, d, b, h, _ = q_chunks.shape
 
-    # One pass over the query chunks. dS = W (dW - row) with dW = scores(dy, v) (times the
-    # dropout mask) and row = sum_j W dW = dy . y (a sum over D, not over the offsets); then
-    # dq[i] = sum_j dS[j, i] k[i + d_j], and each row's share of dk[m] = sum_j dS[j, m - d_j] q[m - d_j]
-    # and dv[m] = sum_j Wd[j, m - d_j] dy[m - d_j] is added to the key window it reads.
+    # One pass over the query chunks (module docstring); row = sum_j W dW = dy . y, a sum over D, not the offsets.
     dy_chunks = _chunks(dy_BxNxHxD, t)
 
     def query_step(accs, xs):
@@ -426,19 +359,8 @@ def dispersed_attention(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     implementation: str = "auto",
 ) -> jax.Array:
-    """Softmax attention of each query over the keys at relative offsets ``offs`` (static).
-
-    Keys outside ``[0, N)`` and padded keys are excluded; logits and softmax are float32.
-    Memory is O(N x K) forward and backward (module docstring). ``implementation``: ``"chunks"``
-    (the CPU-tuned scans), ``"gather"`` (static shifted slices, for accelerators:
-    :mod:`lra.attention.dispersed_gather`) or ``"auto"`` (``"chunks"`` where the program is
-    lowered for a CPU, ``"gather"`` elsewhere; chosen at lowering by ``lax.platform_dependent``,
-    so a program compiled on this CPU for a GPU target gets the GPU's). Both compute the same
-    function; dropout draws its mask in each implementation's own layout, so with dropout on
-    they drop different entries. ``block_size`` (offsets per step of the weighted sums) and
-    ``chunk_size`` (positions per chunk) change the speed of ``"chunks"`` only; its dropout
-    drops entries of the chunks' offset x position weights, one draw for the whole sequence.
-    """
+    """Softmax attention over the keys at static relative offsets ``offs`` (not outside ``[0, N)``, not padded),
+    float32 logits; ``block_size`` and ``chunk_size`` set the speed of ``"chunks"`` only (module docstring)."""
     if implementation not in IMPLEMENTATIONS:
         raise InputError(f"dispersed implementation={implementation!r}; valid: {', '.join(IMPLEMENTATIONS)}")
     n, dh = q_BxNxHxD.shape[1], q_BxNxHxD.shape[3]
@@ -464,18 +386,7 @@ def dispersed_attention(
 
 
 class DispersedAttention(Attention):
-    """Softmax attention restricted to the dispersed hierarchical pattern (module docstring).
-
-    Attributes:
-      window: sliding-window width w (w // 2 keys each side); the paper's default 4.
-      max_gap: last gap of the dispersion sequence 2, 3, ..., max_gap (paper: 180).
-      scale_scores: scale scores by Dh^-1/2 (default); False: the paper's plain dot product.
-      block_size: offsets per step of the weighted-sum scans (speed only; same result).
-      chunk_size: positions per chunk, at most (speed only; same result up to float rounding).
-      implementation: ``"auto"`` (default: ``"chunks"`` on CPU, ``"gather"`` on GPU/TPU),
-        ``"chunks"`` (the CPU-tuned scans) or ``"gather"`` (static shifted slices, a
-        constant number of kernels at every N); the same function (``dispersed_attention``).
-    """
+    """Softmax attention restricted to the dispersed hierarchical pattern (options: module docstring)."""
 
     window: int = PAPER_WINDOW
     max_gap: int = PAPER_MAX_GAP

@@ -1,46 +1,25 @@
 """Dispersed attention for accelerators: the fixed pattern as static shifted slices, no loop.
 
-The same function as :func:`lra.attention.dispersed.dispersed_attention`'s CPU-tuned
-``"chunks"`` implementation (softmax over the keys at the pattern's relative offsets, padded and
-out-of-sequence keys excluded), built for GPUs and TPUs, where that implementation's nested scans
-of small elementwise steps cost one kernel launch each (26,183 launches per ListOps step at
-N = 1K, 177,621 at 4K, on an H100). The option keeps its first name, ``"gather"``.
+The same function as :func:`lra.attention.dispersed.dispersed_attention`'s ``"chunks"``, whose scans cost a kernel
+launch per step on a GPU (docs/design.md, "Dispersed attention: one function, two implementations"). With ``K`` live
+offsets ``d_j`` (``|d_j| < N``), key ``i + d_j`` for query ``i``:
 
-With ``K`` live offsets ``d_j`` (``|d_j| < N``), key ``i + d_j`` for query ``i``:
+* forward: ``s[i, j] = q_i . k_{i + d_j}``, softmax over ``j`` in float32, ``y_i = sum_j w[i, j] v_{i + d_j}``;
+* backward (``jax.custom_vjp``: autodiff of the reads would scatter-add, contended on a GPU): ``dS = W (dW - dy . y)``,
+  ``dW[i, j] = dy_i . v_{i + d_j}``, ``dq_i = sum_j dS[i, j] k_{i + d_j}``; key ``m`` is read by query ``m - d_j``
+  through slot ``j``, so ``dk_m = sum_j dS[m - d_j, j] q_{m - d_j}`` and ``dv_m = sum_j Wd[m - d_j, j] dy_{m - d_j}``
+  (``Wd``: after dropout), dropping slots whose query is outside ``[0, N)``.
 
-* forward: logits ``s[i, j] = q_i . k_{i + d_j}``, softmax over ``j`` in float32,
-  ``y_i = sum_j w[i, j] v_{i + d_j}``;
-* backward (``jax.custom_vjp``: autodiff of the reads would scatter-add, contended on a GPU):
-  ``dS = W (dW - dy . y)`` with ``dW[i, j] = dy_i . v_{i + d_j}``, ``dq_i = sum_j dS[i, j]
-  k_{i + d_j}``, and the key and value gradients from the negated offsets: key ``m`` is read by
-  query ``m - d_j`` through slot ``j``, so ``dk_m = sum_j dS[m - d_j, j] q_{m - d_j}`` and
-  ``dv_m = sum_j Wd[m - d_j, j] dy_{m - d_j}`` (``Wd``: the weights after dropout), slots whose
-  query lies outside ``[0, N)`` dropped.
-
-Since the offsets are static, "the rows at ``i + d_j`` for every ``i``" is a slice of one
-zero-padded copy, and the K of them stacked are read by one reduction: a multiply and a sum over
-the head dimension (logits) or over the slots (outputs), which XLA's GPU compiler fuses with the
-slices, so the B x K x N x H x D products are never written. (The first version gathered the rows
-by an offset table; XLA fuses a gather into its reduction only up to ~400M elements, so the batch
-had to be cut into groups whose number grew with N: 857 kernels per step at 1K, 1,285 at 4K.) A
-stack of more than ~180 slices is split by XLA into concatenations of 128 that it writes to
-memory, so the offsets are read in :data:`SLOT_PARTS` runs, the same number at every N. The
-arrays without a head dimension (the mask, and the backward's B x K x N x H weights seen from
-their keys) are read by one gather each, which XLA fuses into its reader (as static slices they
-would be cut into pieces whose number grows with K). ``scripts/bench_launches.py`` counts the
-kernels of whole training steps (results/bench/launches_h100.md). On a CPU the same sums are
-einsums: jaxlib 0.10.2's CPU compiler miscomputes the multiply-and-sum form when it fuses it with
-its neighbours into a YNNPACK kernel (results off by O(1) at N = 1000, found by
-tests/test_dispersed.py; ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` restores them), and
-the CPU default is ``"chunks"`` anyway. Memory is O(N x K) (the B x K x N x H weights, kept for
-the backward pass, and their slot-shifted copies); no N x N array is built.
-
-Out-of-sequence slots (``i + d_j`` outside ``[0, N)``) read a zero and get the logit bias
-``2 * MASK_LOGIT``; padded keys get ``MASK_LOGIT``. Every query has the in-sequence slot
-``d = 0``, so out-of-sequence slots always get weight exactly 0 (float32), and the backward pass,
-which visits only in-sequence slots, is the exact gradient of the forward pass. The two
-implementations differ only at queries with no real key (padding; the module zeroes those
-outputs): there ``"chunks"`` averages over all slots, this one over the in-sequence ones.
+Arrays with a head dimension are read as stacks of static slices of one zero-padded copy, fused by XLA's GPU compiler
+into the reduction reading them (the B x K x N x H x D products are never written); those without (the mask, the
+backward's weights seen from their keys) by one gather each (as slices, XLA would cut them into pieces growing with K).
+Memory O(N x K): the B x K x N x H weights and their slot-shifted copies. On a CPU the sums are einsums: jaxlib 0.10.2's
+CPU compiler miscomputes the multiply-and-sum form fused into a YNNPACK kernel (O(1) errors at N = 1000, found by
+tests/test_dispersed.py; ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` avoids it). Out-of-sequence slots read a
+zero with logit ``2 * MASK_LOGIT``, padded keys ``MASK_LOGIT``. Every query has the in-sequence slot ``d = 0``, so
+out-of-sequence slots get weight exactly 0 (float32) and the backward, visiting only in-sequence slots, is the exact
+gradient. The implementations differ only at queries with no real key (padding, zeroed by the module): ``"chunks"``
+averages over all slots, this one over the in-sequence ones.
 """
 
 from __future__ import annotations
@@ -53,27 +32,20 @@ import jax.numpy as jnp
 from lra.attention.base import MASK_LOGIT
 
 F32 = jnp.float32
-# The offsets are read in SLOT_PARTS runs of at most MAX_RUN static slices each. XLA's GPU compiler
-# (jaxlib 0.10.2, H100 target, deviceless compiles) fuses a stack of the paper's 181 slices at
-# N = 4096 into the reduction that reads it, but splits a stack of 257 (N = 8192) into
-# concatenations of 128 that it writes to memory. A fixed number of runs keeps the kernel count
-# the same at every N up to the paper's largest pattern (K <= 363 for window 4 and max_gap 180:
-# three runs of at most 121).
+# SLOT_PARTS runs of <= MAX_RUN slices: XLA (jaxlib 0.10.2, H100) fuses 181 stacked slices (N = 4096), writes 257 as
+# concatenations of 128; fixed runs keep kernels flat in N up to the paper's largest pattern (K <= 363: 3 x 121).
 SLOT_PARTS = 3
 MAX_RUN = 128
 
 
 def _inside(live: tuple[int, ...], n: int, sign: int) -> jax.Array:
-    """``inside_KxN``: whether ``i + sign * d_j`` lies in ``[0, n)``. Built from iotas (fused into
-    their readers), not stored as a K x N constant."""
+    """``inside_KxN``: whether ``i + sign * d_j`` lies in ``[0, n)``; from iotas (fused), not a K x N constant."""
     pos_KxN = sign * jnp.asarray(live, jnp.int32)[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]
     return (pos_KxN >= 0) & (pos_KxN < n)
 
 
 def _shifts(x_BxNx___: jax.Array, shifts: tuple[int, ...]) -> jax.Array:
-    """``out[:, j, i] = x[:, i + shifts[j]]``, zero where ``i + shifts[j]`` is outside ``[0, N)``:
-    B x K x N x ..., K static slices of one zero-padded copy (no gather; fused by XLA into the
-    reduction that reads it, module docstring)."""
+    """``out[:, j, i] = x[:, i + shifts[j]]``, zero outside ``[0, N)``: B x K x N x ..., K static slices."""
     n, pad = x_BxNx___.shape[1], max(abs(s) for s in shifts)
     widths = [(0, 0)] * x_BxNx___.ndim
     widths[1] = (pad, pad)
@@ -82,17 +54,14 @@ def _shifts(x_BxNx___: jax.Array, shifts: tuple[int, ...]) -> jax.Array:
 
 
 def _rows(x_BxNx___: jax.Array, live: tuple[int, ...], sign: int) -> jax.Array:
-    """``out[:, j, i] = x[:, i + sign * d_j]`` (clipped into range; callers mask those slots): one
-    gather, for the arrays without a head dimension (the mask), fused into its reader."""
+    """``out[:, j, i] = x[:, i + sign * d_j]`` (clipped; callers mask those slots): one gather."""
     n = x_BxNx___.shape[1]
     pos_KxN = sign * jnp.asarray(live, jnp.int32)[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]
     return x_BxNx___.at[:, jnp.clip(pos_KxN, 0, n - 1)].get(mode="clip")
 
 
 def _slot_shifts(x_BxKxNxH: jax.Array, live: tuple[int, ...], sign: int) -> jax.Array:
-    """``out[:, j, m] = x[:, j, m + sign * d_j]`` (clipped; callers mask those slots): each slot's
-    row shifted by its own offset. One gather of B x K x N x H (no head-dimension factor), fused
-    into its reader; as K static slices, XLA would cut it into pieces whose number grows with K."""
+    """``out[:, j, m] = x[:, j, m + sign * d_j]`` (clipped; callers mask those slots): one gather."""
     b, k, n, h = x_BxKxNxH.shape
     pos_KxN = sign * jnp.asarray(live, jnp.int32)[:, None] + jnp.arange(n, dtype=jnp.int32)[None, :]
     flat_KxN = jnp.arange(k, dtype=jnp.int32)[:, None] * n + jnp.clip(pos_KxN, 0, n - 1)
@@ -159,8 +128,7 @@ def _sum_parts(w_BxKxNxH, x_BxNxHxD, runs):
 
 def _core_bwd(live, rate, parts, residuals, dy_BxNxHxD):
     q, k, v, kept, w_BxKxNxH, y_BxNxHxD = residuals
-    # a barrier keeps XLA from sharing the forward pass's shifted copies with these (one shared
-    # copy has several readers, so XLA would write it to memory instead of fusing it into each)
+    # a barrier: a shifted copy shared with the forward pass has several readers, so XLA would write it to memory
     q, k, v = jax.lax.optimization_barrier((q, k, v))
     n = q.shape[1]
     runs = _parts(live, parts)
@@ -194,13 +162,8 @@ def gather_attention(
     dropout_rate: float = 0.0,
     slot_parts: int | None = None,
 ) -> jax.Array:
-    """Softmax attention of each (already scaled) query over the keys at the in-sequence offsets
-    ``live`` (sorted, ``|d| < N``); B x N x H x D in q's dtype. ``dropout_rng``: None, or the key
-    of one dropout draw over the B x K x N x H weights (rate ``dropout_rate``).
-
-    The offsets are read in ``slot_parts`` runs (default :func:`slot_parts_for`): the same number of
-    kernels at every N.
-    """
+    """Softmax attention of each (already scaled) query over the keys at the sorted in-sequence offsets ``live``;
+    B x N x H x D in q's dtype. ``dropout_rng``: None, or one draw over the B x K x N x H weights."""
     b, n, h, _ = q_BxNxHxD.shape
     kept = None
     if dropout_rng is not None:

@@ -1,68 +1,35 @@
 """Cheap linear and gated linear attention (de Brébisson & Vincent, 2016).
 
-Paper: *A Cheap Linear Attention Mechanism with Fast Lookups and Fixed-Size Representations*,
-arXiv:1609.05866.
+Paper: *A Cheap Linear Attention Mechanism with Fast Lookups and Fixed-Size Representations*, arXiv:1609.05866.
 
-The paper removes the softmax from ``R(D, Q) = H^T softmax(H q)``, leaving ``R = H^T H q = C q``:
-the document is summarised once into the fixed-size matrix ``C = sum_t h_t h_t^T`` (k x k), and
-every lookup then costs O(k^2), independent of the document length. In the transformer's per-head
-q/k/v form (the shared ``query``/``key``/``value``/``out`` projections) the hidden state ``h_t``
-plays two roles, key and value, so per head::
+Without the softmax, ``R(D, Q) = H^T softmax(H q)`` becomes ``C q``: the document is summarised once into the fixed-size
+``C = sum_t h_t h_t^T`` and each lookup costs O(k^2), whatever the length. Per head, with the shared q/k/v/out
+projections: ``C = sum_t k_t v_t^T`` (Dh x Dh, real tokens) and ``out_i = C^T q_i = sum_t (q_i . k_t) v_t``. Choices
+(the paper has one RNN state, not a transformer block):
 
-    C = sum_t k_t v_t^T          (Dh x Dh, over the real tokens)
-    out_i = C^T q_i = sum_t (q_i . k_t) v_t
+* ``tie_kv`` (default off): True is the paper's symmetric C (``v_t = k_t``, no ``value`` projection; with
+  ``normalize=false`` and one head, its ``out_i = C q_i`` read through ``out``). Off, the value has its own projection
+  like every other family's: tree and capacity comparable with softmax (the LRA setting), and what a token is matched on
+  decoupled from what it returns.
+* ``normalize`` (default on): C is a mean over the real tokens (causal: up to i), not the paper's sum, so the output
+  scale does not grow with the length (LRA's vary from hundreds to thousands; deep stacks would blow up).
+* No 1/sqrt(Dh) scale: no softmax to keep out of saturation, and the paper has none.
+* Gated (Section 4): ``f_t = sigmoid(W h_t + b) * h_t`` enters C as ``f_t f_t^T``. Here ``h_t`` is the block input x_t
+  (standing for the document RNN's state) and the gate ``sigmoid(x_t W + b)``, one value per head feature, multiplies
+  the projected key and value (``gate_on="both"``, the paper's form; ``"key"``/``"value"``: one side), so a closed gate
+  removes the token entirely (the projection biases would leak in otherwise). It starts open (W = 0, ``gate_bias_init``
+  b = 1: sigmoid(1) ~ 0.73 per side), as in the authors' code. Tied with ``"both"`` it is literally ``f_t f_t^T``.
+* Dropout removes whole token contributions to C (per token and head): there are no attention weights, and dropping
+  query-key pairs would need the N x N matrix this family avoids.
 
-Choices (the paper works with one RNN state, not a transformer block):
-
-* ``tie_kv`` (default off): whether the value is the key. The paper's summary is the symmetric
-  ``C = sum_t h_t h_t^T``, one vector on both sides; ``tie_kv=True`` makes that literal
-  (``v_t = k_t``, no ``value`` projection is created), so ``linear:tie_kv=true,normalize=false``
-  with one head is the paper's form ``out_i = C q_i`` read through the ``out`` projection. Our
-  default gives the value its own projection, as every other family here does: it keeps the
-  parameter tree and capacity comparable with softmax attention (the LRA setting), and it
-  decouples what a token is matched on (its key) from what it returns (its value); tied, C is
-  symmetric positive semi-definite and a token returns the very vector it is matched on.
-* ``normalize`` (default on): C is divided by the number of real tokens (causal: by the number of
-  real tokens up to i), i.e. a mean instead of the paper's sum. A sum grows with the length, so
-  without it the output scale would depend on how long the sequence is (LRA lengths vary from
-  hundreds to thousands of tokens), and deep stacks would blow up; ``normalize=False`` is the
-  paper's plain sum.
-* No 1/sqrt(Dh) logit scale: there is no softmax to keep out of saturation; the paper has none.
-* Gated linear attention (Section 4): ``f_t = sigmoid(W h_t + b) * h_t`` enters C as ``f_t f_t^T``,
-  i.e. the same gated vector on both sides of the outer product. Here ``h_t`` is the token's
-  representation at the block input (the analogue of the document RNN's state) and the gate,
-  ``sigmoid(x_t W + b)`` with one value per head feature, multiplies both the key and the value
-  (``gate_on="both"``, the paper's form; ``"key"``/``"value"`` gate one side only). Gating the
-  projected key/value rather than x_t itself means a closed gate removes the token's contribution
-  entirely (the projection biases would otherwise still leak in). The gate starts open:
-  W = 0, b = 1 (``gate_bias_init``), so at initialisation every token passes with weight
-  sigmoid(1) ~ 0.73 on each side, as in the authors' code. With ``tie_kv=True`` and
-  ``gate_on="both"`` the two sides are literally the same vector ``g_t * k_t``, the paper's
-  ``f_t f_t^T``; untied, the same gate multiplies two different projections.
-* Attention dropout: there are no attention weights, so dropout removes whole token
-  contributions to C (per token and head, inverted-dropout scaled); dropping the query-key pair
-  weights would need the N x N matrix this family exists to avoid.
-
-Causal mode (``causal=True``): out_i uses the running summary ``C_i = sum_{t<=i} k_t v_t^T``.
-It is computed chunk by chunk without ever storing one C per token: within a chunk of
-``chunk_size`` = L tokens the (L x L, lower-triangular) products are computed directly, and the
-chunks' summaries are combined by an exclusive cumulative sum over chunks. Forward and backward
-memory is O(B H (N/L Dh^2 + N L)) -- linear in N, with N/L summaries instead of N (the backward
-of a cumulative sum is a reverse cumulative sum of the same size). With the default L = 64 and
-Dh = 32 (4 heads, qkv 128) that is about 80 floats per token and head.
-
-Non-causal mode sums C chunk by chunk too (same result up to summation order): on CPU that makes
-the layer 22% faster at N = 16K (results/bench/chunked_sums.md).
-
-Summaries (C and the chunk sums, sums over up to N tokens) and the normalisation are float32;
-the reads ``q^T C`` run in ``dtype`` like softmax's weighted sum.
-
-Fast lookups (the paper's point): ``encode(x, mask)`` returns the summary ``C_BxHxDhxDh`` (already
-normalised) and ``lookup(C, x)`` answers any number of queries against it; call them through
-``module.apply(variables, x, mask, method="encode")`` and
-``module.apply(variables, C, x_queries, method="lookup")``. In non-causal mode the forward pass is
-exactly ``lookup(encode(x, mask), x)`` at the real positions. In causal mode ``encode`` gives the
-final state C_N, the summary of the whole document.
+Causal: out_i reads ``C_i = sum_{t<=i} k_t v_t^T``, never stored per token: L x L lower-triangular products within
+chunks of L = ``chunk_size``, plus an exclusive cumulative sum of the chunk summaries; memory O(B H (N/L Dh^2 + N L)),
+~80 floats per token and head at L = 64, Dh = 32. Non-causal C is summed per chunk too (22% faster on CPU at N = 16K,
+results/bench/chunked_sums.md; equal up to summation order). Summaries and normalisation are float32, the reads
+``q^T C`` run in ``dtype``. Fast lookups (the paper's point): ``module.apply(variables, x, mask, method="encode")``
+returns the normalised summary ``C_BxHxDhxDh`` (causal: C_N, the whole document),
+``module.apply(variables, C, x_queries, method="lookup")`` answers queries against it; non-causal, the forward pass is
+``lookup(encode(x, mask), x)`` at real positions.
 """
 
 from __future__ import annotations
@@ -90,11 +57,7 @@ GATE_SIDES = ("both", "key", "value")
 
 
 def summarize(k_BxNxHxK: jax.Array, v_BxNxHxV: jax.Array, chunk_size: int) -> jax.Array:
-    """C = sum_t k_t v_t^T per head (float32); padded tokens must already have zero keys.
-
-    Summed chunk by chunk (see ``read``): one Dh x Dh partial sum per chunk of ``chunk_size``
-    tokens, then a sum over the chunks.
-    """
+    """C = sum_t k_t v_t^T per head (float32), chunk by chunk; padded tokens must already have zero keys."""
     kv_BxCxHxKxV = jnp.einsum(
         "bclhk,bclhv->bchkv",
         split_chunks(k_BxNxHxK, chunk_size),
@@ -105,12 +68,7 @@ def summarize(k_BxNxHxK: jax.Array, v_BxNxHxV: jax.Array, chunk_size: int) -> ja
 
 
 def read(q_BxNxHxK: jax.Array, c_BxHxKxV: jax.Array, chunk_size: int) -> jax.Array:
-    """out_i = C^T q_i per head: O(Dh^2) per query, whatever the document length.
-
-    Computed per chunk of ``chunk_size`` queries against C broadcast to every chunk, so that the
-    backward pass's sum over queries (dC = sum_i q_i dout_i^T) is also taken chunk by chunk (see
-    ``split_chunks``). Results equal the unchunked sums up to float summation order.
-    """
+    """out_i = C^T q_i per head, O(Dh^2) per query; by chunks, so the backward's dC = sum_i q_i dout_i^T is too."""
     b, n, h, _ = q_BxNxHxK.shape
     q_BxCxLxHxK = split_chunks(q_BxNxHxK, chunk_size)
     c_BxCxHxKxV = per_chunk(c_BxHxKxV.astype(q_BxNxHxK.dtype), q_BxCxLxHxK.shape[1])
@@ -121,10 +79,7 @@ def read(q_BxNxHxK: jax.Array, c_BxHxKxV: jax.Array, chunk_size: int) -> jax.Arr
 def causal_linear_attention(
     q_BxNxHxK: jax.Array, k_BxNxHxK: jax.Array, v_BxNxHxV: jax.Array, chunk_size: int
 ) -> jax.Array:
-    """out_i = sum_{t<=i} (q_i . k_t) v_t, in chunks of ``chunk_size`` tokens.
-
-    Memory O(B H (N/L Dh^2 + N L)) for chunk size L, forward and backward; no per-token C.
-    """
+    """out_i = sum_{t<=i} (q_i . k_t) v_t in chunks of L = ``chunk_size`` tokens (module docstring)."""
     b, n, h, _ = q_BxNxHxK.shape
     dv = v_BxNxHxV.shape[-1]
     q, k, v = (split_chunks(a, chunk_size) for a in (q_BxNxHxK, k_BxNxHxK, v_BxNxHxV))
@@ -143,19 +98,7 @@ def causal_linear_attention(
 
 
 class LinearAttention(Attention):
-    """Cheap linear attention: out_i = C^T q_i with the document summary C = sum_t k_t v_t^T.
-
-    Attributes:
-      causal: out_i sees only tokens t <= i (running summary); else the whole sequence.
-      normalize: divide C by the number of real tokens (up to i when causal), so the output scale
-        does not grow with the sequence length; False is the paper's plain sum.
-      chunk_size: tokens per chunk. Causal: the running summary's granularity (memory
-        N/L Dh^2 + N L per head). Non-causal: the sums over tokens are taken chunk by chunk, a
-        speed setting only (see lra.attention.base.split_chunks).
-      tie_kv: values are the keys (v_t = k_t, no ``value`` parameters): the paper's symmetric
-        C = sum_t h_t h_t^T. Off by default so the value has its own projection like every other
-        family's (see the module docstring).
-    """
+    """Cheap linear attention, out_i = C^T q_i with C = sum_t k_t v_t^T (options: module docstring)."""
 
     causal: bool = False
     normalize: bool = True
@@ -197,8 +140,7 @@ class LinearAttention(Attention):
         assert mask is not None  # forward and encode pass the token mask
         gate_logits: list[jax.Array] = []  # the gate's projection, when made beside q, k and v
         if op == "forward" and not self.tie_kv:
-            # q, k, v (and a gated variant's gate: a projection of x of the same shape) as one GEMM
-            # on an accelerator (base.project_heads)
+            # q, k, v (and a gated variant's gate) as one GEMM on an accelerator (base.project_heads)
             modules = {n: partial(dense_heads, h, dh, n, self.dtype) for n in QKV}
             gate = self._gate_projection()
             q, k, v, *gate_logits = project_heads(self, x, {**modules, **({"gate": gate} if gate else {})})
@@ -239,18 +181,12 @@ class LinearAttention(Attention):
     def _gate(
         self, x_BxNxD: jax.Array, k: jax.Array, v: jax.Array, logits: jax.Array | None = None
     ) -> tuple[jax.Array, jax.Array]:
-        """Hook for gated variants (``logits``: the gate's projection when the caller made it): the plain
-        mechanism lets every token in unchanged."""
+        """Hook for gated variants (``logits``: the gate's projection, if made); ungated, k and v pass unchanged."""
         return k, v
 
 
 class GatedLinearAttention(LinearAttention):
-    """Gated linear attention: each token enters C as (g_t * k_t)(g_t * v_t)^T, g_t = sigmoid(x_t W + b).
-
-    Attributes:
-      gate_on: "both" (the paper's f_t f_t^T: the same gate on both sides), "key" or "value".
-      gate_bias_init: initial gate bias b (W starts at 0), so the gate starts open at sigmoid(b).
-    """
+    """Gated linear attention: each token enters C as (g_t * k_t)(g_t * v_t)^T, g_t = sigmoid(x_t W + b)."""
 
     gate_on: str = "both"
     gate_bias_init: float = 1.0

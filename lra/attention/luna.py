@@ -1,92 +1,48 @@
 """Luna and ConvLuna: attention factorised through a shared memory.
 
-ConvLuna: Yorsh, Holeňa, Bojar, Herel, *On Difficulties of Attention Factorization through Shared
-Memory* (arXiv:2404.00798), Appendices B-D; Luna: Ma et al., *Luna: Linear Unified Nested
-Attention* (arXiv:2106.01540).
+Luna: Ma et al., *Luna: Linear Unified Nested Attention* (arXiv:2106.01540). ConvLuna: Yorsh, Holeňa, Bojar, Herel,
+*On Difficulties of Attention Factorization through Shared Memory* (arXiv:2404.00798), Appendices B-D.
 
-One thing, over 400 lines: the Luna attention family (one block's packing and unpacking attention,
-ConvLuna's filters and temperature included), kept whole.
+One module is one Luna block's pair of attentions over the memory P (B x M x D) and the input X (B x N x D)::
 
-One module is one Luna block's pair of attentions over the memory P (B x M x D) and the input
-X (B x N x D)::
-
-    P_packed = MultiHeadAttention(P, X~, X~)           # "packing": M queries, N' keys
+    P_packed = MultiHeadAttention(P, X~, X~)              # "packing": M queries, N' keys
     Y        = MultiHeadAttention(X, P_packed, P_packed)  # "unpacking": N queries, M keys
 
-and returns ``(Y, P_packed)`` with no residual and no norm: the encoder applies them (post-LN,
-Appendix B: X' = LN(X + Y), P' = LN(P + P_packed), and P' is the next block's memory). Both
-attentions are linear in N; no N x N array exists, forward or backward.
+returning ``(Y, P_packed)``; the encoder adds the residuals and post-LN norms (Appendix B). Both are linear in N.
 
 ConvLuna (Appendix C) changes only the packing attention:
 
-* ``filter``: a filter op on its keys and values along the length axis, ``X~ = FilterOp(X W)``:
-  ``conv`` is one K-tap filter per head, the same weights for every feature of that head ("no
-  depthwise interaction": a (K, 1) kernel on B x H x N x Dh, as in the reference code's
-  ``Conv2d(H, H, (K, 1), groups=H)``), without bias; ``maxpool`` is a (K, 1) max. The same filter
-  is applied to keys and values.
-* ``learn_temperature``: logits / exp(tau) with a learnable scalar tau (``log_temperature``,
-  initialised at 0) instead of Dh^-1/2. ``freeze_temperature`` keeps tau at its initial 0 (a
-  constant, no parameter: the packing logits are unscaled), Appendix E's question of whether the
-  initial value matters more than the learnable scalar; the published code learns it
-  (``temperature_pack="learn"``), so ConvLuna and ``:reference`` leave it False. The unpacking attention
-  keeps Dh^-1/2 (Figure 3's note:
-  "we keep the normalization fixed and identical to the vanilla Transformer").
-  ``scale_unpacking=False`` leaves the unpacking logits unscaled: that is what the published
-  code runs, because its ``ConvLunaBlock`` passes ``temperature_unpack`` into ``UnpackAttention``'s
-  ``affine`` argument slot, so the unpacking temperature stays at its 'unit' default (log 1 = 0).
-  The paper's numbers came from that code; ``:reference`` switches to it.
+* ``filter``: X~ = FilterOp(X W) along the length axis, on keys and values. ``conv``: one bias-free K-tap filter per
+  head shared by its features ("no depthwise interaction": the reference code's ``Conv2d(H, H, (K, 1), groups=H)``);
+  ``maxpool``: a (K, 1) max.
+* ``learn_temperature``: logits / exp(tau), tau a learned scalar (``log_temperature``) from 0, instead of Dh^-1/2.
+  ``freeze_temperature`` keeps tau = 0 with no parameter: Appendix E asks whether the initial value matters more than
+  the learning; the published code learns it (False).
+* Unpacking keeps Dh^-1/2 (Figure 3: "we keep the normalization fixed and identical to the vanilla Transformer");
+  ``scale_unpacking=False`` is the published code's unscaled bug, which made the paper's numbers (docs/reference.md).
 
-The Appendix E ablations are config flags of the ConvLuna configs (``lra.papers.convluna.CONVLUNA_FLAGS``):
-``only_scaling`` (no filter, learned temperature) and ``only_filtering`` (filter, Dh^-1/2), each
-keeping ConvLuna's sharing; and, for the Appendix D/E claims of ``lra_lab.reproduce.convluna_appendix``,
-``fixed_temperature`` (tau fixed at 0), ``maxpool`` (MaxPool K=4) and ``stride2`` / ``stride4``. They are not
-offered for the Luna configs, so a table row such as
-"OnlyScaling-16" always names one model.
+Appendix E's ablations (``only_scaling``, ``only_filtering``, ``fixed_temperature``, ``maxpool``, ``stride2/4``) are
+ConvLuna config flags only (``lra.papers.convluna.CONVLUNA_FLAGS``), so a row like "OnlyScaling-16" names one model.
 
-Windows and padding. Windows are 'same'-style: output j is the window centred on token j*S,
-covering tokens ``[j*S - (K-1)//2, j*S - (K-1)//2 + K)`` (PyTorch's 'same' split for even K),
-so there are ceil(N/S) windows and an input shorter than the kernel still works. The filtered
-mask is the input mask at the window centres: window j is real iff token j*S is real. Inside a
-real window, padded tokens and positions beyond the sequence contribute nothing: they are zero
-for ``conv`` (exactly zero-padding at the sequence end) and -inf for ``maxpool`` (the max runs
-over the window's real tokens; the centre is real, so it is finite). Windows centred on padding
-are masked out of the softmax and zeroed, even when they reach back over real tokens: counting
-them would make the memory depend on how much padding follows the sequence. Hence padded
-tokens never reach the memory, and changing or extending padding changes nothing at real
-positions. ``filter_padding="valid"`` gives the published code's windows (PyTorch
-``MaxPool2d(padding=0)``, and its convolutions at stride > 1): window j covers tokens
-[j*S, j*S + K) and is real iff all its tokens are. Windows that reach into padding are masked,
-so padding still never reaches the memory; but a sequence shorter than K has no real window,
-and its memory then reads nothing from the input (the packed memory is W^O's bias). (The public
-reference code, github vladyorsh/lra_efficient_transformers, runs with masks switched off by
-default (``--mask_inputs False``) and, with them on, drops the key mask whenever the filter
-changes the length, so padding reaches its memory; we mask unless ``config.model.mask_padding``
-is off, which ``:reference`` does to reproduce it.)
-The conv runs as small banded matmuls over blocks of the sequence (see ``_conv_same``).
+Windows. ``filter_padding="same"`` (default): window j is centred on token j*S, covering
+``[j*S - (K-1)//2, j*S - (K-1)//2 + K)`` (PyTorch's 'same' split for even K): ceil(N/S) windows, so N < K works. It is
+real iff token j*S is; padded or out-of-sequence tokens in it count as 0 (conv) or -inf (maxpool: the real centre keeps
+it finite). Windows centred on padding are masked and zeroed even when they reach real tokens, else the memory would
+depend on how much padding follows: padding never reaches the memory or changes real positions. ``"valid"``, the
+published code's windows (``MaxPool2d(padding=0)``, its strided convolutions): window j covers [j*S, j*S + K) and is
+real iff all its tokens are; a sequence shorter than K then has no real window and packs only W^O's bias. (The published
+code runs without masks: ``:reference`` sets ``config.model.mask_padding=False``, docs/reference.md.)
 
-Sharing (Section D: "all ConvLuna models share projection matrices between packing and
-unpacking attention, and share the W^K and W^V = I_d weights within a module"):
+Sharing (Section D: "all ConvLuna models share projection matrices between packing and unpacking attention, and share
+the W^K and W^V = I_d weights within a module"): ``share_projections`` is True (all), False or letters of "qkvo"
+(the reference code's spelling). The published Luna block shares all four; its ``SimplifiedConvLunaBlock`` shares
+"qko" (no W^V): the text's sharing, our ConvLuna default (``scripts/check_published_code.py``: same parameter count
+and logits). ``share_kv``: values are the inputs split into heads (W^V = I), keys use W^K; needs ``qkv_dim == D``.
 
-* ``share_projections``: one W^Q, W^K, W^V, W^O used by both attentions (True), none (False),
-  or the named subset in the reference code's spelling (letters of "qkvo"). The published code:
-  Luna's block reuses one attention module for both (all four); ConvLuna's
-  ``SimplifiedConvLunaBlock`` re-creates both attentions and then assigns the unpacking
-  attention's ``q``, ``k`` and ``lin`` to the packing attention's, so W^Q, W^K and W^O are shared
-  ("qko"; neither has a W^V). That is the text's sharing and our ConvLuna default;
-  ``:reference`` names it "qko". ``scripts/check_published_code.py`` checks it against that code
-  (same parameter count, same logits).
-* ``share_kv``: no W^V: values are the attended inputs themselves split into heads (W^V = I),
-  keys use W^K; this needs ``qkv_dim == D``.
-
-Parameter names. Shared projections use softmax's names at the top level: ``query``, ``key``,
-``value`` (absent with ``share_kv``) and ``out``. Separate projections live in two submodules
-with the same inner names: ``pack/{query,key,value,out}`` and ``unpack/{query,key,value,out}``
-(only those not shared).
-ConvLuna adds ``filter_kernel`` (K x H, for ``conv``) and ``log_temperature`` (a scalar).
-Called without a memory, the module uses its own learned ``memory`` (memory_size x D, N(0, 1)),
-so it also works as a standalone layer; inside the encoder the memory always comes from outside.
-The packing attention's weights (B x H x M x J) and key mask are sown into the
-``intermediates`` collection for ``lra_lab.diagnose`` (free unless that collection is mutable).
+Parameters: shared projections at the top level with softmax's names (``query``, ``key``, ``value``, ``out``), the
+others under ``pack/`` and ``unpack/``; ConvLuna adds ``filter_kernel`` (K x H) and ``log_temperature``. Without a
+memory argument the module learns its own ``memory`` (memory_size x D, N(0, 1)) to work standalone. The packing
+weights (B x H x M x J) and key mask are sown into ``intermediates`` for ``lra_lab.diagnose``.
 """
 
 from __future__ import annotations
@@ -109,8 +65,7 @@ _LETTERS = {"q": "query", "k": "key", "v": "value", "o": "out"}
 
 
 def shared_projections(share: bool | str) -> tuple[str, ...]:
-    """The projections shared by packing and unpacking: ``True`` = all four, ``False`` = none,
-    or a string of the letters q, k, v, o (the reference code's ``shared_att`` spelling)."""
+    """Projections shared by packing and unpacking: True (all), False (none) or letters of "qkvo" (``shared_att``)."""
     if share is True:
         return PROJECTIONS
     if share is False or share in ("", "none"):
@@ -159,13 +114,8 @@ class _Projections(nn.Module):
 
 
 def _maxpool_same(x_BxNxHxDh: jax.Array, kernel_size: int) -> jax.Array:
-    """Max over the 'same' window around every position (stride 1); outside the sequence: -inf.
-
-    Pooled in B x H x N x Dh, the layout of the attention matmul that consumes the result: in
-    B x N x H x Dh, XLA (CPU) fused the K shifted reads into the transposing copy before the
-    matmul, and the time per token grew 1.9x from N=1K to 16K; in this layout the transposes
-    cancel (forward+backward of a ConvLuna layer: 4.4 vs 5.8 us/token at 4K, 8.1 vs 9.0 at 16K).
-    """
+    """Max over the 'same' window around every position (stride 1), -inf outside. In the consuming matmul's layout:
+    in B x N x H x Dh, XLA (CPU) fused the shifted reads into a transpose, its time per token 1.9x from N=1K to 16K."""
     x_BxHxNxDh = jnp.transpose(x_BxNxHxDh, (0, 2, 1, 3))
     n, left = x_BxHxNxDh.shape[2], (kernel_size - 1) // 2
     xp = jnp.pad(x_BxHxNxDh, ((0, 0), (0, 0), (left, kernel_size - 1 - left), (0, 0)), constant_values=-jnp.inf)
@@ -176,14 +126,8 @@ def _maxpool_same(x_BxNxHxDh: jax.Array, kernel_size: int) -> jax.Array:
 
 
 def _conv_same(x_BxNxHxDh: jax.Array, kernel_KxH: jax.Array, block: int = 32) -> jax.Array:
-    """The per-head K-tap filter over the 'same' window around every position (stride 1), zero
-    outside the sequence: y[n, h] = sum_t w[t, h] x[n - (K-1)//2 + t, h].
-
-    Computed block by block as a small banded (Toeplitz) matmul: each block of C outputs reads
-    C + K - 1 inputs. About (C + K - 1) / K times the multiply-adds of a direct convolution, but
-    as matmuls, forward and backward: ~10x faster than K shifted slices on CPU for K = 32, and
-    still O(N D) memory (the overlapping input windows are ~2x the input).
-    """
+    """y[n, h] = sum_t w[t, h] x[n - (K-1)//2 + t, h], zero outside: a banded matmul per block of C outputs, more
+    multiply-adds than a direct convolution but ~10x faster than K shifted slices on CPU for K = 32; O(N D) memory."""
     b, n, h, dh = x_BxNxHxDh.shape
     k = kernel_KxH.shape[0]
     c = max(block, k)  # the tail of a block's window comes from the next block only: K - 1 <= C
@@ -197,10 +141,7 @@ def _conv_same(x_BxNxHxDh: jax.Array, kernel_KxH: jax.Array, block: int = 32) ->
 
 
 def toeplitz_taps(kernel_KxH: jax.Array, block: int) -> jax.Array:
-    """The banded matrix (H x C x C + K - 1) that maps a block's C + K - 1 inputs to its C outputs.
-
-    Shared with lra_lab.bench.conv_window, whose ways of assembling the windows must feed the same matmul.
-    """
+    """H x C x (C + K - 1) band from a block's inputs to its C outputs; lra_lab.bench.conv_window uses it too."""
     k = kernel_KxH.shape[0]
     tap_CxW = jnp.arange(block + k - 1)[None, :] - jnp.arange(block)[:, None]  # input r feeds output c via tap r - c
     band = (tap_CxW >= 0) & (tap_CxW < k)
@@ -217,15 +158,8 @@ def filter_length(
     kernel_KxH: jax.Array | None = None,
     padding: str = "same",
 ) -> tuple[jax.Array, jax.Array]:
-    """Filter along the length axis; returns (B x J x H x Dh, B x J mask).
-
-    ``same``: J = ceil(N / stride); window j is centred on token j*stride and is real iff that
-    token is real. ``valid`` (the published code's max-pool and strided windows): window j covers
-    tokens [j*S, j*S + K), J = floor((N - K) / S) + 1 (at least 1: a sequence shorter than the
-    kernel is first padded to K), and it is real iff all its tokens are real. Padded tokens count
-    as 0 (conv) or -inf (maxpool); non-real windows are zeroed. Strided windows are the stride-1
-    windows at the strided positions.
-    """
+    """Filter along length (windows: module docstring): (B x J x H x Dh, B x J mask), non-real windows zeroed.
+    ``same``: J = ceil(N / S); ``valid``: J = floor((N - K) / S) + 1, at least 1 (a shorter sequence is padded to K)."""
     if padding not in WINDOWS:
         raise InputError(f"unknown filter padding {padding!r}; valid: {', '.join(WINDOWS)}")
     if padding == "valid" and x_BxNxHxDh.shape[1] < kernel_size:
@@ -254,24 +188,8 @@ def filter_length(
 
 
 class LunaAttention(Attention):
-    """Luna's packing + unpacking attention (Appendix B); ConvLuna's options off by default.
-
-    Attributes:
-      memory_size: memory cells M of the encoder's learned initial memory (paper: 1, 16, 256).
-      filter: "none" | "conv" | "maxpool": ConvLuna's filter on the packing keys and values.
-      kernel_size, stride: the filter's K and S (ignored for "none").
-      filter_padding: "same" (default: padding-safe, see the module docstring) | "valid" (the
-        published code's max-pool windows and strided convolutions).
-      learn_temperature: packing logits / exp(tau), tau learned from 0; else the standard Dh^-1/2.
-      freeze_temperature: with learn_temperature, tau stays 0 (unscaled packing logits, no
-        parameter); the published code learns it (False).
-      scale_unpacking: unpacking logits * Dh^-1/2 (Appendix B and Figure 3's note); False leaves
-        them unscaled, as the published ConvLuna code does (see the module docstring).
-      share_projections: projections used by both packing and unpacking: True (all of W^Q, W^K,
-        W^V, W^O), False (none), or a string of the letters q, k, v, o ("qko": W^Q, W^K,
-        W^O, the published ConvLuna code).
-      share_kv: W^K for keys and W^V = I for values (needs qkv_dim == the model width D).
-    """
+    """Luna's packing + unpacking attention (Appendix B); ConvLuna's options (module docstring) off by default.
+    ``memory_size``: M memory cells (paper: 1, 16, 256); ``kernel_size``, ``stride``: the filter's K and S."""
 
     memory_size: int = 16
     filter: str = "none"
@@ -320,8 +238,7 @@ class LunaAttention(Attention):
         packing: bool,
         deterministic: bool,
     ) -> jax.Array:
-        """Heads of MultiHeadAttention(Xq, Xkv, Xkv) (B x Q x H x Dh, before W^O); the packing
-        one zeroes padded keys/values and adds ConvLuna's filter and temperature."""
+        """Heads of MultiHeadAttention(Xq, Xkv, Xkv), B x Q x H x Dh before W^O; packing masks, filters, scales."""
         q = layers.query(xq_BxQxD)
         k = layers.key(xkv_BxKxD)
         if layers.value is None:  # W^V = I: the inputs themselves, split into heads
@@ -399,9 +316,8 @@ class LunaAttention(Attention):
 
 
 class ConvLunaAttention(LunaAttention):
-    """ConvLuna (Appendix C) with Section D's defaults: MaxPool K=4, S=1, learned temperature,
-    projections shared between packing and unpacking, W^K shared for keys and values (W^V = I).
-    ListOps uses ``filter="conv", kernel_size=32`` (its config sets it)."""
+    """ConvLuna (Appendix C) with Section D's defaults: MaxPool K=4, S=1, learned temperature, all projections
+    shared by packing and unpacking, W^V = I. ListOps' config sets ``filter="conv", kernel_size=32``."""
 
     filter: str = "maxpool"  # kernel_size 4, stride 1: LunaAttention's defaults
     learn_temperature: bool = True

@@ -1,43 +1,19 @@
 """The baseline: full multi-head scaled dot-product attention (Vaswani et al., 2017).
 
-Paper: *Attention Is All You Need*, arXiv:1706.03762.
+Paper: *Attention Is All You Need*, arXiv:1706.03762; quadratic by design, the efficient families' yardstick.
 
-Quadratic in length by design; the efficient families are measured against it.
-
-Implementations of the same function (``attention_kwargs.implementation``):
-
-* ``"xla"``: our :func:`lra.attention.base.dot_product_attention`; any device, any dtype,
-  attention dropout. The reference, and what every CPU run computes.
-* ``"cudnn"``: ``jax.nn.dot_product_attention(..., implementation="cudnn")``, cuDNN's fused
-  (flash) attention, for GPU runs: no B x H x N x N tensor is stored, so long sequences train
-  faster and in far less memory. cuDNN has no attention dropout and no float32 kernel, so it needs
-  ``config.model.attention_dropout_rate=0`` and ``config.model.dtype=bfloat16`` (or float16).
-* ``"auto"`` (default): ``"cudnn"`` where it applies (:func:`choose_implementation`: a CUDA GPU
-  backend with cuDNN, compute capability >= 8.0, bfloat16/float16, no attention dropout, a head
-  size that is a multiple of 8 and <= 128), ``"xla"`` otherwise. On a CPU, and for the paper's
-  rows (attention dropout > 0), that is ``"xla"``: nothing they compute changes.
-
-Sequence length. jax 0.10.2's cuDNN training path (``jax/_src/cudnn/fused_attention_stablehlo.py``,
-``_dot_product_attention_fwd_rule`` -> ``check_is_flash_attention``) raises
-``Unsupported sequence length Q 4097, KV 4097`` unless both lengths are even: it passes a
-placeholder bias array, so its "training with bias needs T % 2 == 0 and S % 2 == 0" check always
-applies. The encoder's [CLS] token makes every suite length odd (N + 1: 2,001, 4,001, 4,097), so
-:func:`cudnn_args` pads q, k and v with zeros to a multiple of :data:`CUDNN_LENGTH_MULTIPLE` (2).
-Exact: the padded keys lie past every row's count of real keys (``key_value_seq_lengths``), so
-they get no weight, and :func:`fused_attention` slices the padded queries' outputs off.
-
-Key padding reaches cuDNN as per-row counts of real keys (``key_value_seq_lengths``), which mask
-the keys at positions >= count, so the mask must be a contiguous real prefix per row. The data
-guarantee it: real tokens first and padding (PAD_ID 0) after them (checked by
-``lra.data.prepare``), [CLS] in front, or no mask at all (``model.mask_padding=False``).
-``attention_kwargs.assume_prefix_mask`` chooses what the cuDNN path does with that guarantee:
-
-* ``True`` (default): it trusts it and counts the real keys, and checks it on the fly at O(B N)
-  cost: a row whose mask is not a prefix gets NaN outputs, so a broken guarantee stops the run at
-  its non-finite check (a loud failure, never silently wrong attention).
-* ``False``: exact for any mask. Attention is invariant to the order of the keys (q, k, v are
-  already projected, positions were added before), so each row's real keys are stably moved to
-  the front (an argsort and a gather of K and V on every call) before they are counted.
+``implementation`` (one function; docs/accelerators.md): ``"xla"`` (:func:`lra.attention.base.dot_product_attention`,
+any device and dtype, attention dropout: the reference), ``"cudnn"`` (cuDNN's fused flash attention: no N x N tensor,
+but no attention dropout or float32) or ``"auto"`` (cuDNN where :func:`choose_implementation` allows, else xla; CPU runs
+and the paper's rows, with dropout, are unchanged). jax 0.10.2's cuDNN training path (``check_is_flash_attention``)
+passes a placeholder bias, so its "bias needs even T and S" check always applies, while [CLS] makes every suite length
+odd: :func:`cudnn_args` zero-pads q, k, v to a multiple of :data:`CUDNN_LENGTH_MULTIPLE`, exactly (padded keys lie past
+each row's ``key_value_seq_lengths``, padded queries are sliced off). Those counts need each row's mask to be a real
+prefix; the data guarantee it (padding after the real tokens, checked by ``lra.data.prepare``; [CLS] in front; or no
+mask, ``model.mask_padding=False``). ``assume_prefix_mask=True`` (default) trusts it and checks it at O(B N): a
+non-prefix row gets NaN outputs, so the run stops at its non-finite check, never silently wrong. ``False`` is exact for
+any mask: attention is invariant to key order (positions are already in q, k, v), so each row's real keys are stably
+moved to the front first (an argsort and a gather per call).
 """
 
 from __future__ import annotations
@@ -59,7 +35,7 @@ from lra.errors import InputError
 
 IMPLEMENTATIONS = ("auto", "xla", "cudnn")
 CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
-# jax 0.10.2's cuDNN training path needs even query and key lengths (see the module docstring).
+# jax 0.10.2's cuDNN training path needs even query and key lengths (module docstring).
 CUDNN_LENGTH_MULTIPLE = 2
 CUDNN_MAX_HEAD_DIM = 128  # cuDNN flash attention before Hopper (256 from Hopper on); a multiple of 8
 CUDNN_MIN_COMPUTE_CAPABILITY = (8, 0)  # cuDNN's fused flash attention: Ampere and later
@@ -84,16 +60,9 @@ def cudnn_args(
     kv_mask_BxM: jax.Array | None,
     assume_prefix_mask: bool = True,
 ) -> dict[str, Any]:
-    """The arguments of ``jax.nn.dot_product_attention`` that compute our masked attention.
-
-    Separate from the call so a CPU test can run exactly these with ``implementation="xla"``.
-    q, k and v are zero-padded to even lengths (:data:`CUDNN_LENGTH_MULTIPLE`); the query outputs
-    past N are to be sliced off (:func:`fused_attention`). With ``assume_prefix_mask=False`` the
-    real keys of each row are moved to the front first (stable, so a prefix mask is unchanged);
-    with True the mask is taken as a prefix (checked by :func:`fused_attention`). A row without
-    real keys gets count 1: cuDNN's output for count 0 is not specified, and such rows occur only
-    at padding (their outputs are discarded), but a NaN there would still poison a loss through
-    ``0 * NaN``.
+    """The arguments of ``jax.nn.dot_product_attention`` for our masked attention (separate, so a CPU test runs them
+    with ``implementation="xla"``); outputs past N are to be sliced off. A row without real keys gets count 1:
+    cuDNN's output for 0 is unspecified, and a NaN at a discarded padding row would still poison a loss via 0 * NaN.
     """
     n, m = q_BxNxHxDh.shape[1], k_BxMxHxDh.shape[1]
     if kv_mask_BxM is not None and not assume_prefix_mask:
@@ -127,12 +96,7 @@ def fused_attention(
     implementation: Literal["xla", "cudnn"] = "cudnn",
     assume_prefix_mask: bool = True,
 ) -> jax.Array:
-    """Masked attention through ``jax.nn.dot_product_attention``; B x N x H x Dh.
-
-    Every query row attends to the real keys of its row (no query lengths are passed), so the
-    outputs at padded queries are finite, as in our implementation; the module zeroes them. With
-    ``assume_prefix_mask`` a row whose mask is not a prefix gets NaN outputs (module docstring).
-    """
+    """Masked attention via ``jax.nn.dot_product_attention``; no query lengths: padded queries' outputs are finite."""
     n = q_BxNxHxDh.shape[1]
     args = cudnn_args(q_BxNxHxDh, k_BxMxHxDh, v_BxMxHxDh, kv_mask_BxM, assume_prefix_mask)
     y_BxNxHxDh = jax.nn.dot_product_attention(**args, implementation=implementation)[:, :n]
@@ -159,9 +123,8 @@ def _on_cuda_gpu() -> bool:
 def choose_implementation(
     implementation: str, dtype: Any, dropout_rate: float, head_dim: int, on_gpu: bool | None = None
 ) -> str:
-    """``"xla"`` or ``"cudnn"``: ``implementation`` itself unless it is ``"auto"``, which picks
-    cuDNN where it applies (module docstring) and our XLA path everywhere else. ``on_gpu``
-    (default: :func:`_on_cuda_gpu`) is a parameter so the rule is tested on CPU."""
+    """``"xla"`` or ``"cudnn"``; ``"auto"`` is cuDNN on a CUDA GPU (capability >= 8.0) for bfloat16/float16, no
+    attention dropout and a head size that is a multiple of 8 and <= 128. ``on_gpu`` lets a CPU test the rule."""
     if implementation != "auto":
         return implementation
     fits = (
@@ -176,16 +139,7 @@ def choose_implementation(
 
 
 class SoftmaxAttention(Attention):
-    """softmax(Q K^T / sqrt(Dh)) V over the real keys, with attention dropout.
-
-    Attributes:
-      implementation: ``"auto"`` (cuDNN where it applies, else XLA), ``"xla"`` (ours,
-        everywhere) or ``"cudnn"`` (cuDNN fused attention on GPU: bfloat16/float16, no attention
-        dropout); see the module docstring.
-      assume_prefix_mask: the cuDNN path takes the mask as a real prefix per row (the data's
-        guarantee, checked: a row that is not gets NaN outputs); False moves each row's real keys
-        to the front first (exact for any mask, an argsort and a gather per call).
-    """
+    """softmax(Q K^T / sqrt(Dh)) V over the real keys, with attention dropout; options: module docstring."""
 
     implementation: str = "auto"
     assume_prefix_mask: bool = True
@@ -196,9 +150,7 @@ class SoftmaxAttention(Attention):
             raise InputError(
                 f"attention_kwargs.implementation={self.implementation!r}; valid: {', '.join(IMPLEMENTATIONS)}"
             )
-        # Checked here, at construction, so a bad pair fails before anything compiles. (The model
-        # builds one module for training and evaluation, so the rate is refused even if only
-        # evaluation would run: it has no effect there anyway.)
+        # At construction, so a bad pair fails before compiling; refused even for evaluation (one module serves both).
         if self.implementation == "cudnn" and self.dropout_rate > 0.0:
             raise InputError(self._dropout_error())
 

@@ -1,10 +1,8 @@
 """Which families can evaluate each other's weights: their parameter trees, traced, not declared.
 
-A checkpoint trained with one family can be evaluated with another (``python -m lra.evaluate
---attention``) exactly when the two build the same parameters: the same paths with the same
-shapes, and both with or both without the encoder's learned memory. This module reads the trees
-from the modules themselves (``jax.eval_shape`` of ``init`` on a small abstract input: nothing is
-computed), so a family added or changed later is grouped by what it builds, not by a list.
+Two families can swap checkpoints (``python -m lra.evaluate --attention``) exactly when they build the same parameter
+paths and shapes, both with or both without the encoder's learned memory. The trees come from ``jax.eval_shape`` of
+``init`` on a small abstract input (nothing computed), so a new family is grouped by what it builds, not by a list.
 """
 
 from __future__ import annotations
