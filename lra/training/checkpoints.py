@@ -1,35 +1,13 @@
 """Sealed checkpoints and resume planning: what a workdir holds, and whether it resumes.
 
-Sections, in order: the checkpoints (``Checkpoints``: orbax's CheckpointManager, our seal), resume
-(``plan_resume``: every refusal before anything is written; ``apply``). What each part promises:
-
-Checkpoints of a run: ``latest`` (for resuming, the newest two) and ``best`` (by validation).
-
-Each kind is an orbax ``CheckpointManager`` over ``checkpoints/<kind>/`` (synchronous saves):
-``latest`` keeps the newest two (``max_to_keep``), ``best`` the one with the highest validation
-accuracy (``best_fn``). A step's folder ``checkpoints/<kind>/<step>/`` holds orbax's items
-(``state/``, and for ``best`` its ``metrics/``), orbax's step metadata ``_CHECKPOINT_METADATA``
-(with the config that trained it as ``custom_metadata``) and ``commit_success.txt``, and our
-``integrity.json`` (lra.training.provenance: SHA-256 of every file and array, and the config with
-its digest, so that a checkpoint is never resumed under another config even when config.json is
-gone).
-
-Atomicity is orbax's: a save writes ``<kind>/.tmp-<step>.orbax-checkpoint-tmp/`` and renames it
-into place once, so a kill at any moment leaves either the whole new checkpoint or none of it;
-the seal is the last write before that rename (:class:`SealedTemporaryPath`). A half-written
-temporary folder is removed by the next save. Old checkpoints are pruned by a rename into
-``<kind>/.deleted/`` (orbax's ``todelete_subdir``) before they are deleted, so a kill never leaves a
-half-deleted one. A restore checks every file and every restored array against the record: a
-flipped bit is a CorruptCheckpointError naming the checkpoint, never a wrong state. No state
-holding a NaN or Inf is ever saved.
-
-Checkpoints written before the CheckpointManager (integrity format 1: only ``state/`` and
-``integrity.json``, the files' digests relative to ``state/``) still verify, resume and restore.
-
-What a rerun in an existing workdir may do: start, resume, report, regenerate, or refuse.
-
-``plan_resume`` reads the workdir and raises before anything is written, so a refused command
-changes nothing; ``apply`` then makes the few changes a plan needs, each one announced.
+``latest`` (the newest two, for resuming) and ``best`` (highest validation accuracy) are orbax CheckpointManagers
+(synchronous saves). Each step folder also holds our ``integrity.json``: sealed JSON (lra.training.provenance) with
+the SHA-256 of every file and array and the config with its digest, so a checkpoint is never resumed under another
+config even when config.json is gone. The seal is the last write before orbax's one atomic rename, and every restore
+checks it: damage is a CorruptCheckpointError naming the checkpoint, never a wrong state. No NaN/Inf state is saved.
+Integrity format 1 (before the CheckpointManager: digests of ``state/`` only) still verifies and restores.
+``plan_resume`` raises every refusal before anything is written; ``apply`` then makes the few changes a plan needs,
+each announced. docs/reliability.md has the fault table.
 """
 
 from __future__ import annotations
@@ -62,8 +40,6 @@ from lra.training.run_files import (
 )
 
 # -- checkpoints: latest and best, sealed --------------------------------------------------------------------
-
-
 KEEP = {"latest": 2, "best": 1}  # two latest: a damaged newest one can fall back to the previous
 RECORD = "integrity.json"
 FORMAT = 2  # 2: digests of every file of the step folder; 1 (before the CheckpointManager): of state/ only
@@ -90,11 +66,7 @@ def _fsync(path: Path) -> None:
 
 
 class SealedTemporaryPath(atomicity.AtomicRenameTemporaryPath):
-    """orbax's atomic-rename protocol with our seal as its last write: the folder is named
-    ``.tmp-<step>.orbax-checkpoint-tmp`` while it is written, and finalizing does what orbax's
-    ``AtomicRenameTemporaryPath.finalize`` does (the commit time in the step metadata,
-    ``commit_success.txt``, one rename) with ``seal(folder)`` and an fsync of every file just before
-    the rename. Subclassed per manager with its ``seal``."""
+    """orbax's atomic-rename ``finalize`` with ``seal(folder)`` and an fsync of every file just before the rename."""
 
     seal: Callable[[Path], None]
 
@@ -151,7 +123,7 @@ class Checkpoints:
         steps = []
         for p in folder.iterdir():
             if p.name.isdigit() and p.is_dir():
-                if p.name != str(int(p.name)):  # orbax would look for <kind>/17, not 0017 (issue 52 D8)
+                if p.name != str(int(p.name)):  # orbax would look for <kind>/17, not 0017
                     raise RunStateError(
                         f"{p} is not a checkpoint folder name this suite writes (step {int(p.name)} is saved as "
                         f"{int(p.name)}): rename it to {folder / str(int(p.name))} (or move it out of {folder}), "
@@ -165,12 +137,10 @@ class Checkpoints:
         return steps[-1] if steps else None
 
     def _manager(self, kind: str) -> ocp.CheckpointManager:
-        """The kind's orbax CheckpointManager (synchronous: a save returns once the checkpoint is
-        sealed and renamed into place, which the loop's resume guarantees need)."""
+        """Synchronous: a save returns once sealed and renamed into place (the loop's resume guarantees)."""
         if kind not in self._managers:
             sealed = type("Sealed", (SealedTemporaryPath,), {"seal": staticmethod(self._seal)})
-            # a checkpoint without metrics (saved before the CheckpointManager, or by a caller that gave
-            # none) is never pruned: nothing is lost, and restore_best reads the newest
+            # a checkpoint without metrics (format 1, or saved without) is never pruned; restore_best reads the newest
             best = (
                 dict(
                     best_fn=lambda metrics: metrics["accuracy"], best_mode="max", keep_checkpoints_without_metrics=True
@@ -189,20 +159,15 @@ class Checkpoints:
             self._managers[kind] = ocp.CheckpointManager(self.root / kind, options=options, item_names=(ITEM,))
         return self._managers[kind]
 
-    # -- checking -------------------------------------------------------------------------------
-
     def verify(self, kind: str, step: int) -> dict[str, Any]:
         """The integrity record of a checkpoint whose files all match it; else CorruptCheckpointError.
 
-        What the seal is for (threat model): silent damage to a checkpoint on disk or in transit
-        (a flipped bit, a truncated or partly copied file, a file lost or added, a record edited
-        by hand, the folder of another step or run put in its place), which neither orbax 0.12 (it
-        checksums nothing) nor the atomic rename (it guards only a save interrupted by a kill) would
-        notice; found before any of it is used, so the run falls back to an older ``latest`` or
-        stops with one error line, never trains on or reports a wrong state. Not a defence
-        against anyone who means harm: SHA-256 without a key can be recomputed by whoever can
-        write the files. A state wrong in memory before the save is saved and sealed as it is
-        (only NaN/Inf are refused)."""
+        Threat model: silent damage on disk or in transit (a flipped bit, a truncated or partly copied file, a file
+        lost or added, a record edited by hand, another step's or run's folder in its place), which neither orbax
+        0.12 (no checksums) nor the atomic rename (only a killed save) would notice; found before use, so the run
+        falls back to an older ``latest`` or stops with one error line. Not a defence against malice: unkeyed SHA-256
+        can be recomputed by whoever can write the files. A state wrong in memory is sealed as it is (only NaN/Inf
+        are refused)."""
         folder = self.path(kind, step)
         try:
             record = provenance.read_sealed_json(folder / RECORD)
@@ -220,8 +185,7 @@ class Checkpoints:
         return {name: digest for name, digest in provenance.file_digests(folder).items() if name != RECORD}
 
     def saved_config(self, kind: str, step: int) -> dict[str, Any] | None:
-        """The config sealed into a checkpoint (``config`` and ``config_digest``), or None for a
-        checkpoint saved before configs were sealed (issue 26)."""
+        """``config`` and ``config_digest`` sealed into a checkpoint; None if saved before configs were sealed."""
         record = self.verify(kind, step)
         if not isinstance(record.get("config"), dict) or not isinstance(record.get("config_digest"), str):
             return None
@@ -251,11 +215,8 @@ class Checkpoints:
             self._managers[kind].reload()
         return target
 
-    # -- saving ---------------------------------------------------------------------------------
-
     def save(self, kind: str, step: int, state: Any, metrics: dict[str, float] | None = None) -> None:
-        """Save ``state`` as checkpoint ``step`` of ``kind`` (a no-op if an intact one is there).
-        ``metrics`` (``best``): the validation metrics its ``best_fn`` ranks (accuracy, higher is better)."""
+        """A no-op if an intact checkpoint is there. ``metrics`` (``best``): what ``best_fn`` ranks (accuracy)."""
         final = self.path(kind, step)
         if final.exists():
             try:
@@ -301,8 +262,7 @@ class Checkpoints:
             self._sealing.pop(final, None)
 
     def _seal(self, folder: Path) -> None:
-        """Write the integrity record of a finished temporary checkpoint folder (called by
-        SealedTemporaryPath.finalize, just before the rename)."""
+        """The integrity record of a finished temporary folder (SealedTemporaryPath.finalize, before the rename)."""
         record = {**self._sealing[_final_folder(folder)], "files": self._file_digests(folder, FORMAT)}
         provenance.write_sealed_json(folder / RECORD, record)
 
@@ -311,7 +271,7 @@ class Checkpoints:
         folder = self.root / kind
         if folder.is_dir():
             deleted = folder / DELETED
-            if deleted.is_symlink() or (deleted.exists() and not deleted.is_dir()):  # issue 52 D12
+            if deleted.is_symlink() or (deleted.exists() and not deleted.is_dir()):
                 raise RunStateError(
                     f"{deleted} is a {'symlink' if deleted.is_symlink() else 'file'}, where this suite moves pruned "
                     "checkpoints to delete them: move it away, then rerun to resume; nothing was changed"
@@ -326,11 +286,8 @@ class Checkpoints:
     def save_best(self, step: int, state: Any, metrics: dict[str, float] | None = None) -> None:
         self.save("best", step, state, metrics)
 
-    # -- restoring ------------------------------------------------------------------------------
-
     def restore(self, kind: str, step: int, like: Any) -> Any:
-        """Checkpoint ``step`` shaped like ``like`` (shardings included), verified file by file
-        before loading and array by array after; CorruptCheckpointError if anything differs."""
+        """Checkpoint ``step`` shaped like ``like`` (shardings too), verified file by file, then array by array."""
         record = self.verify(kind, step)
         folder = self.path(kind, step)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
@@ -356,8 +313,6 @@ class Checkpoints:
 
 
 # -- resume: what a rerun in an existing workdir may do ------------------------------------------------------
-
-
 START_OVER = (
     "use a new --workdir, or pass --start_over to delete this run's config, metrics, "
     "checkpoints and result and train from step 0"
@@ -375,10 +330,7 @@ class ResumePlan:
 def plan_resume(
     workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, fix: str | None = None
 ) -> ResumePlan:
-    """Every reason to refuse ``workdir`` for ``config``, checked before anything is written.
-
-    ``fix``: what a refusal advises instead of START_OVER (a seed of a bundle gets its own
-    command: --start_over on the bundle would delete its other seeds' runs too)."""
+    """Every reason to refuse ``workdir`` for ``config``, before anything is written; ``fix`` replaces START_OVER."""
     fix = fix or START_OVER
     check_workdir(workdir, config, fix=fix if fix is not START_OVER else None)
     step, damaged = checkpoints.newest_intact("latest")
@@ -428,9 +380,8 @@ def plan_resume(
 def check_saved_config(
     workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, kind: str, step: int, fix: str
 ) -> None:
-    """Refuse a checkpoint sealed by another config, or one whose config is unknown (saved before
-    configs were sealed, and config.json is gone): resuming it would report its run under this
-    config (issue 26 D3, a kill during --start_over)."""
+    """Refuse a checkpoint sealed by another config, or of unknown config (saved before configs were sealed, with
+    config.json gone, e.g. by a killed --start_over): resuming it would report its run under this config."""
     path = checkpoints.path(kind, step)
     saved = checkpoints.saved_config(kind, step)
     if saved is None:

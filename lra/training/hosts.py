@@ -1,43 +1,15 @@
 """The processes of a run: hosts joining a multi-host launch, the data mesh, the stop signals they agree on,
 and the children a command runs.
 
-Sections, in order: multi-host (``initialize``, ``check_same_config``, the mesh and shardings), stop
-signals (``StopSignals``, ``agreed_stop``), child processes (``ChildSignals``, for commands that run
-commands). What each part promises:
-
-Devices: multi-host initialisation and the data-parallel mesh (the successor of pmap).
-
-Launches:
-
-* explicit: every process gets ``JAX_COORDINATOR_ADDRESS`` (``host:port`` of process 0),
-  ``JAX_NUM_PROCESSES`` and its own ``JAX_PROCESS_ID`` (optionally ``JAX_LOCAL_DEVICE_IDS``,
-  e.g. ``0,1``). jax's own initialize() reads only the address from the environment, so we parse
-  all of them and pass them explicitly; a missing one is an error that names it.
-* SLURM (``srun``), Open MPI (``mpirun``) and TPU pods: jax detects the processes itself; any
-  ``JAX_*`` variable given there is passed on and jax fills in the rest.
-* one process: nothing to initialise.
-
-A missing peer: every process says what it waits for (process 0: how many processes, at which
-address), again every WAIT_NOTE_SECONDS, and after ``LRA_DISTRIBUTED_TIMEOUT`` seconds (default
-300) ends with one ``error:`` line and exit 2, before jax's own timeout would abort the process
-from C++ (exit 134) with a stack dump. Once all have joined, :func:`check_same_config` compares
-what each process was asked to run, so that different commands are one clear error instead of a
-hang or a gloo abort.
-
-SIGTERM/SIGINT handling for a run, installed before anything else happens.
-
-Before training starts there is nothing to save: a signal stops the run at once (between two
-Python statements; a compilation in progress finishes first). During training the first signal
-finishes the step and saves a checkpoint; a second one exits immediately, which is safe at any
-moment because every file of a run is replaced atomically.
-
-Commands that run other commands pass SIGTERM/SIGINT on to them and wait: no orphans.
-
-``lra_lab.reproduce`` (its sweeps) and ``lra_lab.preflight`` (its compile children, several at once with
-``sweep --jobs N``) start each child in its own session, so a Ctrl-C at the terminal reaches a
-child once, through the parent, and a SIGTERM sent to the parent alone (``kill PID``, a batch
-system) is not lost: the parent's handler passes the signal to every running child, starts
-nothing new, and the caller waits for them and says what was interrupted (exit 128+signal).
+Launches: ``JAX_COORDINATOR_ADDRESS``/``JAX_NUM_PROCESSES``/``JAX_PROCESS_ID`` (jax reads only the address, so all
+are parsed here), or SLURM/MPI/TPU pods, where jax finds the processes. A missing peer: each process says what it
+waits for and after ``LRA_DISTRIBUTED_TIMEOUT`` seconds exits 2 with one ``error:`` line, before jax's C++ abort;
+then :func:`check_same_config` makes different commands one error, not a hang (docs/running.md, multi-host).
+``StopSignals``, installed first: before training a signal stops at once (nothing to save); during training the
+first finishes the step and saves, a second exits at once (safe: every run file is replaced atomically);
+:func:`agreed_stop` stops every host after the same step. ``ChildSignals`` (lra_lab.reproduce, lra_lab.preflight):
+each child in its own session, so a Ctrl-C reaches it once, through the parent, and a SIGTERM to the parent alone
+is passed on; nothing new starts and the caller waits (exit 128+signal, no orphans; docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -60,8 +32,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from lra.errors import InputError, Interrupted
 
 # -- multi-host: joining, one command, the data mesh ---------------------------------------------------------
-
-
 COORDINATOR_VAR = "JAX_COORDINATOR_ADDRESS"
 NUM_PROCESSES_VAR = "JAX_NUM_PROCESSES"
 PROCESS_ID_VAR = "JAX_PROCESS_ID"
@@ -102,12 +72,7 @@ def _int_var(env: Mapping[str, str], var: str, minimum: int) -> int:
 
 
 def initialize_args(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The keyword arguments for ``jax.distributed.initialize`` from the environment.
-
-    None when there is nothing to initialise (one process). Under SLURM/MPI/TPU only the
-    variables that are set are passed (jax detects the others); otherwise the three of
-    EXPLICIT_VARS must all be set, and a ValueError names the missing ones.
-    """
+    """``jax.distributed.initialize``'s arguments from the environment (None: one process); missing ones named."""
     env = os.environ if env is None else env
     given = {var: env[var] for var in EXPLICIT_VARS if env.get(var, "").strip()}
     if not given:
@@ -144,13 +109,8 @@ def initialize_args(env: Mapping[str, str] | None = None) -> dict[str, Any] | No
 
 
 def _cpu_collectives_default() -> None:
-    """Use gloo for cross-process collectives on CPU unless one is chosen already.
-
-    Without an implementation a multi-process CPU run cannot run computations spanning
-    processes. Recent jax (0.10 here) defaults to gloo, older releases to none. The option only
-    configures the CPU client, so setting it on GPU/TPU runs changes nothing there. Must
-    precede initialize(): the CPU client is created with it.
-    """
+    """gloo for cross-process CPU collectives unless one is chosen (older jax defaults to none, and then no
+    computation can span processes). Only the CPU client reads it; must precede initialize(), which creates it."""
     name = "jax_cpu_collectives_implementation"
     if hasattr(jax.config, name) and getattr(jax.config, name) is None:  # hasattr: older jax lack it
         jax.config.update(name, "gloo")
@@ -177,8 +137,7 @@ def waiting_message(args: Mapping[str, Any]) -> str:
 
 
 def _watch(done: threading.Event, message: str, timeout: int) -> None:
-    """Repeat ``message`` every WAIT_NOTE_SECONDS until ``done``; after ``timeout`` seconds, one
-    error line and exit (jax would abort from C++ a little later)."""
+    """Repeat ``message`` every WAIT_NOTE_SECONDS until ``done``; after ``timeout``, one error line and exit."""
     waited = 0
     while waited < timeout:
         step = min(WAIT_NOTE_SECONDS, timeout - waited)
@@ -219,9 +178,7 @@ def initialize() -> None:
 
 
 def check_same_config(payload: Mapping[str, Any]) -> None:
-    """Every process of a multi-host launch was given the same command (``payload``: the config
-    and flags that must agree); a ValueError naming the processes and fields that differ, raised
-    on every process, otherwise. One process: nothing to compare."""
+    """Unless every process has the same ``payload``, an InputError on all of them naming what differs where."""
     if jax.process_count() == 1:
         return
     from jax.experimental import multihost_utils
@@ -273,8 +230,7 @@ def seed_batch_sharded(mesh: Mesh) -> NamedSharding:
 
 
 def shard_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
-    """Place a global batch (the same on every host) on the mesh, each host giving its rows
-    (rows: the axis the sharding splits over ``data``)."""
+    """Place a global batch (the same on every host) on the mesh, each host giving its rows of ``data``."""
     n_proc, pid = jax.process_count(), jax.process_index()
     axis = list(sharding.spec).index("data")
 
@@ -289,8 +245,6 @@ def shard_batch(batch: dict[str, np.ndarray], sharding: NamedSharding) -> dict[s
 
 
 # -- stop signals: save and stop, agreed across hosts --------------------------------------------------------
-
-
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -311,11 +265,9 @@ class StopSignals:
         return self
 
     def _count_deliveries(self) -> None:
-        """Count every delivery, not every handler call: during a step the main thread sits in XLA's C++
-        code, where two signals of one kind set one pending flag and the handler runs once (issue 52 S5:
-        two Ctrl-Cs 0.8 s apart in one slow step counted as one). The C-level handler writes each
-        delivery's number to a wakeup pipe; a thread reading it ends the run at the second while
-        training, as the handler would, without waiting for the step."""
+        """Count deliveries, not handler calls: while the main thread is in XLA's C++ code, two signals of one
+        kind set one pending flag and the handler runs once. The C-level handler writes each delivery to a wakeup
+        pipe; a thread reading it ends the run at the second while training, without waiting for the step."""
         if threading.current_thread() is not threading.main_thread():
             return
         read_fd, write_fd = os.pipe()
@@ -354,10 +306,8 @@ class StopSignals:
         self._watcher.start()
 
     def reclaim(self) -> None:
-        """Take SIGTERM/SIGINT back after a library installed its own handler: jax.distributed's
-        preemption notifier catches SIGTERM, and the run would never hear of it (the multi-host loop
-        agrees on this handler's flag at every step instead). ``restore`` still restores the handlers
-        from before ``install``."""
+        """Take SIGTERM/SIGINT back from jax.distributed's preemption notifier, under which the run never heard
+        of SIGTERM (the hosts agree on this handler's flag instead). ``restore`` still restores the originals."""
         for s in SIGNALS:
             signal.signal(s, self)
 
@@ -391,11 +341,9 @@ class StopSignals:
 
 
 def agreed_stop(own: int | None, step: int) -> int | None:
-    """The signal a run whose own stop flag is ``own`` stops on after ``step`` (None: go on). One
-    process: its own, no collective. Several: every process's flag is gathered at every step, so a SIGTERM that
-    reaches only some hosts stops all of them after the same step, where each takes its part in
-    the collective save; alone, the signalled host would leave the others waiting in the next
-    collective for ever (issue 38). The largest signal number wins (SIGTERM over SIGINT)."""
+    """The signal to stop on after ``step`` (None: go on). Every process's flag is gathered at every step, so a
+    signal reaching some hosts stops all after the same step, each taking its part in the collective save (alone,
+    the others would wait in the next collective for ever). SIGTERM wins over SIGINT. One process: no collective."""
     if jax.process_count() == 1:
         return own
     from jax.experimental import multihost_utils
@@ -414,14 +362,11 @@ def agreed_stop(own: int | None, step: int) -> int | None:
 
 
 # -- child processes: signals passed on, no orphans ----------------------------------------------------------
-
-
 class ChildSignals:
     """The children a process is running (each with a label), and the signal that stopped it."""
 
     def __init__(self, on_signal: str) -> None:
-        """``on_signal``: the line printed once when a signal arrives, after ``SIGTERM: ``; it may name
-        ``{count}`` (running children) and ``{labels}``."""
+        """``on_signal``: printed once after ``SIGTERM: ``; may name ``{count}`` (running children) and ``{labels}``."""
         self.on_signal = on_signal
         self.children: dict[subprocess.Popen, str] = {}
         self.signum: int | None = None

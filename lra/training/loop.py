@@ -1,39 +1,14 @@
 """The training loop: train one seed or several in one program, evaluate, test, write the run files.
 
-Sections, in order: the loop (``train_and_evaluate``, ``Trainer``), result.json's contents
-(``seed_result``). The run's setup (``set_up_runs``, the ``--profile`` window included) lives in
-lra.training.runs, its step in lra.training.step, its stop agreement in lra.training.hosts.
-
-Read it top to bottom:
-
-1. ``train_and_evaluate`` installs the signal handlers and joins the hosts, then ``set_up_runs``
-   (lra.training.runs, in one call) checks everything that can fail on bad input (config, workdirs,
-   data, memory, the profile window) before anything is written, takes each seed's workdir lock and
-   asks lra.training.checkpoints (``plan_resume``) what each seed's workdir allows (fresh, resume,
-   finished, or a refusal).
-2. The ``Trainer`` is built whole for the seeds that still train, every one resumed from one common step.
-3. The loop: a vmapped train step over the seed axis per batch; metrics fetched every
-   ``log_every`` steps and checked (a seed whose loss or weights turn NaN/Inf stops, its last good
-   checkpoint kept; the other seeds go on); validation every ``eval_every`` steps, with each seed's
-   best checkpoint kept; ``latest`` checkpoints for resuming; SIGTERM/SIGINT save and stop.
-4. Test accuracy of each seed, measured once, at its best-validation checkpoint; result.json.
-
-Batches and keys are pure functions of (seed, step), so a resumed run ends exactly as an
-uninterrupted one, and seed k of a bundle ends as the single-seed run of seed k does.
-
-result.json is what one seed's finished run records (its test accuracy at the best-validation step,
-its timing and provenance); lra.training.loop writes it, lra.reports and lra_lab.reproduce read it.
-
-``--profile=START:COUNT`` (``python -m lra.train ...``) writes a jax.profiler trace of a window of
-training steps. The trace (TensorBoard/xprof's ``plugins/profile/<date>/``, with a Perfetto ``perfetto_trace.json.gz``)
-covers steps START+1 .. START+COUNT. Every step of every run is annotated (``train`` step markers
-and a ``host_batch`` span around building and placing the batch; free when no trace is on), so the
-trace separates host input from the device's work. ``python -m lra_lab.bench.profile_summary <dir>`` turns
-it into a breakdown: step time, host input, device busy time, gaps between kernels, top ops.
-
-The window must not include a validation or checkpoint step (they would be timed as training),
-and must start after the first step (which compiles); both are checked before training starts.
-Fetching the logged metrics every ``log_every`` steps is part of training and stays in.
+``train_and_evaluate`` installs the signal handlers, joins the hosts and calls lra.training.runs.set_up_runs, which
+checks everything bad input can fail before anything is written, locks each seed's workdir and decides its resume.
+The ``Trainer``, built whole for the seeds that still train from one common step, loops: a vmapped train step per
+batch; metrics fetched and checked every ``log_every`` steps (a seed turning NaN/Inf stops alone, its last good
+checkpoint kept); validation every ``eval_every`` steps, keeping each seed's best checkpoint; ``latest`` checkpoints;
+SIGTERM/SIGINT save and stop. Each seed's test accuracy is measured once, at its best-validation checkpoint, and
+written to result.json (``seed_result``; lra.reports and lra_lab.reproduce read it). Batches and keys are pure
+functions of (seed, step): a resumed run ends exactly as an uninterrupted one, and seed k of a bundle as the
+single-seed run of seed k. ``--profile=START:COUNT``: lra.training.runs.ProfileWindow (docs/design.md, A run).
 """
 
 from __future__ import annotations
@@ -65,23 +40,13 @@ from lra.training.runs import ProfileWindow, SeedRun, projection_warning, set_up
 from lra.training.step import State, evaluate_split, make_init, make_optimizer, make_steps, stack, take
 
 # -- the loop ------------------------------------------------------------------------------------------------
-
-
 SAVE_THREADS = 8  # seeds' checkpoints saved side by side in one process (1: one after another)
 
 
 def save_each(saves: list[Callable[[], None]]) -> None:
-    """Run each seed's checkpoint save; with several seeds in one process, side by side.
-
-    A save mostly waits (orbax's threads, an fsync per file), so vmapped seeds saved one after
-    another dominated a many-seed run: 20 seeds of a smoke run under cProfile spent 80 of 106 loop
-    seconds saving, and 20 small saves took 2.9-4.3 s in a row against 1.3 s in 8 threads on the
-    2-core machine. Each seed's checkpoints are its own folder and manager, so the saves do not
-    touch each other. Every save runs to its end, then the first failure in seed order is raised
-    (one after another, the seeds after it were not saved; here they are, which loses nothing).
-    Several processes save one at a time: orbax's collective saves must meet in the same order on
-    every host.
-    """
+    """Each seed's checkpoint save, side by side in one process (a save mostly waits: 20 small saves took 2.9-4.3 s
+    in a row, 1.3 s in 8 threads); all run to their end, then the first failure is raised. Several processes save
+    one at a time: orbax's collective saves must meet in the same order on every host."""
     if len(saves) <= 1 or SAVE_THREADS <= 1 or jax.process_count() > 1:
         for save in saves:
             save()
@@ -98,14 +63,9 @@ def train_and_evaluate(
     start_over: bool = False,
     profile: str | None = None,
 ) -> dict[str, Any] | list[dict[str, Any]]:
-    """Train (or resume) the config's seeds and return result.json's contents: one dict for one
-    seed, a list (in ``config.seeds`` order) for several.
-
-    ``workdir``: the run directory of a single seed, the parent of ``seed<k>/`` folders for several;
-    None: ``runs/<task>_<variant>[_<preset>]/seed<k>``. ``start_over`` deletes a previous run's
-    files first (the only way to reuse a workdir whose run cannot be resumed). ``profile``:
-    ``"START:COUNT"``, a jax.profiler trace of those steps in ``<first workdir>/profile``
-    (lra.training.loop; process 0 only)."""
+    """Train (or resume) the config's seeds; result.json's contents (a list in ``config.seeds`` order for several).
+    ``workdir``: one seed's run directory, or the parent of ``seed<k>/``; None: the default layout. ``start_over``
+    deletes a previous run first. ``profile``: ``"START:COUNT"``, traced into ``<first workdir>/profile``."""
     stop = StopSignals().install()  # first: a signal during setup or compilation stops cleanly
     runs: list[SeedRun] = []
     try:
@@ -146,9 +106,7 @@ ADVICE = "Lower --config.learning_rate or set --config.grad_clip_norm, then use 
 
 
 class Trainer:
-    """The loop over steps for the seeds that train in one program (see the module docstring): built
-    whole, its state fresh or restored at the common step ``start`` (lra.training.runs.plan_seeds),
-    before ``run`` takes a step."""
+    """The loop of the seeds training in one program, built whole (state fresh or restored at ``start``)."""
 
     def __init__(
         self,
@@ -206,8 +164,6 @@ class Trainer:
             run.checkpoints.save_latest(0, take(state, run.index))
         return state
 
-    # -- the run -----------------------------------------------------------------------------------
-
     def run(self) -> dict[int, dict[str, Any]]:
         """Train to ``config.num_train_steps``, then test: each seed's result.json, by its position."""
         config, seeds, step = self.config, [run.seed for run in self.runs], self.start_step
@@ -236,8 +192,6 @@ class Trainer:
     def _put(self, values: np.ndarray, dtype: Any) -> jax.Array:
         """Host values placed like the rest of the state (else the step would recompile)."""
         return jax.device_put(np.asarray(values, dtype), self.repl)
-
-    # -- the loop ----------------------------------------------------------------------------------
 
     def _loop(self, step: int) -> None:
         config = self.config
@@ -283,10 +237,8 @@ class Trainer:
             step += 1
             self.pending.append((step, metrics))
             if not new_shape and len(self.pending) >= 2:
-                # jax dispatches asynchronously: unbounded, the host would queue up to log_every steps ahead,
-                # so the bar's ETA would count steps not yet computed and a stop request would wait for
-                # all of them. Waiting for the previous step keeps one step in flight (the next batch is
-                # still prepared while this one computes): a stop is honoured within about one step.
+                # one step in flight: unbounded dispatch would let the ETA count steps not yet computed and a stop
+                # wait for all of them; the next batch is still prepared while this one computes
                 jax.block_until_ready(self.pending[-2][1])
             if new_shape:
                 jax.block_until_ready(metrics)
@@ -329,9 +281,8 @@ class Trainer:
         self.stop.training = False  # a signal during the test evaluation stops at once: nothing to save
 
     def _stopped_while_compiling(self, step: int) -> None:
-        """A stop signal during a compilation reaches XLA's compiler too where it is a child process
-        (``ptxas`` on a GPU, in the signalled process group), which fails the compile. The state is
-        still the one before this step: save it, as a signal during a step does, and stop."""
+        """A signal during a compilation also reaches a compiler child process (``ptxas`` on a GPU), failing the
+        compile; the state is still the one before this step: save it and stop, as during a step."""
         assert self.stop.signum is not None
         self.progress.message("the compilation in progress was stopped by the same signal")
         if jax.process_count() > 1:  # the others may be compiling on: no collective save
@@ -385,10 +336,8 @@ class Trainer:
         self._stop_seeds([(run, why)])
 
     def _stop_seeds(self, diverged: list[tuple[SeedRun, str]]) -> None:
-        """Stop the seeds whose loss or weights turned NaN/Inf (in one step, or one window of steps):
-        their checkpoints stay as they were (each was checked finite); the other seeds go on, said once.
-        The last seed stopping ends the run with one line naming every seed (issue 52 N2: a bundle
-        whose every seed diverged said "the other seeds go on" for each, then one 1,200-character line)."""
+        """Stop the seeds whose loss or weights turned NaN/Inf; their checkpoints (each checked finite) stay, the
+        other seeds go on, said once. The last seed stopping ends the run with one line naming every seed."""
         if not diverged:
             return
         for run, why in diverged:
@@ -456,8 +405,6 @@ class Trainer:
         self.state["timed_steps"] = self._put(steps, np.int32)
         save_each([partial(run.checkpoints.save_latest, step, take(self.state, run.index)) for run in self._active()])
 
-    # -- the end -----------------------------------------------------------------------------------
-
     def _test(self) -> dict[int, dict[str, Any]]:
         """Each seed's test accuracy at its best-validation checkpoint, and its result.json."""
         state, config = self.state, self.config
@@ -510,8 +457,6 @@ class Trainer:
 
 
 # -- result.json's contents for one finished seed ------------------------------------------------------------
-
-
 def seed_result(
     config: ml_collections.ConfigDict,
     run: SeedRun,
@@ -539,8 +484,7 @@ def seed_result(
         "test_loss": test["loss"],
         "num_train_steps": config.num_train_steps,
         "train_seconds": float(train_seconds),
-        # Steps of the whole program timed without compilation (all seeds at once); a
-        # resumed run counts the steps of each process.
+        # the whole program's steps (all seeds at once) without compilation, summed over a resumed run's processes
         "steps_per_second": float(timed_steps / max(train_seconds, 1e-9)),
         "compile_seconds": compile_seconds,
         "num_params": num_params,
@@ -549,8 +493,7 @@ def seed_result(
         "num_devices": jax.device_count(),
         "jax_version": jax.__version__,
         "git_commit": commit,
-        # Provenance of the start: the commit of the process that began the run (sessions.jsonl) and
-        # the tree ids of the code it had on disk (absent from runs begun before they were recorded)
+        # the start's provenance (sessions.jsonl's first line): its commit, and its code trees when recorded
         "git_commit_start": first_session["git_commit"],
         **({"code_start": first_session["code_start"]} if "code_start" in first_session else {}),
         "speed_settings": cpu_speed.settings(),

@@ -1,43 +1,15 @@
 """What a run shows and logs as it trains: progress (the bar or plain lines, rate, ETA, TensorBoard)
 and the memory-degradation statistics logged at each evaluation.
 
-Sections, in order: progress (``Progress``), memory statistics (``log_memory_stats``, ``make_probe``,
-``collect`` and the statistics). Not clu's ``metric_writers``/``periodic_actions``: clu 0.0.12 imports
-TensorFlow when either is imported (``metric_writers/__init__`` imports its ``SummaryWriter``), which a
-JAX install lacks; TensorBoard goes through tensorboardX, and metrics.jsonl's format is ours
-(lra.training.run_files.MetricsLog, byte-compatible with the committed records). What each part promises:
-
-Progress output: a bar on a terminal, plain log lines otherwise; TensorBoard without TensorFlow.
-
-One rate, measured here: training steps per second of wall time, compilation excluded
-(evaluations and checkpoints included, so the ETA is what the clock will show). The bar shows
-that rate and its ETA (tqdm's own rate would count compilation and lag behind), refreshed at least
-every ``refresh_seconds``; compilations are announced with their shape and time. Without a
-terminal, or on a terminal that reports no size (0 columns: a bar cannot be drawn), plain lines
-carry the same rate and ETA, one every ``plain_seconds`` and at each logged step.
-
-The loop ticks a step when it has finished (its metrics are ready), not when it was dispatched:
-jax runs ahead asynchronously, and counting dispatched steps made the paper-scale ETA swing from
-1 h to 25 h on a run that needed 214 h (issue 39). A run too big for its machine (paper scale on a
-CPU) is told so once, in one line, as soon as a few timed steps give the rate.
-
-Memory-degradation statistics of the memory families (the ConvLuna paper's Section 2, Figure 1).
-
-The paper's finding: the learned memory of Luna converges to a few distinct vectors and its
-packing attention spreads almost uniformly over the input; ConvLuna's filter counters both.
-Measured here on a memory matrix M x D (cells x features):
-
-* ``distinct_vectors``: cells grouped at cosine >= 0.99 (single linkage: connected components
-  of the graph whose edges join cells at that cosine), the number of groups;
-* ``effective_rank``: exp of the entropy of the singular values normalised to sum 1
-  (Roy & Vetterli, 2007): 1 for a rank-one memory, M for M orthogonal cells of equal norm;
-* ``mean_pairwise_cosine``: the mean cosine over the M (M - 1) / 2 pairs of cells (None for M=1);
-
-and on the packing attention (memory -> tokens), ``packing_entropy``: the entropy of each
-memory cell's weights over the real keys divided by log(number of real keys): 1.0 is uniform,
-0.0 is one key. Rows with a single real key are left out (their entropy is 0 by force).
-
-Per-example quantities (each block's memory depends on the input) are averaged over the batch.
+Not clu's metric writers: clu 0.0.12 imports TensorFlow with them; TensorBoard goes through tensorboardX. One rate:
+steps per second of wall time without compilation (evaluations and checkpoints included, so the ETA is what the clock
+will show). A step is ticked once finished, not when dispatched: counting dispatched steps made a 214 h run's ETA
+swing from 1 h to 25 h (docs/running.md, Progress). Memory statistics (the ConvLuna paper's Section 2, Figure 1;
+docs/running.md, Memory diagnostics) of a memory M x D: ``distinct_vectors`` (groups of cells linked at cosine >=
+0.99, single linkage), ``effective_rank`` (exp of the entropy of the normalised singular values, Roy & Vetterli
+2007: 1 for rank one, M for M orthogonal equal-norm cells), ``mean_pairwise_cosine``; ``packing_entropy``: each
+memory cell's entropy over the real keys / log(real keys) (1.0 uniform, 0.0 one key; rows with one real key left
+out). Per-example values are averaged over the batch.
 """
 
 from __future__ import annotations
@@ -58,8 +30,6 @@ import numpy as np
 from lra.console import BarOrLines, clock, duration, terminal_bar_possible
 
 # -- progress: the bar or plain lines, rate and ETA, TensorBoard ---------------------------------------------
-
-
 log = logging.getLogger("lra")
 
 
@@ -68,13 +38,10 @@ def _fmt(metrics: dict[str, Any]) -> str:
 
 
 def _discard(writer: Any) -> None:
-    """Close a tensorboardX writer that failed and make sure it never writes again: left as it is,
-    its atexit hook and its event thread retry the failed write at exit and print tracebacks after
-    the run's own error line (issue 38 TR1). Its pending events are dropped (metrics.jsonl has them).
-
-    Every event file is marked closed first, in one pass with nothing that can block or fail: from
-    then on tensorboardX's atexit hook, ``add_event`` and ``flush`` do nothing, even if the main
-    thread exits while this (possibly on the event thread itself) is still stopping the worker."""
+    """Close a failed tensorboardX writer for good: left as it is, its atexit hook and event thread retry the
+    write at exit and print tracebacks after the run's error line. Pending events are dropped (metrics.jsonl has
+    them). Every event file is first marked closed, in one pass that cannot block or fail, so the atexit hook,
+    ``add_event`` and ``flush`` do nothing even if the main thread exits while the worker is still stopping."""
     file_writers = list((getattr(writer, "all_writers", None) or {}).values())
     opened = []
     for file_writer in file_writers:
@@ -94,8 +61,7 @@ def _discard(writer: Any) -> None:
             events._ev_writer.close()  # the file is closed even when its last flush fails
         except Exception:  # noqa: BLE001 -- a writer already being discarded after a failure: its error was reported
             pass
-    # writer.close() is not called: it would drop its file writers, and a late add_scalar from the
-    # main thread would then open a fresh one (with its own atexit hook) on the disk that failed.
+    # not writer.close(): a late add_scalar would then open a fresh file writer on the disk that failed
 
 
 class Progress:
@@ -113,9 +79,8 @@ class Progress:
         projection_warning: str | None = None,
         projection_after: int = 3,
     ):
-        """``workdirs``: one per seed of the run; each gets its own ``tensorboard/`` folder.
-        ``projection_warning`` (e.g. ``"on this CPU (paper scale)"``): once ``projection_after``
-        timed steps give the rate, print one warning line with the time the rest of the run needs."""
+        """``workdirs``: one per seed, each with its own ``tensorboard/``. ``projection_warning``: once
+        ``projection_after`` timed steps give the rate, one line saying how long the rest of the run needs."""
         self.enabled = enabled
         self.out: BarOrLines | None = None
         self.bar: Any = None
@@ -161,8 +126,6 @@ class Progress:
         """The first seed's TensorBoard writer (None when TensorBoard is off)."""
         return self.writers[0] if self.writers else None
 
-    # -- rate and ETA -----------------------------------------------------------------------------
-
     @property
     def rate(self) -> float | None:
         """Steps per second since this process started training, compilation excluded."""
@@ -182,8 +145,7 @@ class Progress:
         return f"{rate:.3g} step/s, ETA {clock(eta)}"
 
     def tick(self, step: int, compile_seconds: float = 0.0, now: float | None = None) -> None:
-        """The loop finished ``step``; ``compile_seconds`` of the time since the last tick were
-        compilation (not counted in the rate). Refreshes the bar or prints a plain line when due."""
+        """The loop finished ``step``; ``compile_seconds`` since the last tick are left out of the rate."""
         now = time.monotonic() if now is None else now
         if self._last_tick is not None and compile_seconds == 0.0:
             self._measured_seconds += now - self._last_tick
@@ -298,8 +260,6 @@ class Progress:
 
 
 # -- memory-degradation statistics, logged at each evaluation ------------------------------------------------
-
-
 DISTINCT_COSINE = 0.99
 STATS = ("distinct_vectors", "effective_rank", "mean_pairwise_cosine")
 
@@ -384,8 +344,7 @@ def _blocks(tree: dict[str, Any]) -> list[str]:
 
 
 def make_probe(model: Any):
-    """A jit-compiled ``probe(params, inputs) -> (memories, entropies)``: each block's output
-    memory (B x M x D, a list over blocks) and its packing entropy (a scalar per block)."""
+    """Jitted ``probe(params, inputs)``: per block, its output memory (B x M x D) and its packing entropy."""
 
     def probe(params: Any, inputs: jax.Array) -> tuple[list[jax.Array], list[jax.Array]]:
         _, state = model.apply(
@@ -407,8 +366,7 @@ def make_probe(model: Any):
 
 
 def collect(probe: Any, params: Any, inputs: jax.Array) -> dict[str, float | None]:
-    """Flat statistics for metrics.jsonl: ``initial/<stat>`` of the learned memory and
-    ``block<i>/<stat>`` (batch means) plus ``block<i>/packing_entropy`` per block."""
+    """metrics.jsonl's ``initial/<stat>``, ``block<i>/<stat>`` (batch means) and ``block<i>/packing_entropy``."""
     memories, entropies = jax.device_get(probe(params, inputs))
     out: dict[str, float | None] = {}
     initial = np.asarray(jax.device_get(params["encoder"]["memory"]))
@@ -420,8 +378,7 @@ def collect(probe: Any, params: Any, inputs: jax.Array) -> dict[str, float | Non
 
 
 def probe_inputs(split: Any, batch_size: int) -> np.ndarray:
-    """The first ``batch_size`` examples of ``split`` in file order (not length-sorted, so short
-    and long inputs mix), padded to the longest of them: the same batch at every evaluation."""
+    """The first ``batch_size`` examples in file order (lengths mixed), cut to the longest: the same every time."""
     rows = min(batch_size, len(split))
     inputs = np.asarray(split.inputs[:rows])
     longest = max(int(np.max(split.max_lengths[:rows])), 1)
@@ -429,9 +386,7 @@ def probe_inputs(split: Any, batch_size: int) -> np.ndarray:
 
 
 def log_memory_stats(model: Any, config: Any, validation: Any, sharding: Any):
-    """``params -> statistics`` on a fixed validation batch (:func:`probe_inputs`) when
-    ``config.log_memory_stats`` is on (the loop logs them at each evaluation as split "memory"),
-    else None."""
+    """``params -> statistics`` on a fixed validation batch if ``config.log_memory_stats``, else None."""
     if not config.log_memory_stats:
         return None
     from lra.training import hosts

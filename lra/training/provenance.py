@@ -1,57 +1,15 @@
 """What a record proves: sealed JSON, record seals and corrections, provenance and code trees.
 
-Sections, in order: sealed JSON (the self-checking file format of checkpoints' ``integrity.json`` and
-of records' seals; array and file digests), record seals and corrections (``seal``, ``seal_state``,
-``write_correction``, ``corrected``), provenance (``mark_start``, ``stamp``), code trees
-(``code_trees``, ``code_evidence``). What each part promises:
+Sealed JSON: a file whose first line is its body's SHA-256, so one flipped bit is found before use (checkpoints'
+``integrity.json``, records' seals). A record's seal, ``<name>.seal``, holds its digest: an edit after writing is
+found and named. A correction never edits the record: a sealed ``<name>.correction-<n>.json`` says who changed which
+fields from what to what, why and when; :func:`corrected` applies them in order.
 
-Checksums that tell an intact checkpoint from a damaged one.
-
-A checkpoint folder gets an ``integrity.json`` listing the SHA-256 of every file and of every
-saved array. The record carries its own checksum on its first line, so one flipped bit anywhere
-(a data file, orbax metadata, the record itself) is found before a wrong state is used.
-
-Seals and corrections: a record edited after it was written is detected and named.
-
-When a record is written, a seal goes beside it in the same folder: ``<name>.seal``, the record's
-SHA-256 in a self-checking JSON file (:func:`write_sealed_json`, as checkpoints are
-sealed). An edit to the record afterwards (a field rewritten by hand, a bad merge) no longer matches
-its seal, and the audit says which record and that it changed.
-
-A correction is never an edit of the record: it is a new file beside it,
-``<name>.correction-<n>.json`` (sealed the same way), saying who changed which fields from what to
-what, why, and when, and naming the digest of the record it corrects. :func:`corrected` is the
-record with its corrections applied, in order; the record file itself stays as it was written.
-
-Where a record's numbers came from: the command, and the commit when the process *started*.
-
-A record that names only the commit at its end cannot show that its rule was committed before
-the data (lra_lab.reproduce.audit): the tree may have changed while it ran. Every command that writes
-an experiment record calls :func:`mark_start` first; :func:`stamp` then gives the fields to store:
-``git_commit_start`` (and ``git_commit`` at the end, ``-dirty`` when the tree had uncommitted
-changes), the date, the command as it was typed, and ``code_start``: the git tree ids of the
-``lra/`` and ``configs/`` files on disk when the process started (:func:`code_evidence`), which the
-audit compares with the named commit's trees.
-
-The git tree hash of the code a process runs, computed from the files themselves (no ``.git``).
-
-A record that names a commit proves nothing by itself: the commit may be typed in by hand
-(``LRA_GIT_COMMIT`` on a machine without this history), or the tree may have had uncommitted edits.
-So every record also stores the *tree hash* of the ``lra/`` package the process imported and of the
-``configs/`` beside it, computed the way git computes it (``git hash-object`` for each file, then
-``git write-tree``'s sorted tree objects), so that the audit (lra_lab.reproduce.record_evidence) can
-compare it with ``git rev-parse <commit>:lra`` and know, without trusting the typed-in hash, whether
-the declared commit's files are the files that ran.
-
-Git's format, written anew from its documentation: a blob's id is ``sha1(b"blob <size>\0" + bytes)``;
-a tree's is ``sha1(b"tree <size>\0" + entries)``, each entry ``b"<mode> <name>\0"`` plus the
-child's 20-byte id, sorted by name with a directory's name compared as if it ended in ``/``. Modes:
-``100644`` file, ``100755`` executable file, ``120000`` symlink (its target is the blob), ``40000``
-tree. Empty directories (or ones holding only ignored files) are not in a git tree, so not here.
-
-Which files count is what git would track: everything except the repository's ignore patterns
-(``.gitignore`` at the root: simple name patterns, the ones this project uses) and ``__pycache__``.
-A file git ignores but the process imported cannot happen here (``.py`` files are never ignored).
+Provenance: an end commit alone cannot show a rule was committed before the data, and a commit may be typed by hand
+(``LRA_GIT_COMMIT``) or dirty. So a record's command calls :func:`mark_start` first, and :func:`stamp` gives the
+command, the start and end commits and ``code_start``: the git tree ids of the code on disk (files as git tracks them,
+hashed as ``git write-tree`` would, from git's documented object format, without ``.git``), which the audit compares
+with ``git rev-parse <commit>:lra`` (docs/design.md, Reproductions).
 """
 
 from __future__ import annotations
@@ -71,9 +29,8 @@ from typing import Any
 import jax
 import numpy as np
 
+
 # -- sealed JSON: checksums that tell an intact file from a damaged one --------------------------------------
-
-
 class IntegrityError(ValueError):
     """What differs from the record; the caller adds which checkpoint."""
 
@@ -110,8 +67,7 @@ def file_digests(folder: Path) -> dict[str, str]:
 
 
 def write_sealed_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON under a first line holding the body's SHA-256 (atomic and fsynced:
-    run_files.write_text_atomic)."""
+    """``obj`` as JSON under a first line holding the body's SHA-256, written atomically and fsynced."""
     from lra.training.run_files import write_text_atomic
 
     body = json.dumps(obj, indent=1, sort_keys=True)
@@ -142,8 +98,6 @@ def compare(recorded: dict[str, str], actual: dict[str, str], what: str) -> None
 
 
 # -- record seals and corrections ----------------------------------------------------------------------------
-
-
 SEALED = "sealed"  # the record matches its seal
 UNSEALED = "unsealed"  # no seal: a record written before seals (or by hand)
 EDITED = "edited after it was written"  # the record does not match its seal
@@ -200,8 +154,7 @@ def correction_paths(record: Path) -> list[Path]:
 
 
 def write_correction(record: Path, changes: dict[str, Any], who: str, why: str) -> Path:
-    """Correct fields of ``record`` without touching it: a new sealed file saying who changed each
-    field in ``changes`` (field -> new value) from what, why and when. Returns its path."""
+    """A new sealed file correcting ``changes`` (field -> new value) of ``record``, which stays untouched."""
     import json
 
     from lra.data.cache import file_digest
@@ -249,8 +202,6 @@ def corrected(record: Path) -> dict[str, Any]:
 
 
 # -- provenance: the command and the commit at a process's start ---------------------------------------------
-
-
 _start: dict[str, Any] | None = None
 
 
@@ -287,11 +238,7 @@ def stamp() -> dict[str, Any]:
 
 
 # -- code trees: the git tree hash of the code a process runs ------------------------------------------------
-
-
-# Always ignored, whatever .gitignore says: byte-code caches and editors' lock files.
-ALWAYS_IGNORED = ("__pycache__", "*.pyc", "*.pyo", ".DS_Store")
-# The folders whose trees a record stores (relative to the repository root).
+ALWAYS_IGNORED = ("__pycache__", "*.pyc", "*.pyo", ".DS_Store")  # whatever .gitignore says
 CODE_FOLDERS = ("lra", "lra_lab", "configs")
 
 
@@ -301,8 +248,7 @@ def git_object_id(kind: str, data: bytes) -> str:
 
 
 def ignore_patterns(repo_root: Path) -> tuple[str, ...]:
-    """The name patterns of ``repo_root/.gitignore`` (a leading or trailing ``/`` dropped; negations
-    and nested paths are not used by this project and are not understood) plus ALWAYS_IGNORED."""
+    """Root ``.gitignore``'s name patterns (outer ``/`` dropped; negations, paths not understood) + ALWAYS_IGNORED."""
     patterns = list(ALWAYS_IGNORED)
     try:
         lines = (repo_root / ".gitignore").read_text().splitlines()
@@ -320,8 +266,7 @@ def _ignored(name: str, patterns: Iterable[str]) -> bool:
 
 
 def tree_id(folder: Path, patterns: Iterable[str] = ALWAYS_IGNORED) -> str | None:
-    """The git tree id of ``folder`` as ``git write-tree`` would compute it with every file added
-    (None: no file in it that git would track, so git has no tree for it)."""
+    """``folder``'s tree id as ``git write-tree`` would give it with every file added (None: git has no tree)."""
     patterns = tuple(patterns)
     entries: list[tuple[str, bytes]] = []  # (sort key, entry bytes)
     try:
@@ -353,17 +298,14 @@ def tree_id(folder: Path, patterns: Iterable[str] = ALWAYS_IGNORED) -> str | Non
 
 
 def package_root() -> Path:
-    """The repository root of the ``lra`` package this process imported (not the working directory:
-    PYTHONPATH may point elsewhere)."""
+    """The root of the imported ``lra`` package's repository (not the working directory: PYTHONPATH)."""
     import lra
 
     return Path(lra.__file__).resolve().parent.parent
 
 
 def code_trees(repo_root: Path | None = None) -> dict[str, str | None]:
-    """``{"lra": tree id, "lra_lab": tree id, "configs": tree id}`` of the code under ``repo_root``
-    (default: the imported package's root), to store in a record at the start of a run; a folder that is
-    not there is left out (a checkout from before the laboratory's move has no ``lra_lab``)."""
+    """The tree id of each of CODE_FOLDERS present under ``repo_root`` (default: :func:`package_root`)."""
     root = repo_root or package_root()
     patterns = ignore_patterns(root)
     return {name: tree_id(root / name, patterns) for name in CODE_FOLDERS if (root / name).is_dir()}
@@ -380,9 +322,8 @@ def _git_out(root: Path, *args: str) -> bytes | None:
 
 
 def uncommitted_digest(root: Path) -> str | None:
-    """SHA-256 of what the code folders hold beyond ``HEAD`` (``git diff --binary HEAD`` of them, then
-    each untracked, not ignored file's name and bytes); None without git here. The diff itself is not
-    kept (it can be large): the digest lets whoever kept the diff show it is the one that ran."""
+    """SHA-256 of the code folders' diff from ``HEAD`` and untracked files (None without git): the diff is not kept
+    (it can be large), but whoever kept it can show it is the one that ran."""
     diff = _git_out(root, "diff", "--binary", "HEAD", "--", *CODE_FOLDERS)
     others = _git_out(root, "ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_FOLDERS)
     if diff is None or others is None:
@@ -394,9 +335,7 @@ def uncommitted_digest(root: Path) -> str | None:
 
 
 def code_evidence(repo_root: Path | None = None) -> dict[str, str | None]:
-    """What a record stores at its run's start (field ``code_start``): the tree ids of ``lra/`` and
-    ``configs/`` as they are on disk, and, when they differ from ``HEAD``'s (uncommitted code),
-    ``diff_sha256``: :func:`uncommitted_digest`."""
+    """``code_start``: :func:`code_trees`, and ``diff_sha256`` when they differ from ``HEAD``'s."""
     root = repo_root or package_root()
     out: dict[str, str | None] = dict(code_trees(root))
     if _git_out(root, "rev-parse", "--verify", "HEAD") is not None:  # git here: compare with HEAD's trees
@@ -407,12 +346,8 @@ def code_evidence(repo_root: Path | None = None) -> dict[str, str | None]:
 
 
 def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str, Any]:
-    """Append one line to ``workdir/sessions.jsonl`` for a process that starts (or resumes) the run at
-    ``step``: its date, commit (``-dirty`` when the tree has changes), command line and ``extra``
-    (the speed settings). The first line is the run's start: provenance that a later resume on
-    another commit cannot overwrite. ``code_start``: the tree ids of the code on disk as this process
-    starts (:func:`code_evidence`). A line torn by a full disk is cut off before appending. Here, not
-    in run_files (which writes it), because it reads this module's code evidence."""
+    """One sessions.jsonl line per process starting or resuming the run; the first is the run's start, which a
+    resume on another commit cannot overwrite. Here, not in run_files: it needs :func:`code_evidence`."""
     from lra.training.run_files import SESSIONS, append_jsonl, git_commit
 
     record = {

@@ -1,19 +1,8 @@
 """The files of a run's workdir: config.json, the lock, metrics.jsonl, result.json, sessions, export
 (docs/design.md, A run).
 
-Sections, in order: config.json (the config as JSON, its digest, the resume guard ``check_workdir``,
-``load_run_config``, the run-folder ``slug``), the workdir lock (``WorkdirLock``, ``open_run_file``),
-then the suite's one atomic writer (``write_bytes/text/json/figure_atomic``), result.json's check,
-metrics.jsonl, sessions.jsonl, removal (--start_over) and the record export. This module imports no
-jax: the tables and the audit read runs through it. What each part promises:
-
-A run's config.json: the config as JSON, its digest, what differs from a workdir's, the resume
-guard (``check_workdir``) and reading it back (``load_run_config``).
-
-One process per workdir: an exclusive lock on ``<workdir>/.lock`` (filelock's ``FileLock``).
-
-The OS drops the lock when its process dies (even by SIGKILL), so a stale lock file never
-blocks a rerun; a live holder is named (pid, host) in the refusal.
+Also the suite's one atomic writer (``write_bytes/text/json/figure_atomic``: write aside, fsync, rename) and the one
+record check every reader makes (:func:`record_problem`). Imports no jax: the tables and the audit read runs with it.
 """
 
 from __future__ import annotations
@@ -41,9 +30,7 @@ import ml_collections
 from lra.errors import InputError, RunFileError, RunStateError, StorageError, WorkdirLockedError
 
 # -- config.json: the config as JSON, its digest, the resume guard -------------------------------------------
-
-
-# Fields that may differ when a run is resumed: they change neither the model nor the batches.
+# may differ when a run resumes: they change neither the model nor the batches
 RESUMABLE_CHANGES = frozenset({"log_every", "data_dir", "num_train_steps", "checkpoint_every", "seeds"})
 
 
@@ -52,9 +39,8 @@ class WorkdirMismatchError(InputError):
 
 
 def slug(text: str) -> str:
-    """File-name form of a label (``"ConvLuna-16 (reference)"`` -> ``"convluna-16-reference"``): the
-    run folders of lra.train (training.seeds.default_workdir) and of the sweeps. A decimal point
-    stays (``"MeanPool-x0.5"`` -> ``"meanpool-x0.5"``, not ``x0-5``, which reads as a range)."""
+    """File-name form of a label (``"ConvLuna-16 (reference)"`` -> ``"convluna-16-reference"``) for run folders.
+    A decimal point stays (``"meanpool-x0.5"``, not ``x0-5``, which reads as a range)."""
     kept = re.sub(r"(?<=\d)\.(?=\d)", "\0", text.lower())
     return re.sub(r"[^a-z0-9\0]+", "-", kept).strip("-").replace("\0", ".")
 
@@ -64,9 +50,8 @@ def config_to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
 
 
 def flatten_config(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"model": {"num_layers": 2}}`` -> ``{"model.num_layers": 2}``: configs compared field by field.
-    An empty dict stays a value (``{"model.attention_kwargs": {}}``): config digests sealed into
-    checkpoints depend on it, which is why this is not ``flax.traverse_util.flatten_dict``."""
+    """``{"model": {"num_layers": 2}}`` -> ``{"model.num_layers": 2}``. An empty dict stays a value: sealed
+    config digests depend on it, which is why this is not ``flax.traverse_util.flatten_dict``."""
     out: dict[str, Any] = {}
     for key, value in d.items():
         name = f"{prefix}{key}"
@@ -95,25 +80,19 @@ def describe_differences(diffs: list[tuple[str, Any, Any]], where: str) -> str:
 
 
 def config_digest(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
-    """SHA-256 of every field that changes the run (not RESUMABLE_CHANGES): two configs with one
-    digest train the same run. Sealed into each checkpoint and compared across the processes
-    of a multi-host launch."""
+    """SHA-256 of every field but RESUMABLE_CHANGES: two configs with one digest train the same run."""
     d = config if isinstance(config, dict) else config_to_dict(config)
     kept = {k: v for k, v in flatten_config(d).items() if k.split(".")[0] not in RESUMABLE_CHANGES}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
-# The top-level fields every lra.train config.json has: a config.json without them is another program's.
-SUITE_CONFIG_FIELDS = ("task", "variant", "model", "num_train_steps")
-# What a run's checkpoints/ folder holds: orbax's managers for the latest and the best checkpoints.
+SUITE_CONFIG_FIELDS = ("task", "variant", "model", "num_train_steps")  # a config.json without them is not ours
 CHECKPOINT_FOLDERS = ("latest", "best")
 
 
 def foreign_problem(workdir: Path) -> str | None:
-    """Why ``workdir`` is not (part of) a run of this suite (None: it is, or it is empty of runs): a
-    config.json that is not an lra.train config, or a checkpoints/ folder holding files this suite never
-    writes. Such a folder is never resumed, nor emptied by --start_over (issue 52 U1: a user's
-    ``checkpoints/my_model.bin`` was deleted)."""
+    """Why ``workdir`` is not this suite's run (None: it is, or holds none): a config.json that is not an
+    lra.train config, or files in checkpoints/ this suite never writes. Never resumed nor emptied by --start_over."""
     path = workdir / "config.json"
     if path.is_file():
         try:
@@ -137,9 +116,8 @@ def foreign_problem(workdir: Path) -> str | None:
 
 
 def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | None = None) -> None:
-    """Refuse to resume a workdir whose config.json differs in anything that changes the run, or that
-    is not this suite's run at all (:func:`foreign_problem`: then nothing is advised that deletes it).
-    ``fix``: what to do instead (default: a new --workdir, or delete the workdir)."""
+    """Refuse a workdir whose config.json differs in anything that changes the run, or that is not this suite's
+    run (then no advice deletes it). ``fix``: what to do instead (default: a new --workdir or --start_over)."""
     foreign = foreign_problem(workdir)
     if foreign:
         raise WorkdirMismatchError(
@@ -181,10 +159,8 @@ def check_workdir(workdir: Path, config: ml_collections.ConfigDict, fix: str | N
 
 
 def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
-    """The run's config.json (fields added since it ran take the values it trained with), as
-    lra.evaluate and lra_lab.diagnose read a finished run.
-
-    FileNotFoundError when there is none; RunFileError (exit 5) naming the file when it is damaged."""
+    """A finished run's config.json, fields added since taking the values it trained with (lra.evaluate,
+    lra_lab.diagnose). FileNotFoundError when there is none; RunFileError (exit 5) when it is damaged."""
     from lra.defaults import upgrade_run_config
 
     path = workdir / "config.json"
@@ -202,16 +178,12 @@ def load_run_config(workdir: Path) -> ml_collections.ConfigDict:
 
 
 # -- one process per workdir, and no file written through a link ---------------------------------------------
-
-
 LOCK_NAME = ".lock"
 
 
 def open_run_file(path: Path, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` of a file of a run that never follows a symlink (``O_NOFOLLOW``): a run's files
-    are written only inside its folder, never through a link to a file elsewhere (issue 52 SEC1,
-    SEC2). A symlink is refused by name (RunStateError, exit 2, nothing written); any other failure
-    is a StorageError (exit 4)."""
+    """``os.open`` of a run file with ``O_NOFOLLOW``: never written through a link to elsewhere. A symlink is a
+    RunStateError (exit 2, nothing written); any other failure a StorageError (exit 4)."""
     try:
         return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
     except OSError as e:
@@ -223,20 +195,15 @@ def open_run_file(path: Path, flags: int, mode: int = 0o644) -> int:
         raise StorageError(path, e) from None
 
 
-# filelock releases a FileLock that is garbage-collected; a WorkdirLock is held until its release() or
-# the process's end, whoever keeps the object (as the fcntl descriptor it replaced was).
+# filelock releases a garbage-collected FileLock; a WorkdirLock is held until release() or the process's end
 _HELD_LOCKS: set[filelock.FileLock] = set()
 
 
 class WorkdirLock:
-    """Hold ``workdir``'s lock from ``acquire()`` until ``release()`` or the process ends.
-
-    The lock is filelock's ``FileLock`` (an ``fcntl.flock`` on ``<workdir>/.lock``, taken without
-    waiting; the lock file is kept, ``preserve_lock_file``, so there is no soft-lock fallback whose
-    stale file could block a rerun). What filelock does not do is added here: the holder's pid and
-    host are written into the file as it is taken (``on_acquired``) and named in the refusal, a
-    symlinked lock file is refused by name (filelock opens it with ``O_NOFOLLOW`` too), and each
-    failure is the suite's own error (exit 3 held, 2 a symlink, 4 the disk)."""
+    """One process per workdir: filelock's ``FileLock`` on ``<workdir>/.lock``, held until ``release()`` or the
+    process's end. The OS drops an ``fcntl.flock`` when its process dies (even by SIGKILL) and the file is kept
+    (no soft-lock fallback), so a stale file never blocks a rerun. Added: the holder's pid and host, named in the
+    refusal; a symlink refused by name; the suite's errors (exit 3 held, 2 a symlink, 4 the disk)."""
 
     def __init__(self, workdir: Path, flag: str = "--workdir"):
         self.path = Path(workdir) / LOCK_NAME
@@ -294,16 +261,13 @@ class WorkdirLock:
 
 
 # -- the atomic writers, metrics.jsonl, result.json, sessions, removal and export ----------------------------
-
-
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write, fsync, rename: a reader sees the old file or the new one, never a torn one. The
-    temporary name is this writer's own (pid and a random tag), so two writers of one file never
-    write into each other's temporary: the last rename wins, whole."""
+    """Write, fsync, rename: a reader sees the old file or the new one, never a torn one. The temporary name is
+    this writer's own (pid, random tag), so of two writers of one file the last rename wins, whole."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "xb") as f:
@@ -327,9 +291,8 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def check_can_write(path: Path, folder: bool = False) -> None:
-    """Refuse, before any work, an output that could not be written (a parent that is a file, a
-    read-only folder): StorageError naming it (exit 4). A probe file in the nearest existing folder
-    is made and removed; nothing is left. ``folder``: ``path`` is a folder to write into."""
+    """StorageError (exit 4), before any work, for an output that could not be written (a parent that is a file,
+    a read-only folder), probed with a temporary file. ``folder``: ``path`` is a folder to write into."""
     if not folder and path.is_dir():
         raise StorageError(path, IsADirectoryError(errno.EISDIR, "it is a folder"))
     start = path if folder else path.parent
@@ -346,8 +309,7 @@ def check_can_write(path: Path, folder: bool = False) -> None:
 
 
 def write_figure_atomic(fig: Any, path: Path, **savefig: Any) -> None:
-    """A matplotlib figure drawn into memory, then :func:`write_bytes_atomic`: a full disk leaves
-    the previous image, never a torn one (the format is the file's suffix)."""
+    """A matplotlib figure drawn into memory (format from the suffix), then :func:`write_bytes_atomic`."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format=path.suffix.lstrip(".") or "png", **savefig)
     write_bytes_atomic(path, buffer.getvalue())
@@ -418,12 +380,9 @@ _IDENTITY_FIELDS = (
 
 
 def record_problem(path: Path) -> str | None:
-    """Why ``path`` (a run's result.json) is not a finished run's record that agrees with its own run
-    files (None: it is): :func:`result_problem`, then its task, variant, seed, steps, family and
-    preset against the folder's config.json, its test accuracy against metrics.jsonl's test record
-    and its start commit against sessions.jsonl's first line (each file checked when present). The
-    one check every reader of records makes (reproduce, replication, export, tables, compare): a
-    record edited by hand or copied from another run is named, never counted (issue 52 RP6, RP9, EX3)."""
+    """Why a result.json is not a finished run's record agreeing with its own run files (None: it is): its identity
+    fields against config.json, test accuracy against metrics.jsonl, start commit against sessions.jsonl. Every
+    reader of records makes this check: a record edited by hand or copied from another run is never counted."""
     problem = result_problem(path)
     if problem is not None:
         return problem
@@ -473,7 +432,6 @@ def _quiet_records(path: Path) -> list[dict[str, Any]]:
         return MetricsLog(path).read()
 
 
-# Files whose presence means the workdir holds (part of) a run worth keeping.
 def run_traces(workdir: Path) -> list[str]:
     """The parts of a run in ``workdir`` besides its latest checkpoints (metrics, best, result)."""
     traces = []
@@ -488,9 +446,8 @@ def run_traces(workdir: Path) -> list[str]:
     return traces
 
 
-# What ``--start_over`` removes: every file a run writes (not the lock, not sweep records), in
-# this order: the checkpoints first and config.json last, so that a kill midway never leaves
-# checkpoints without the config that guards them (issue 26 D3).
+# what --start_over removes (not the lock, not sweep records): checkpoints first and config.json last, so that a
+# kill midway never leaves checkpoints without the config that guards them
 RUN_OUTPUTS = (
     "checkpoints",
     "result.json",
@@ -505,9 +462,7 @@ REMOVING = ".removing-"  # an output being deleted is first renamed to .removing
 
 
 def remove_run(workdir: Path) -> list[str]:
-    """Delete the run's outputs from ``workdir``; the names removed. Each is renamed out of the
-    way first (atomic), so a kill midway never leaves half a checkpoints/ folder under its name;
-    a leftover ``.removing-*`` of a killed removal is deleted too."""
+    """Delete the run's outputs, each renamed aside first (a kill never leaves half a folder); the names removed."""
     removed = []
     for name in RUN_OUTPUTS:
         path = workdir / name
@@ -530,7 +485,6 @@ def _delete(path: Path) -> None:
         path.unlink()
 
 
-# The splits a metrics.jsonl record may name ("memory": config.log_memory_stats, lra_lab.diagnose reads them).
 METRICS_SPLITS = ("train", "validation", "test", "memory")
 
 
@@ -556,8 +510,8 @@ class MetricsLog:
             raise StorageError(self.path, e) from None
 
     def read(self) -> list[dict[str, Any]]:
-        """The records; a torn final line (a kill during an append) is dropped with a warning,
-        any other malformed line is a RunFileError naming the file and line."""
+        """The records; a torn final line (a kill during an append) is dropped with a warning, any other
+        malformed line is a RunFileError naming the file and line."""
         if not self.path.exists():
             return []
         text = self.path.read_bytes().decode("utf-8", "replace")
@@ -600,14 +554,9 @@ def _kept(record: dict[str, Any], step: int) -> bool:
 
 
 def git_commit() -> str:
-    """The commit of the code that ran (``-dirty`` when the tree has uncommitted changes).
-
-    ``$LRA_GIT_COMMIT`` declares the commit a copy of the tree was made from (a machine that gets the
-    files without ``.git``: a container, a cloud VM, docs/gpu_runbook.md): unless the local git's HEAD
-    is that very commit, the declared one is reported with ``-declared`` appended, since nothing
-    there can check it. The local git does not win: a copy can carry a ``.git`` of its own, a
-    snapshot commit that names nothing in this repository (it happened: records of 2026-11-26 first
-    named 08af3b7-dirty). Without either: ``unknown``."""
+    """The commit of the code that ran (``-dirty`` with uncommitted changes; ``unknown`` without git). A declared
+    ``$LRA_GIT_COMMIT`` (a copy without ``.git``) gets ``-declared`` unless the local HEAD is that commit: a copy's
+    own ``.git`` may be a snapshot commit naming nothing in this repository."""
     root = Path(__file__).resolve().parent.parent
     declared = os.environ.get("LRA_GIT_COMMIT", "").strip()
     fallback = f"{declared}-declared" if declared else "unknown"
@@ -631,10 +580,8 @@ SESSIONS = "sessions.jsonl"
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append ``record`` as one JSON line, fsynced; a line torn by a full disk or a kill is cut off
-    first, so this one never joins the fragment. StorageError (exit 4) naming the file when it cannot
-    be written."""
-    fd = open_run_file(path, os.O_RDWR | os.O_CREAT)  # never through a symlink (issue 52 SEC2)
+    """Append one fsynced JSON line after cutting a torn last line; StorageError (exit 4) if it cannot."""
+    fd = open_run_file(path, os.O_RDWR | os.O_CREAT)
     try:
         with os.fdopen(fd, "rb+") as f:
             data = f.read()
@@ -666,8 +613,7 @@ def read_sessions(workdir: Path) -> list[dict[str, Any]]:
 
 
 def truncate_to_last_newline(path: Path) -> None:
-    """Cut a torn final line (a write stopped by a full disk or a kill) before appending, so the
-    next line does not join the fragment."""
+    """Cut a torn final line before appending, so the next line does not join the fragment."""
     if not path.exists():
         return
     with path.open("rb+") as f:
@@ -677,7 +623,7 @@ def truncate_to_last_newline(path: Path) -> None:
             f.truncate(end)
 
 
-# What a run's record is made of: enough to rebuild every table and plot, no checkpoints.
+# enough to rebuild every table and plot, no checkpoints
 RECORD_FILES = (
     "config.json",
     "metrics.jsonl",
@@ -690,18 +636,13 @@ RECORD_FILES = (
 
 
 def export_records(runs_root: Path, out_root: Path) -> list[Path]:
-    """Copy the record files of every finished run under ``runs_root`` to ``out_root`` (same
-    relative layout), for committing under results/. Returns the exported run folders.
-
-    Each run folder is replaced as a whole (:func:`replace_folder`): an export killed midway leaves
-    every run's record either as it was or complete, never a torn file nor a folder mixing two runs.
-    A record that fails :func:`record_problem` (damaged, or disagreeing with its own run files) is
-    not exported and never replaces a good copy."""
+    """Copy every run's record files to ``out_root`` (same layout), each folder replaced whole; a record failing
+    :func:`record_problem` is not exported and never replaces a good copy. The exported folders."""
     exported = []
     for result in sorted(Path(runs_root).rglob("result.json")):
         run = result.parent
-        problem = record_problem(result)  # the check every reader makes: the run's own files agree (EX3)
-        if problem is not None:  # never export, and never let replace a good copy with, a broken record
+        problem = record_problem(result)
+        if problem is not None:
             _warn(f"{result} is not a finished run's record ({problem}); not exported")
             continue
         target = Path(out_root) / run.relative_to(runs_root)
@@ -718,11 +659,9 @@ def export_records(runs_root: Path, out_root: Path) -> list[Path]:
 
 
 def replace_folder(target: Path, files: dict[str, bytes]) -> None:
-    """Make ``target`` hold exactly ``files`` (name -> bytes; other files already there are kept) as a
-    whole: the new folder is written and fsynced beside it, the old one renamed aside, the new one
-    renamed in, the old one deleted. A kill at any moment leaves the old run or the new one under
-    ``target``, never a mix of two runs (issue 52 EX4); a kill between the two renames leaves the old
-    folder as ``.<name>.old-*``, which the next call puts back before it starts."""
+    """Make ``target`` hold ``files`` (name -> bytes; non-record files there are kept) as a whole: the new folder
+    written and fsynced beside it, the old renamed aside, the new renamed in, the old deleted. A kill leaves the old
+    run or the new, never a mix; a kill between the renames leaves ``.<name>.old-*``, which the next call puts back."""
     parent, name = target.parent, target.name
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -768,8 +707,7 @@ def replace_folder(target: Path, files: dict[str, bytes]) -> None:
 
 
 def commit_base(commit: str) -> str:
-    """The commit a :func:`git_commit` value names: ``-declared`` (a copy told its commit) and ``-dirty``
-    (uncommitted changes on top) taken off."""
+    """A :func:`git_commit` value without ``-declared`` and ``-dirty``."""
     return commit.removesuffix("-declared").removesuffix("-dirty")
 
 
@@ -790,13 +728,9 @@ def record_commit(path: Path) -> tuple[str | None, str]:
 
 
 def commit_not_in_history(result: Path, where: Path) -> str | None:
-    """The commit a run's result.json started from (``git_commit_start``, else ``git_commit``; less
-    ``-declared``/``-dirty``) when the git repository holding ``where`` lacks it; None when it has it,
-    when the record names none (``unknown``), or when ``where`` is in no git repository. Records made
-    on a copy of the tree without ``.git`` name a commit declared by hand (``LRA_GIT_COMMIT``): this
-    catches a typo at export, before the audit would call the claim exploratory (it happened once:
-    6f44cbb5b97e for 6f44cbb1c708)."""
-    commit, _field = record_commit(result)  # the commit the audit will judge the record by
+    """``result``'s start commit if ``where``'s git history lacks it (None: it has it, or cannot tell): a mistyped
+    ``LRA_GIT_COMMIT`` caught at export, before the audit would call the claim exploratory."""
+    commit, _field = record_commit(result)
     if commit is None:
         return None
     commit = commit_base(commit)
@@ -809,7 +743,7 @@ def commit_not_in_history(result: Path, where: Path) -> str | None:
         shallow = subprocess.run(
             ["git", "rev-parse", "--is-shallow-repository"], cwd=where, capture_output=True, text=True, timeout=10
         )
-        if shallow.stdout.strip() == "true":  # its history stops short: absent says nothing (issue 52 EX6)
+        if shallow.stdout.strip() == "true":  # its history stops short: absent says nothing
             return None
         known = subprocess.run(
             ["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=where, capture_output=True, timeout=10

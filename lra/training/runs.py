@@ -1,34 +1,11 @@
 """Each seed's run, built in one place before anything compiles: config checks, data, model shapes,
 workdirs and locks, resume decisions.
 
-Sections, in order: the run setup (``set_up_runs`` over ``prepare``, ``open_runs``, ``plan_seeds``;
-``SeedRun``, the per-seed state the loop reads; ``RunSetup``, what the loop gets; ``ProfileWindow``),
-each seed's config, workdir and own command (``seed_config``, ``seed_workdirs``, ``seed_command``),
-the config checks (``validate_config``), the memory check (``check_fits``). What each part promises:
-
-Setting up a run before anything compiles: the checks that can fail on bad input, each seed's
-workdir and lock, and each seed's resume decision (lra.training.checkpoints) taken together.
-
-``set_up_runs`` calls these in order (``prepare``, ``open_runs``, ``plan_seeds``), with the
-``--profile`` window checked first (``ProfileWindow``), and hands lra.training.loop the seeds that
-train: the one place a run's state is built; nothing here compiles or trains.
-
-Several seeds in one program: their configs and workdirs (the seed axis: lra.training.step).
-
-``--config.seeds=0,1,2,3,4`` trains every listed seed in one process (one vmapped step); the
-default ``()`` means the single ``config.seed``. Each seed is a run of its own: its config is the
-bundle's with ``seed=k`` and ``seeds=()``, exactly the config of the single-seed command, and it
-writes exactly the files that command writes, in its own workdir.
-
-Config checks that run before any data is loaded or anything is compiled.
-
-Each error names the config field and what to set it to.
-
-Refuse a model that cannot fit before anything is allocated.
-
-An impossible size (``--config.model.max_len=1000000000``) otherwise blocks in the first device
-allocation instead of failing. The estimate is a lower bound (state plus the activations the
-backward pass must keep), so it refuses only what surely cannot fit.
+``set_up_runs`` (the loop's one call) checks the ``--profile`` window, then ``prepare`` (all that can fail on bad
+input: config checks naming the field, data, shapes, memory), ``open_runs`` (workdirs, locks) and ``plan_seeds``
+(resume decisions, lra.training.checkpoints); nothing here compiles. With ``--config.seeds=0,1,2`` each seed is a run
+of its own, with exactly its single-seed command's config, workdir and files (docs/design.md, Seeds). ``check_fits``
+refuses a model that surely cannot fit (its estimate is a lower bound) before the first allocation would block.
 """
 
 from __future__ import annotations
@@ -69,9 +46,8 @@ from lra.training.run_files import (
 )
 from lra.training.step import check_split
 
+
 # -- each seed's run: workdir, lock and resume decision, before anything compiles ----------------------------
-
-
 @dataclasses.dataclass
 class SeedRun:
     """One seed of the program: its own config, workdir, lock and files."""
@@ -93,7 +69,7 @@ class SeedRun:
 
 
 def check_workdir_path(workdir: Path) -> None:
-    """A workdir that cannot be a directory fails here, before data loading."""
+    """A workdir that cannot be a directory fails before data loading."""
     for parent in (workdir, *workdir.parents):
         if parent.exists():
             if not parent.is_dir():
@@ -101,12 +77,11 @@ def check_workdir_path(workdir: Path) -> None:
             break
 
 
-DEEP_MODEL_BLOCKS = 64  # deeper than any paper's encoder: its trace is long enough to say so (issue 52 O10)
+DEEP_MODEL_BLOCKS = 64  # deeper than any paper's encoder: its trace is long enough to say so
 
 
 def prepare(config: ml_collections.ConfigDict, workdirs: list[Path]) -> tuple[TaskData, Any, Any]:
-    """Everything that can fail on bad input, before a workdir is touched or anything compiled:
-    config, workdir paths, data, shapes and whether they fit the device."""
+    """Everything that can fail on bad input, before a workdir is touched or anything compiled."""
     validate_config(config, num_devices=jax.device_count())
     for workdir in workdirs:
         check_workdir_path(workdir)
@@ -143,9 +118,7 @@ def open_workdir(workdir: Path, primary: bool) -> WorkdirLock | None:
 
 
 def remove_previous_runs(runs: list[SeedRun]) -> None:
-    """--start_over: delete every seed's previous run. Called once every seed's lock is held, so a
-    seed held by another process refuses the command before any seed's run is deleted (D1). A folder
-    that is not this suite's run (``foreign_problem``) is refused before anything is deleted (U1)."""
+    """--start_over, once every lock is held: delete every seed's run, or refuse a foreign folder deleting nothing."""
     from lra.training.run_files import foreign_problem
 
     for run in runs:
@@ -162,10 +135,8 @@ def remove_previous_runs(runs: list[SeedRun]) -> None:
 
 
 def inherit_bucket_order(run: SeedRun) -> None:
-    """A seed of a length-bucketed bundle, resumed alone (``scripts/sweep.py --group-seeds off``, a
-    rerun of one seed): its config.json records the bundle's shared bucket order
-    (``data.bucket_order_seed``), which this command leaves at -1 (the run's own seed). Take the
-    recorded one, saying so: the run is the same and resumes exactly (issue 26 U2)."""
+    """A length-bucketed bundle's seed resumed alone, with ``data.bucket_order_seed`` left at -1, takes the
+    bundle's order recorded in its config.json, saying so: the same run, resumed exactly."""
     config = run.config
     if len(config.data.buckets) == 0 or config.data.bucket_order_seed >= 0:
         return
@@ -192,10 +163,9 @@ def open_runs(
     start_over: bool,
     runs: list[SeedRun],
 ) -> None:
-    """Every seed's workdir and lock, appended to ``runs`` as each is taken (the caller's list, so
-    its ``finally`` releases the locks taken before a refusal); then --start_over's deletion, and a
-    single seed's recorded bucket order."""
-    for index, (seed, path) in enumerate(zip(seeds, workdirs, strict=False)):  # every lock first: then change anything
+    """Every seed's workdir and lock, appended to ``runs`` (the caller's list, whose ``finally`` releases them)
+    before anything changes; then --start_over's deletion and a single seed's recorded bucket order."""
+    for index, (seed, path) in enumerate(zip(seeds, workdirs, strict=False)):
         lock = open_workdir(path, primary)
         label = f"seed {seed}: " if len(seeds) > 1 else ""
         runs.append(SeedRun(index, seed_config(config, seed), path, Checkpoints(path), lock, label=label))
@@ -208,17 +178,14 @@ def open_runs(
 
 
 def projection_warning(config: ml_collections.ConfigDict) -> str | None:
-    """What the progress bar's one-time projection says about a paper-scale run on a CPU (days, where
-    the ``cpu`` preset takes minutes); None elsewhere: the ETA is enough."""
+    """The progress bar's one-time warning for a paper-scale run on a CPU (days); None elsewhere."""
     if config.preset != "paper" or jax.default_backend() != "cpu":
         return None
     return "on this CPU (paper scale: the :cpu preset trains in minutes; an accelerator: docs/gpu_runbook.md)"
 
 
 def seed_fix(config: ml_collections.ConfigDict, run: SeedRun) -> str:
-    """What a refusal of one seed of a bundle advises: that seed's own command with --start_over
-    (issue 26 D2). --start_over on the bundle's command would delete every seed's run, the
-    finished ones too."""
+    """A bundle's seed refused: its own command with --start_over (on the bundle it deletes every seed's run)."""
     return (
         f"start this seed over alone with `{seed_command(config, run.seed, run.workdir, start_over=True)}` "
         f"(the other seeds' runs are kept), then rerun the bundle's command; --start_over on the bundle's "
@@ -227,17 +194,13 @@ def seed_fix(config: ml_collections.ConfigDict, run: SeedRun) -> str:
 
 
 def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int | None:
-    """The step every training seed resumes from (None: all start fresh).
-
-    Seeds saved together normally share their newest checkpoint; a kill between two seeds'
-    saves leaves one a save ahead, and it steps back to the others' step (it keeps two, and
-    replays the same batches). A kill between the seeds' first (step-0) saves leaves some seeds
-    without a checkpoint: all start fresh (a step-0 checkpoint is the initial state, which a fresh
-    start draws again, identically). Seeds with no common checkpoint cannot share one program."""
+    """The step every training seed resumes from (None: fresh; docs/design.md, Seeds). A seed a save ahead steps
+    back (it keeps two); after a kill between the step-0 saves all start fresh (step 0 is the initial state, drawn
+    again identically); seeds with no common checkpoint are refused."""
     steps = {run.plan.step for run in runs}
     if len(steps) == 1:
         return steps.pop()
-    if steps == {None, 0}:  # killed between the seeds' step-0 saves: step 0 is the initial state, drawn again
+    if steps == {None, 0}:  # killed between the seeds' step-0 saves
         return None
     if None not in steps:
         lowest = min(step for step in steps if step is not None)  # (None is not among them)
@@ -257,9 +220,8 @@ def common_start(config: ml_collections.ConfigDict, runs: list[SeedRun]) -> int 
 def plan_seeds(
     config: ml_collections.ConfigDict, all_runs: list[SeedRun], primary: bool
 ) -> tuple[dict[int, dict[str, Any]], list[SeedRun], int | None]:
-    """Each seed's resume decision (every refusal raised before anything is written): the finished
-    seeds' results by position, the seeds that train (their workdirs readied: checkpoints.apply,
-    config.json, the session, the metrics log), and the step they resume from (None: fresh)."""
+    """Each seed's resume decision, every refusal before anything is written: the finished seeds' results by
+    position, the seeds that train (workdirs readied), and the step they resume from (None: fresh)."""
     bundle = len(all_runs) > 1
     for run in all_runs:
         fix = seed_fix(config, run) if bundle else None
@@ -296,8 +258,7 @@ def plan_seeds(
 
 @dataclasses.dataclass
 class RunSetup:
-    """What :func:`set_up_runs` hands the loop: the data and model, the finished seeds' results by
-    position, the seeds that train, the step they resume from (None: fresh) and the profile window."""
+    """What :func:`set_up_runs` hands the loop."""
 
     data: TaskData
     model: Any
@@ -316,9 +277,7 @@ def set_up_runs(
     primary: bool,
     runs: list[SeedRun],
 ) -> RunSetup:
-    """Every seed's run, built here before anything compiles: the seeds and their workdirs, the profile
-    window's check, everything that can fail on bad input (``prepare``), each seed's lock (appended to
-    ``runs``, the caller's list, which its ``finally`` releases) and resume decision (``plan_seeds``)."""
+    """Every seed's run (module docstring); locks go into ``runs``, which the caller's ``finally`` releases."""
     seeds = run_seeds(config)
     workdirs = seed_workdirs(config, workdir)
     window = None
@@ -332,8 +291,6 @@ def set_up_runs(
 
 
 # -- --profile: a jax.profiler trace of a window of steps ----------------------------------------------------
-
-
 @dataclasses.dataclass
 class ProfileWindow:
     start: int  # steps already done when the trace starts
@@ -379,8 +336,7 @@ class ProfileWindow:
             self.active = True
 
     def after_step(self, done: int, state: object) -> str | None:
-        """Stop after the window's last step (waiting for the device, so its kernels are in the
-        trace); returns the line to show, or None."""
+        """After the window's last step, wait for the device (its kernels traced) and stop; the line to show."""
         if self.active and done == self.start + self.count:
             jax.block_until_ready(state)
             self.stop()
@@ -397,10 +353,7 @@ class ProfileWindow:
 
 
 # -- each seed's config, workdir and own command -------------------------------------------------------------
-
-
-# The command line of this lra.train process (set by lra.train's main): refusals print a seed's
-# own command built from it. None when train_and_evaluate is called from Python.
+# this lra.train process's arguments (lra.train's main), for seed_command; None when called from Python
 _command_line: list[str] | None = None
 
 # Flags a seed's own command replaces (the bundle's seeds, where it writes, what it deletes).
@@ -422,11 +375,9 @@ def set_command_line(argv: list[str] | None) -> None:
 
 
 def seed_command(config: ml_collections.ConfigDict, seed: int, workdir: Path, start_over: bool = False) -> str:
-    """The exact command that runs seed ``seed`` of ``config`` alone in ``workdir``: the bundle's
-    command with ``--config.seed=<seed> --workdir <workdir>`` for its seeds and workdir, and the
-    bundle's ``data.bucket_order_seed`` where the seed shares the first seed's bucket order (so
-    the run is the same one and still resumes with the bundle). Without a command line (a call
-    from Python) the config file is a placeholder."""
+    """The exact command that runs seed ``seed`` alone in ``workdir``: the bundle's command with
+    ``--config.seed``, ``--workdir`` and the shared ``data.bucket_order_seed`` where it applies (the same run,
+    still resumable with the bundle). Called from Python, the config file is a placeholder."""
     args: list[str] = []
     if _command_line is None:
         args = ["--config=<this config file>"]
@@ -458,10 +409,8 @@ def run_seeds(config: ml_collections.ConfigDict) -> tuple[int, ...]:
 
 
 def seed_config(config: ml_collections.ConfigDict, seed: int) -> ml_collections.ConfigDict:
-    """The config of seed ``seed`` alone: what ``--config.seed=<seed>`` gives, except that with
-    length buckets the seeds of one program share the first seed's bucket order
-    (``data.bucket_order_seed``, recorded in the seed's config.json), so that their batches stack
-    without padding; a single-seed run with that config is the same run."""
+    """What ``--config.seed=<seed>`` gives, except that with length buckets the seeds of one program share the
+    first seed's ``data.bucket_order_seed`` so their batches stack without padding (docs/design.md, Seeds)."""
     seeds = run_seeds(config)
     c = config.copy_and_resolve_references()
     with c.unlocked():
@@ -475,13 +424,12 @@ def seed_config(config: ml_collections.ConfigDict, seed: int) -> ml_collections.
 def default_workdir(config: ml_collections.ConfigDict) -> Path:
     """``runs/<task>_<variant>[_<preset>]/seed<k>``: distinct variants never share a workdir."""
     preset = "" if config.preset == "paper" else f"_{slug(str(config.preset))}"
-    # every part is a slug: no name a config holds (a preset "/../../x") leads outside runs/ (issue 52 SEC4)
+    # every part is a slug: no name a config holds (a preset "/../../x") leads outside runs/
     return Path("runs") / f"{slug(str(config.task))}_{slug(config.variant)}{preset}" / f"seed{int(config.seed)}"
 
 
 def seed_workdirs(config: ml_collections.ConfigDict, workdir: str | Path | None) -> list[Path]:
-    """Each seed's workdir: the default layout; or, with ``--workdir W``, W itself for one seed
-    and ``W/seed<k>`` for several."""
+    """The default layout; or, with ``--workdir W``, W for one seed and ``W/seed<k>`` for several."""
     seeds = run_seeds(config)
     if workdir is None:
         return [default_workdir(seed_config(config, s)) for s in seeds]
@@ -491,8 +439,6 @@ def seed_workdirs(config: ml_collections.ConfigDict, workdir: str | Path | None)
 
 
 # -- config checks before any data is read -------------------------------------------------------------------
-
-
 class ConfigError(InputError):
     """An invalid config; the message names the field."""
 
@@ -532,7 +478,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
         problem = option_type_problem(m.attention, name, value)
         if problem:
             raise ConfigError(f"config.model.attention_kwargs.{problem}")
-    # Let the family check its own option values (e.g. ranges) by constructing it.
+    # the family checks its own option values (e.g. ranges) when constructed
     try:
         attn_cls(
             num_heads=m.num_heads, qkv_dim=m.qkv_dim, dropout_rate=m.attention_dropout_rate, **dict(m.attention_kwargs)
@@ -601,23 +547,23 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int = 1) -> 
     from lra.defaults import PRESETS
 
     variant = config.get("variant", "unnamed")
-    if not isinstance(variant, str) or not variant.strip():  # it names the run's row and folder (issue 52 O5)
+    if not isinstance(variant, str) or not variant.strip():  # it names the run's row and folder
         raise ConfigError(f"config.variant must name the row (e.g. 'ConvLuna-16'), got {variant!r}")
     source = config.data.get("source", "auto")
     if source not in ("auto", "release", "generated"):  # checked here, so the sweep refuses it too (SO2)
         raise ConfigError(f"config.data.source={source!r}: valid values are auto, release, generated")
 
-    if config.preset not in PRESETS:  # it names the default workdir: a path there wrote outside runs/ (issue 52 SEC4)
+    if config.preset not in PRESETS:  # it names the default workdir: a path there would write outside runs/
         raise ConfigError(f"config.preset={config.preset!r} is not one of {', '.join(PRESETS)}")
     if (
         not isinstance(config.max_eval_batches, int)
         or isinstance(config.max_eval_batches, bool)
         or (config.max_eval_batches < 0)
-    ):  # a negative count evaluated one batch and was recorded as the split's accuracy (issue 52 O8, EV1)
+    ):  # a negative count would evaluate one batch, recorded as the split's accuracy
         raise ConfigError(
             f"config.max_eval_batches must be an integer >= 0 (0: the whole split), got {config.max_eval_batches!r}"
         )
-    if config.num_train_steps >= 2**31:  # the step counter is int32 (checkpoints, schedules): issue 52 O4
+    if config.num_train_steps >= 2**31:  # the step counter is int32 (checkpoints, schedules)
         raise ConfigError(
             f"config.num_train_steps must be below 2^31 (the step counter's range), got " f"{config.num_train_steps}"
         )
@@ -672,8 +618,6 @@ def _check_seeds(config: ml_collections.ConfigDict) -> None:
 
 
 # -- memory: refuse what cannot fit --------------------------------------------------------------------------
-
-
 _BYTES_PER_FLOAT = 4
 
 
@@ -710,9 +654,8 @@ def estimate_bytes(
     num_devices: int = 1,
     num_seeds: int = 1,
 ) -> dict[str, int]:
-    """A lower bound on one device's memory for training: parameters x4 (weights, gradients,
-    Adam's two moments) and, per layer, each token's block input and MLP hidden activations;
-    each seed of a vmapped program has its own of both."""
+    """A lower bound on one device's training memory: parameters x4 (weights, gradients, Adam's two moments) and,
+    per layer, each token's block input and MLP hidden activations; per seed of a vmapped program."""
     params = num_seeds * sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(param_shapes))
     m = config.model
     tokens = num_seeds * max(config.batch_size // num_devices, 1) * max_len * (2 if dual else 1)
@@ -742,10 +685,7 @@ def check_fits(
 
 
 def check_before_data(config: ml_collections.ConfigDict, num_seeds: int = 1) -> None:
-    """A model that surely cannot fit, refused before any data is generated or read (ConfigError,
-    exit 2, nothing written): the position table alone (``model.max_len`` x ``emb_dim``: every model
-    has one) against the device's memory. (A generated set too large for its disk is refused by
-    ``lra.data.listops.ensure_generated`` before generating.)"""
+    """ConfigError, before any data is generated or read, if the position table alone (max_len x emb_dim) cannot fit."""
     m = config.model
     table = [jax.ShapeDtypeStruct((int(m.max_len), int(m.emb_dim)), np.float32)]
     check_fits(table, config, 1, False, num_seeds)  # activations of one token: a lower bound

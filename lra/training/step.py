@@ -1,54 +1,15 @@
 """The step: the compiled train/eval steps over the seed axis, the optimizer and its schedule, microbatches.
 
-Sections, in order: the seed axis (``take``/``stack``; which seeds a config trains:
-lra.training.runs.run_seeds), the optimizer (AdamW and Table 2's schedule), the compiled steps
-(``make_init``, ``make_steps``, ``evaluate_split``), microbatches (gradient accumulation with the
-full batch's dropout bits). What each part promises:
-
-The compiled steps: one train step and one eval step for a bundle of seeds.
-
-Every array of the training state carries a leading seed axis S (S = 1 for a single-seed run:
-one code path). The per-seed step is written for one seed and ``jax.vmap``-ed, so seed k of a
-bundle computes what a single-seed run of seed k computes; only XLA's batched kernels may sum in
-another order (tests/test_seeds.py states the tolerance).
-
-Randomness is a pure function of (seed, step): dropout and the attention key of step t are
-``fold_in(key(seed), t)``; parameters come from ``fold_in(key(seed), INIT_SALT)``.
-
-``config.microbatches`` = M > 1 accumulates the gradient over M microbatches of the batch
-(below): the same gradient up to float summation order, each example with the
-same dropout bits as in the one-batch step; M = 1 (the default) is the one-batch step unchanged.
-
-Table 2's learning-rate schedule: base_lr * min(1, step/warmup) / sqrt(max(step, warmup)).
-
-Microbatches. Gradient accumulation over microbatches (``config.microbatches``) with the full batch's semantics.
-
-A train step of batch B split into M microbatches of b = B / M examples computes, one microbatch
-at a time (a ``lax.scan``, so only one microbatch's activations are live), the gradient of
-``sum of weighted losses of the microbatch / real examples of the whole batch`` and sums them: the
-full batch's gradient of ``loss_sum / count`` up to float summation order. Loss and accuracy are
-the whole batch's sums over its real examples (padding rows weigh 0), as in the one-batch step.
-
-Microbatch m holds the examples m, m + M, m + 2M, ... (a strided split): on a data-parallel mesh
-each device's contiguous share of the batch then holds b / devices rows of every microbatch, so
-the split moves no data between devices.
-
-Dropout. Flax draws a dropout mask as ``bernoulli(key, p, shape)`` over the whole batch tensor;
-with jax's partitionable threefry (the default since jax 0.5, required here) element ``i`` of the
-tensor gets the bits ``threefry2x32(key, i)`` of its flat index ``i``. A microbatch's tensor has
-other flat indices, so plain keys would give each example other masks than the full batch did.
-The microbatched step therefore gives the model a key of :func:`row_keyed_impl`, a PRNG
-implementation whose keys are threefry keys plus the microbatch's index m, and whose row map
-(M microbatches of b rows out of B, ``parts``) is static: it splits
-and folds exactly as threefry (so flax derives the same per-module keys), and its random bits
-for a tensor whose leading axis holds the microbatch's rows are the bits of those rows in the
-full-batch tensor (the row's global index times the row size, plus the offset in the row, as a
-64-bit counter). Each example thus gets the same dropout masks whatever the microbatch count.
-The matching task's encoder runs both documents of a batch as 2B rows ([first documents; second
-documents]): ``parts`` = 2 maps them too. A dropout tensor whose leading axis is not the
-microbatch's rows (dispersed attention's chunked layout) cannot be mapped: it fails at trace time
-naming its shape (never silently other bits). The attention families' own randomness
-(``rngs["attention"]``: hash planes, seeding) is drawn without a batch axis and keeps plain keys.
+The state has a leading seed axis S (S = 1 for one seed: one code path); the per-seed step is ``jax.vmap``-ed, so seed
+k of a bundle computes what its single-seed run does, up to XLA's batched summation order (tolerance:
+tests/test_seeds.py). Randomness is a pure function of (seed, step): step t's keys come from ``fold_in(key(seed), t)``,
+parameters from ``fold_in(key(seed), INIT_SALT)``. Table 2's schedule: base_lr * min(1, step/warmup) / sqrt(max(step,
+warmup)). Microbatches (M > 1; docs/design.md, A run): a scan over M strided microbatches sums float32 gradients of
+``loss_sum / real examples of the batch`` (the one-batch gradient up to summation order; M = 1: the one-batch step).
+Each example keeps its full-batch dropout bits (partitionable threefry: bits of its flat index) through a
+:func:`row_keyed_impl` key: threefry's split and fold_in, bits at the full-batch tensor's 64-bit counters of the
+microbatch's rows. A dropout draw whose leading axis is not those rows (dispersed attention's chunks) fails at trace
+time, never other bits; ``rngs["attention"]`` has no batch axis and keeps plain keys.
 """
 
 from __future__ import annotations
@@ -72,8 +33,6 @@ from lra.model import init_params
 from lra.training import hosts
 
 # -- the seed axis -------------------------------------------------------------------------------------------
-
-
 MAX_SEED = 2**31 - 1
 
 
@@ -88,17 +47,14 @@ def stack(trees: Sequence[Any]) -> Any:
 
 
 # -- the optimizer: AdamW and Table 2's learning-rate schedule -----------------------------------------------
-
-
 def lra_schedule(base_lr: float, warmup_steps: int) -> optax.Schedule:
     """Linear warm-up then inverse-square-root decay (the LRA/ConvLuna schedule).
 
-    optax counts updates from 0; the schedule is evaluated at ``count + 1`` so the first update
-    uses step 1 (a zero learning rate at step 0 would waste the first batch). Not
-    ``optax.join_schedules`` of ``linear_schedule`` and a decay: in float32 it differs from this
-    expression at up to 2.8% of the steps, by up to 2.5e-4 relative (5 settings, 200,000 steps each),
-    which would move every golden run and committed record; a join of this very expression would only
-    wrap it (and its pieces still differ in the last bit: the operations group otherwise).
+    Evaluated at optax's ``count + 1``, so the first update uses step 1 (a zero rate would waste the first batch).
+    Not ``optax.join_schedules`` of ``linear_schedule`` and a decay: in float32 it differs from this expression at
+    up to 2.8% of the steps, by up to 2.5e-4 relative (5 settings, 200,000 steps each), which would move every
+    golden run and committed record; a join of this very expression would only wrap it (its pieces still differ
+    in the last bit: the operations group otherwise).
     """
     warmup = max(int(warmup_steps), 1)
 
@@ -120,8 +76,6 @@ def make_optimizer(
 
 
 # -- the compiled steps --------------------------------------------------------------------------------------
-
-
 INIT_SALT = 1_000_003  # the parameter key of seed k: fold_in(key(k), INIT_SALT)
 
 Batch = dict[str, jax.Array]
@@ -177,12 +131,8 @@ def make_steps(
     mesh: Any,
     seeds: Sequence[int],
 ) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:
-    """``train(state_S, batch_SxB) -> (state_S, metrics_S)`` and ``evaluate(params_S, batch_B) -> metrics_S``.
-
-    The train batch holds one batch per seed (seed axis first, rows sharded over the mesh);
-    the eval batch is shared by all seeds. ``seeds``: the seeds in the program (their dropout keys;
-    lra.training.runs.run_seeds gives a config's).
-    """
+    """``train(state_S, batch_SxB) -> (state_S, metrics_S)`` and ``evaluate(params_S, batch_B) -> metrics_S``
+    (one eval batch for every seed)."""
     keys_S = seed_keys(seeds)
     repl = hosts.replicated(mesh)
     schedule = lra_schedule(config.learning_rate, config.warmup_steps)
@@ -194,7 +144,7 @@ def make_steps(
     def accumulated_grads(
         params: Any, batch: Batch, dropout_key: jax.Array, attention_key: jax.Array
     ) -> tuple[Any, dict[str, jax.Array]]:
-        """The gradient of the whole batch's mean loss, one microbatch at a time (lra.training.step)."""
+        """The gradient of the whole batch's mean loss, one microbatch at a time (module docstring)."""
         full = batch["labels"].shape[0]
         rows = full // microbatches
 
@@ -228,7 +178,7 @@ def make_steps(
             m = weighted_metrics(logits, batch["labels"], batch["weights"])
             return m["loss_sum"] / jnp.maximum(m["count"], 1.0), m
 
-        if microbatches == 1:  # the one-batch step, exactly as before microbatches existed
+        if microbatches == 1:  # the one-batch step, unchanged
             (loss, m), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
         else:
             grads, m = accumulated_grads(state["params"], batch, dropout_key, attention_key)
@@ -272,8 +222,7 @@ def evaluate_split(
     sharding: Any,
     examples: bool = False,
 ) -> list[dict[str, float]]:
-    """Each seed's accuracy and loss over a whole split (or its first ``max_eval_batches`` batches);
-    ``examples``: also how many examples were scored (lra.evaluate records it: issue 52 EV1)."""
+    """Each seed's accuracy and loss over a split (``max_eval_batches``); ``examples``: also the count scored."""
     pending = [
         eval_step(params_S, hosts.shard_batch(batch, sharding))
         for batch in eval_batches(
@@ -284,8 +233,7 @@ def evaluate_split(
 
 
 def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]], examples: bool = False) -> list[dict[str, float]]:
-    """Per-seed accuracy and loss from the per-batch sums (each value of shape (S,)); ``examples``:
-    with the number of examples counted."""
+    """Per-seed accuracy and loss from the per-batch sums (each of shape (S,)), with ``examples`` if asked."""
     totals: dict[str, np.ndarray] = {}
     for m in per_batch:
         for k in ("loss_sum", "correct", "count"):
@@ -300,8 +248,6 @@ def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]], examples: bool = 
 
 
 # -- microbatches: gradient accumulation with the full batch's dropout bits ----------------------------------
-
-
 _THREEFRY = jex_random.threefry_prng_impl
 _K = 2  # key data: threefry's (k1, k2), then the microbatch's index m
 
@@ -334,8 +280,7 @@ def mul_2x32(a: jax.Array, c: int) -> tuple[jax.Array, jax.Array]:
 
 @functools.cache
 def row_keyed_impl(count: int, rows: int, batch: int, parts: int) -> Any:
-    """The PRNG implementation of microbatches of ``rows`` examples, ``count`` of them in a batch of
-    ``batch`` (strided), whose model tensors hold the rows ``parts`` times (module docstring)."""
+    """The PRNG of ``count`` strided microbatches of ``rows`` in ``batch``, rows ``parts`` times (module docstring)."""
 
     def random_bits(key_data: jax.Array, bit_width: int, shape: tuple[int, ...]) -> jax.Array:
         if bit_width not in (8, 16, 32):
@@ -373,9 +318,7 @@ def row_keyed_impl(count: int, rows: int, batch: int, parts: int) -> Any:
 
 
 def row_keyed(key: jax.Array, index: jax.Array, count: int, rows: int, batch: int, parts: int) -> jax.Array:
-    """``key`` (threefry) as a :func:`row_keyed_impl` key for microbatch ``index`` of ``count``: its
-    ``rows`` examples are ``index + count * j`` of the full batch's ``batch``; the model's batch
-    axis holds them ``parts`` times (2 for the matching task's two documents)."""
+    """``key`` as a :func:`row_keyed_impl` key of microbatch ``index`` (examples ``index + count * j``)."""
     data = jnp.concatenate([jax.random.key_data(key), jnp.asarray(index, jnp.uint32)[None]])
     return jax.random.wrap_key_data(data, impl=row_keyed_impl(count, rows, batch, parts))
 
@@ -406,12 +349,9 @@ def accumulate(
     count: int,
     denominator: jax.Array,
 ) -> tuple[Any, dict[str, jax.Array]]:
-    """The gradient of ``loss_sum / denominator`` summed over ``count`` microbatches, and the
-    metric sums (``loss_sum``, ``correct``, ``count``) of the whole batch.
-
-    ``loss_sum_fn(params, microbatch, index) -> (loss_sum, metric sums)``; its gradient is scaled
-    by ``1 / denominator`` inside each microbatch, so the partial sums stay at the full batch's
-    magnitude (float32 gradients, whatever the compute dtype)."""
+    """The gradient of ``loss_sum / denominator`` summed over ``count`` microbatches, and the whole batch's
+    metric sums. ``loss_sum_fn(params, microbatch, index) -> (loss_sum, metric sums)`` is scaled by
+    ``1 / denominator`` inside each microbatch, so partial sums stay at the full batch's magnitude (float32)."""
 
     def one(carry: tuple[Any, dict[str, jax.Array]], index: jax.Array) -> tuple[Any, None]:
         grads, sums = carry
