@@ -155,8 +155,6 @@ def correction_paths(record: Path) -> list[Path]:
 
 def write_correction(record: Path, changes: dict[str, Any], who: str, why: str) -> Path:
     """A new sealed file correcting ``changes`` (field -> new value) of ``record``, which stays untouched."""
-    import json
-
     from lra.data.cache import file_digest
 
     if not who.strip() or not why.strip():
@@ -192,8 +190,6 @@ def read_corrections(record: Path) -> list[dict[str, Any]]:
 
 def corrected(record: Path) -> dict[str, Any]:
     """The record (a JSON object) with its corrections applied in order."""
-    import json
-
     data = json.loads(record.read_text())
     for body in read_corrections(record):
         for field, change in body["changes"].items():
@@ -352,7 +348,7 @@ def append_session(workdir: Path, step: int, extra: dict[str, Any]) -> dict[str,
 
     record = {
         "step": step,
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "started": _now(),
         "git_commit": git_commit(),
         "code_start": code_evidence(),
         "argv": list(sys.argv),

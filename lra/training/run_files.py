@@ -612,17 +612,6 @@ def read_sessions(workdir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def truncate_to_last_newline(path: Path) -> None:
-    """Cut a torn final line before appending, so the next line does not join the fragment."""
-    if not path.exists():
-        return
-    with path.open("rb+") as f:
-        data = f.read()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):
-            f.truncate(end)
-
-
 # enough to rebuild every table and plot, no checkpoints
 RECORD_FILES = (
     "config.json",

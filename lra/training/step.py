@@ -32,10 +32,8 @@ from lra.errors import InputError
 from lra.model import init_params
 from lra.training import hosts
 
+
 # -- the seed axis -------------------------------------------------------------------------------------------
-MAX_SEED = 2**31 - 1
-
-
 def take(tree: Any, index: int) -> Any:
     """Seed ``index`` of a stacked tree."""
     return jax.tree.map(lambda x: x[index], tree)
