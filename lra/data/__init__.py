@@ -1,27 +1,19 @@
-"""Task registry: name -> loader ``load(config) -> TaskData`` (docs/design.md, Data).
+"""Task registry: name -> loader ``load(config) -> TaskData`` (docs/design.md, Data; docs/data.md).
 
-Loaders are imported lazily so that a task's heavy dependencies are only needed when it runs.
-
-Read in this order:
-
+Loaders are imported lazily, so a task's heavy dependencies are needed only when it runs. Reading order:
 - ``types``: the contract (``Split``, ``TaskData``, ``PAD_ID``, ``DataError``); ``paths``: the data dir.
 - ``batching``: batches as pure functions of (seed, step), bucketed by length.
 - ``cache``: tokenised splits on disk, memory-mapped by every later load.
-- One loader per task: ``listops``, ``text``, ``matching``, ``image``, ``pathfinder`` (Pathfinder and
-  Path-X; ``pathfinder_gen`` generates them), with ``bytes_tokenizer``, ``tfds_reader`` and
-  ``tfrecord`` (tensorflow-datasets folders without TensorFlow).
-  ListOps in parts: ``listops_format``, ``listops_gen``, ``listops_store``, ``listops_reader``;
-  Pathfinder's images written in the release layout by ``pathfinder_write``.
-- ``download``: an official archive fetched (pooch's HTTPDownloader, resumed), verified and
-  extracted into place; its steps: ``archives``, ``http_fetch``, ``byte_progress``,
-  ``archive_verify``, ``tar_extract``, ``stale_extractions``.
-- ``prepare``: the command line ``python -m lra.data prepare|download`` (``__main__``): download,
-  then prepare.
+- One loader per task: ``listops``, ``text``, ``matching``, ``image``, ``pathfinder`` (and Path-X), with
+  ``bytes_tokenizer``, ``tfds_reader`` and ``tfrecord`` (tensorflow-datasets folders without TensorFlow).
+  ListOps' parts: ``listops_format``, ``listops_gen``, ``listops_store``, ``listops_reader``; Pathfinder's:
+  ``pathfinder_gen`` (the generator), ``pathfinder_write`` (the release layout).
+- ``download``: an official archive fetched (pooch, resumed), verified and extracted; its steps: ``archives``,
+  ``http_fetch``, ``byte_progress``, ``archive_verify``, ``tar_extract``, ``stale_extractions``.
+- ``prepare``: the command line ``python -m lra.data prepare|download`` (``__main__``).
 
-The loaders and the download import nothing of lra outside this package but ``lra.errors`` and
-``lra.console``; ``prepare`` (the library's command-line layer) also reads the task defaults of
-``lra.defaults`` (tests/test_layering.py).
-"""
+Loaders and download import nothing of lra outside this package but ``lra.errors`` and ``lra.console``;
+``prepare`` also reads ``lra.defaults`` (tests/test_layering.py)."""
 
 from __future__ import annotations
 
@@ -54,8 +46,7 @@ def get_loader(task: str) -> Callable[[ml_collections.ConfigDict], TaskData]:
 
 
 def task_shapes(task: str) -> tuple[int, int, bool]:
-    """(vocab size, classes, dual) of a task from its loader's constants, without reading data: what
-    preflight and the step benchmark build the model with (a test checks it against the loaders)."""
+    """(vocab size, classes, dual) from the loaders' constants, reading no data (preflight, step benchmark)."""
     from lra.data import bytes_tokenizer, image, listops, matching, pathfinder, text
 
     table = {
@@ -72,8 +63,7 @@ def task_shapes(task: str) -> tuple[int, int, bool]:
 
 
 def load_task(config: ml_collections.ConfigDict) -> TaskData:
-    """Load ``config.task`` as the config's data section describes; every split must be non-empty
-    (an empty validation split would select on nothing, an empty test split report 0%)."""
+    """Load ``config.task``; every split must be non-empty (an empty validation split selects on nothing)."""
     data = get_loader(config.task)(config)
     for name, split in data.splits().items():
         if len(split) == 0:
@@ -85,9 +75,7 @@ def load_task(config: ml_collections.ConfigDict) -> TaskData:
 
 
 def missing_data(config: ml_collections.ConfigDict) -> str | None:
-    """Why ``config.task``'s data cannot be read here (the loader's own error: what is missing and
-    ``to fix: ...``), or None when it can be read or made (generated ListOps, Pathfinder). Cheap:
-    the loader's ``locate`` only looks at paths; nothing is read, generated or cached."""
+    """The loader's error saying why the data cannot be read, or None (cheap: ``locate`` stats paths)."""
     if config.task not in _LOADERS:
         raise InputError(f"unknown task {config.task!r}; valid tasks: {', '.join(sorted(_LOADERS))}")
     locate = getattr(importlib.import_module(_LOADERS[config.task].split(":")[0]), "locate", None)

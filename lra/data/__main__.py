@@ -1,5 +1,4 @@
-"""``python -m lra.data prepare TASK [--data_dir DIR] [--max_len N]`` (lra/data/prepare.py) and
-``python -m lra.data download TASK [--data_dir DIR] [--url URL]`` (lra/data/download.py)."""
+"""``python -m lra.data prepare|download TASK ...`` (lra/data/prepare.py, lra/data/download.py)."""
 
 import sys
 

@@ -1,8 +1,6 @@
-"""Checksums and quarantine: a downloaded archive checked against its published size, md5 and
-sha256 (pooch's ``file_hash``) before anything is extracted; a bad one moved aside to
-``<file>.corrupt``, so the next run downloads it afresh (lra/data/download.py). Not pooch's own
-check: ``pooch.retrieve`` takes one hash and deletes a file that fails it, with no size check and no
-copy left to inspect."""
+"""Checksums and quarantine: an archive checked against its published size, md5 and sha256 (pooch's
+``file_hash``) before extraction; a bad one moved to ``<file>.corrupt`` so the next run downloads afresh.
+Not pooch's own check: ``pooch.retrieve`` takes one hash and deletes a failing file, no size check, no copy left."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ def quarantine(path: Path) -> Path:
 
 
 def verify(path: Path, archive: Archive, size: int | None) -> None:
-    """Check ``path`` against the published size and checksums (``size``: the length expected when
-    none is published); a mismatch moves it to ``<file>.corrupt`` and raises."""
+    """Check ``path`` against ``size`` (published or announced) and the checksums; quarantine a mismatch."""
     problem = None
     got = path.stat().st_size
     if size is not None and got != size:

@@ -1,8 +1,5 @@
-"""The table of official archives: URL, published size and checksums, and the folders each one
-provides under the data dir (the layout docs/data.md documents); which archive serves which task
-(``TASK_ARCHIVE``); the URL a run uses (``$LRA_DOWNLOAD_BASE``, ``--url``); and the error every
-step of ``python -m lra.data download`` raises (lra/data/download.py tells the whole story).
-"""
+"""The official archives (URL, published size and checksums, the folders each provides: docs/data.md), which
+serves which task, the URL a run uses (``$LRA_DOWNLOAD_BASE``, ``--url``), and the download's error type."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ def disk_full(path: Path, need: int | None = None) -> DownloadError:
 
 @dataclasses.dataclass(frozen=True)
 class Place:
-    """A folder an archive provides: its path under the data dir, where it may sit inside the
-    archive (first candidate holding every required entry wins) and the entries it must hold."""
+    """A folder an archive provides: final path, candidate places in the archive (first complete wins), entries."""
 
     final: str
     candidates: tuple[str, ...]
@@ -141,5 +137,4 @@ def archive_url(archive: Archive, url: str | None = None) -> str:
 
 
 def missing_entries(folder: Path, place: Place) -> list[str]:
-    """The entries ``place`` requires that ``folder`` lacks."""
     return [r for r in place.required if not (folder / r).exists()]

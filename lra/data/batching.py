@@ -1,10 +1,7 @@
 """Batches as pure functions of (seed, step), bucketed by length.
 
-Training batch ``step`` depends only on the split, the seed and ``step``, so a resumed run sees
-exactly the batches an uninterrupted one sees. Each batch is padded to the smallest bucket
-boundary that holds its longest example (one compiled shape per boundary): examples are grouped
-by bucket, so short sequences are not padded to the task's maximum.
-"""
+A resumed run sees exactly an uninterrupted one's batches, each padded to its bucket's boundary (one compiled shape
+per boundary), not to the task's maximum."""
 
 from __future__ import annotations
 
@@ -38,18 +35,9 @@ def _make_batch(split: Split, idx: np.ndarray, length: int, weights: np.ndarray)
 
 
 class TrainBatches:
-    """Endless shuffled training batches; ``batch(step)`` is a pure function of (seed, step).
-
-    Per epoch: a seeded permutation, split by bucket, cut into full batches (a bucket's last
-    batch is completed with its own first examples), then the batch order is shuffled. Bucket
-    membership does not depend on the permutation, so every epoch has the same number of steps
-    and the same list of batch lengths, whatever the seed.
-
-    ``order_seed`` (default: ``seed``) shuffles the batch order. Seeds that share it draw the
-    same bucket length at every step (each with its own examples): the seeds of one vmapped
-    program share one, so their batches stack without padding. With ``order_seed == seed`` the
-    batches are exactly those of a run that never heard of it.
-    """
+    """Endless shuffled training batches: per epoch a seeded permutation cut by bucket into full batches (wrapping
+    around), in shuffled order, so every epoch has the same steps and lengths. ``order_seed`` (default ``seed``)
+    shuffles the order: seeds sharing it (one vmapped program's) draw the same bucket lengths, stacking unpadded."""
 
     def __init__(
         self,
@@ -104,12 +92,8 @@ class TrainBatches:
 
 
 def seed_batch(batches: Sequence[TrainBatches], step: int) -> Batch:
-    """Batch ``step`` of every seed, stacked on a leading seed axis (S, B, ...).
-
-    Seeds that share an ``order_seed`` draw the same bucket length at each step; otherwise the
-    stack is padded to the longest bucket drawn (padding is masked, but dropout masks depend on
-    the padded length, so such a seed would not match its single-seed run).
-    """
+    """Batch ``step`` of every seed, stacked (S, B, ...), padded to the longest bucket drawn: without a
+    shared ``order_seed`` a seed's dropout masks (they depend on that length) differ from its single-seed run."""
     length = max(b.plan(step)[1] for b in batches)
     parts = [b.batch(step, length) for b in batches]
     return {k: np.stack([p[k] for p in parts]) for k in parts[0]}
@@ -118,11 +102,7 @@ def seed_batch(batches: Sequence[TrainBatches], step: int) -> Batch:
 def eval_batches(
     split: Split, batch_size: int, buckets: Sequence[int], max_len: int, max_batches: int = 0
 ) -> Iterator[Batch]:
-    """Every example once, in length order, in fixed-size batches (padding rows have weight 0).
-
-    ``max_batches`` > 0 evaluates only the first batches (in length order: a biased subset, for
-    quick checks only).
-    """
+    """Every example once, in length order, padding rows weighted 0; ``max_batches`` > 0: a biased subset."""
     bounds = bucket_boundaries(buckets, max_len)
     bucket_of = assign_buckets(split.max_lengths, bounds)
     emitted = 0

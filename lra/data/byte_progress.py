@@ -1,10 +1,5 @@
-"""Bytes moved, shown to people while an archive is downloaded and while it is extracted: ``Progress``.
-
-The bar or plain lines are lra.console's ``BarOrLines`` (training's step progress draws through it
-too); this module adds what is particular to bytes: tqdm's byte units on the bar, and without a
-terminal a ``lra.data:`` line per 10% (or 30 s) with the byte rate and its ETA. Not pooch's
-``progressbar=True``: it draws a tqdm bar into logs too, and counts whole chunks rather than bytes.
-"""
+"""Bytes moved while an archive is downloaded or extracted: ``Progress``, over lra.console's ``BarOrLines``.
+Not pooch's ``progressbar=True``: it draws a tqdm bar into logs too, and counts chunks rather than bytes."""
 
 from __future__ import annotations
 

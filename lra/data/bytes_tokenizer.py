@@ -1,9 +1,6 @@
 """Byte-level tokens, as LRA's text tasks use them (tfds ``ByteTextEncoder``).
 
-Every byte value b (0..255) becomes token ``b + 1``; token 0 is padding, so the vocabulary has
-257 ids. Documents longer than ``max_len`` bytes are truncated (LRA keeps the first bytes).
-Tokens are stored as uint16 (the batcher casts), halving memory against int32.
-"""
+Byte b is token ``b + 1``, 0 is padding (257 ids); a document keeps its first ``max_len`` bytes, as in LRA."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """On-disk cache of tokenised splits, so a 25k x 4000 text set is tokenised once, not every run.
 
-An entry is a folder ``<cache_root>/<task>-<key>/`` of ``<split>.<field>.npy`` arrays plus
-``meta.json``. The key hashes the task, the source files' fingerprints (path, size, mtime) and the
-tokenisation settings, so changing any of them builds a new entry. Entries are written into a
-temporary folder and renamed into place (atomic), and loaded memory-mapped: loading takes
-seconds, and the resident memory grows only with the rows a run actually reads.
-
-Entries are sealed like checkpoints: ``meta.json`` holds the SHA-256 of every array file, checked
-on every load, so rows edited in place, a file cut short or a flipped bit are refused (naming the
-file and the fix: delete the entry, it is rebuilt from the data files) instead of training on
-other data. Token ids and labels are range-checked against the task's vocabulary and classes at
-load too, so an out-of-range id is an error, not a NaN at step 1. The check reads every byte once:
-``scripts/bench_cache_check.py`` measures it (0.37 s for paper-scale ListOps, 96k x 2000
-int16 tokens, on a warm page cache; docs/design.md, Data).
-"""
+An entry ``<cache_root>/<task>-<key>/`` holds ``<split>.<field>.npy`` and ``meta.json``; the key hashes the task,
+the sources' (path, size, mtime) and the tokenisation settings. Written atomically, loaded memory-mapped, sealed:
+each load checks every array's SHA-256 and the ranges of token ids and labels (docs/design.md, Data)."""
 
 from __future__ import annotations
 
@@ -44,7 +33,6 @@ def log(message: str) -> None:
 
 
 def cache_root(config: ml_collections.ConfigDict) -> Path:
-    """``config.data.cache_dir`` if set, else ``<data_dir>/cache``."""
     custom = config.data.get("cache_dir", "")
     return Path(custom).expanduser() if custom else data_dir(config.get("data_dir")) / "cache"
 
@@ -70,7 +58,6 @@ def folder_fingerprint(folder: Path, suffix: str) -> tuple[str, int, int, int]:
 
 
 def entry_path(config: ml_collections.ConfigDict, task: str, key: dict[str, Any]) -> Path:
-    """Where the entry for ``task`` with ``key`` (source fingerprint + settings) lives."""
     material = json.dumps({"format": CACHE_FORMAT, "task": task, **key}, sort_keys=True, default=str)
     digest = hashlib.sha256(material.encode()).hexdigest()[:16]
     return cache_root(config) / f"{task}-{digest}"
@@ -115,8 +102,7 @@ class Writer:
 
 
 def file_digest(path: Path, algorithm: str = "sha256") -> str:
-    """The hex digest of a file, read in chunks (hashlib releases the GIL; SHA-256 ~1.4 GB/s with
-    SHA-NI): the suite's one file digest (cache entries, downloaded archives, checkpoint files)."""
+    """Hex digest of a file: the suite's one file digest (cache entries, archives, checkpoints)."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, algorithm).hexdigest()
 
@@ -160,9 +146,7 @@ def _check_range(entry: Path, path: Path, values: np.ndarray, limit: int, what: 
 
 
 def load_entry(entry: Path, vocab_size: int | None = None, num_classes: int | None = None) -> dict[str, Split]:
-    """The splits of a committed entry, memory-mapped read-only, after checking every file's
-    SHA-256 against ``meta.json`` and (when given) the token ids against ``vocab_size`` and the
-    labels against ``num_classes``. A DataError naming the file and the fix otherwise."""
+    """The splits of a committed entry, memory-mapped read-only, once digests and value ranges are checked."""
     meta = _read_meta(entry)
     splits = {}
     for name in meta["splits"]:
@@ -196,12 +180,7 @@ def build_or_load(
     vocab_size: int | None = None,
     num_classes: int | None = None,
 ) -> dict[str, Split]:
-    """Load ``entry``, building it first with ``build(writer) -> meta`` when absent.
-
-    ``build`` fills arrays named ``<split>.<field>`` and returns metadata with at least
-    ``splits`` (the split names). ``vocab_size`` / ``num_classes``: the range the cached token
-    ids / labels must lie in (checked at every load, see :func:`load_entry`).
-    """
+    """Load ``entry``, built first if absent by ``build(writer) -> meta`` (``meta['splits']``: split names)."""
     if (entry / "meta.json").is_file():
         return load_entry(entry, vocab_size, num_classes)
     try:
@@ -225,5 +204,4 @@ def build_or_load(
 
 
 def remove_entry(entry: Path) -> None:
-    """Delete a cache entry (``prepare --force``)."""
     shutil.rmtree(entry, ignore_errors=True)

@@ -1,40 +1,10 @@
 """``python -m lra.data download TASK``: fetch a task's official archive, verify, extract, prepare.
 
-One command replaces "find the URL, download 7.7 GB, extract into the right folder, run prepare":
-
-  * ``ARCHIVES`` (below) is the table of archives: URL, published size and checksums, and the
-    folders each one provides under the data dir (the layout docs/data.md documents). Which archive
-    serves which task: ``TASK_ARCHIVE`` (listops and matching: the LRA release; text: IMDB;
-    image: CIFAR-10, python version).
-  * Download into ``<data_dir>/downloads/<file>.part``, resumed with an HTTP Range request when a
-    ``.part`` is there (a server that ignores Range answers 200: the part is discarded and the
-    download restarts from byte 0). A progress bar on a terminal (tqdm: bytes, rate, ETA), plain
-    lines otherwise (logs, CI).
-  * Verified before extraction: the published size and checksums where they are published; the
-    LRA release has none, so its size is checked against the server's Content-Length and its
-    integrity by the gzip trailer (CRC-32 and length of the whole stream) while it is extracted.
-    A file that fails is moved to ``<file>.corrupt`` (so the next run downloads it afresh).
-  * Extracted member by member into a temporary folder inside the data dir, then each provided
-    folder is renamed into place: nothing half-extracted is ever at a final path. Members with an
-    absolute path or ``..`` refuse the whole archive; only files and folders are written (no
-    links, devices or permissions from the archive). Of the LRA release only ``listops-1000`` and
-    ``tsv_data`` are extracted for listops and matching; pathfinder and pathx extract
-    ``pathfinder32`` and ``pathfinder128`` (most of its 7.7 GB) from the same file, downloaded
-    again unless an earlier ``--keep_archive`` left it in ``<data_dir>/downloads/``.
-  * Then ``prepare`` runs for the task (lra/data/prepare.py's ``main``), unless ``--no_prepare``.
-
-Mirrors and tests: ``--url URL`` replaces one archive's URL; ``$LRA_DOWNLOAD_BASE`` replaces the
-folder of every URL (``$LRA_DOWNLOAD_BASE/<file name>``). The published size and checksums still
-apply: a mirror must serve the same bytes.
-
-The steps live in modules of their own, one concern each: ``archives`` (the table, the URL, the
-error), ``http_fetch`` (the transfer: pooch's HTTPDownloader, with the resume pooch lacks),
-``byte_progress`` (bytes shown to people), ``archive_verify`` (checksums by pooch, quarantine),
-``tar_extract`` (sanitised extraction into place), ``stale_extractions`` (folders a killed run
-left). Each says in its docstring what pooch does not do that it does. This module is the command
-over them (``prepare.main`` runs prepare after it); the names other code and tests import from here
-are re-exported.
-"""
+Archives, mirrors and layout: docs/data.md. Steps: ``archives`` (the table), ``http_fetch`` (into
+``<data_dir>/downloads/<file>.part``, resumed), ``archive_verify`` (the LRA release publishes no checksum: the
+server's length and the gzip trailer are checked), ``tar_extract``, ``stale_extractions``; each says what pooch does
+not do. The LRA release serves listops/matching (``listops-1000``, ``tsv_data``) and pathfinder/pathx
+(``pathfinder32``, ``pathfinder128``), downloaded again unless ``--keep_archive`` kept it. Re-exports its steps."""
 
 from __future__ import annotations
 
@@ -174,8 +144,7 @@ def add_parser(sub: argparse._SubParsersAction, tasks: Sequence[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``download`` command's download part: 0 done, 2 a download/data error (one ``error:`` line);
-    ``prepare.main`` runs prepare after it (so that prepare imports this module, not the reverse)."""
+    """The ``download`` command's download part: 0 done, 2 an error; ``prepare.main`` runs prepare after it."""
     tasks = list(TASK_ARCHIVE) if args.task == "all" else [args.task]
     try:
         if args.url and len(tasks) > 1:

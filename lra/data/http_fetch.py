@@ -1,13 +1,9 @@
-"""The HTTP transfer of ``python -m lra.data download``: one file into ``<file>.part``, resumed with a
-Range request when a part is there, renamed into place when complete (lra/data/download.py).
+"""The HTTP transfer of ``python -m lra.data download``: ``<file>.part``, resumed by Range request, then renamed.
 
-pooch's ``HTTPDownloader`` (requests) streams the body; what pooch lacks is kept here: ``pooch.retrieve``
-deletes its temporary file on any failure, so a cut 7.7 GB download would start again from byte 0, and
-its downloader never looks at the status or the length. So the part is ours, and the server's answer is
-checked (a requests response hook) before a byte is written: 206 at the part's length appends, 200
-starts over, 416 means the part is the whole file, and the published size must equal the announced
-length; the free space is checked, and every failure is one error naming the URL and the fix.
-"""
+Not ``pooch.retrieve``: it deletes its temporary file on any failure (a cut 7.7 GB download restarts from 0) and
+never checks status or length. pooch's ``HTTPDownloader`` streams into our part after a response hook checked the
+answer: 206 at the part's length appends, 200 starts over, 416 means the part is whole; the announced length must
+equal the published size and fit the disk."""
 
 from __future__ import annotations
 
@@ -56,8 +52,7 @@ def _reason(e: BaseException) -> str:
 
 
 class _Part:
-    """What pooch writes into: ``<file>.part``, opened once the response hook accepted the answer
-    (appended to on a 206, written afresh on a 200), each chunk counted on the progress bar."""
+    """What pooch writes into: ``<file>.part``, opened (append on 206, afresh on 200) once the hook accepts."""
 
     def __init__(self, url: str, dest: Path, offset: int, size: int | None):
         self.url, self.dest, self.offset, self.size = url, dest, offset, size
@@ -97,8 +92,8 @@ class _Part:
         if self.expected is not None and shutil.disk_usage(self.dest.parent).free < self.expected - self.offset:
             response.close()
             raise disk_full(self.path, self.expected - self.offset)
-        # A body cut short ends the stream instead of raising: urllib3 would drop the bytes it buffered, and
-        # every byte received belongs in the part (the length is checked after the transfer).
+        # A body cut short ends the stream instead of raising (urllib3 would drop its buffered bytes, which
+        # belong in the part); the length is checked after the transfer.
         response.raw.enforce_content_length = False
         self.file = open(self.path, "ab" if self.offset else "wb")  # noqa: SIM115 (closed by close())
         self.bar = Progress(f"downloading {self.dest.name}", self.expected, self.offset)
@@ -120,8 +115,7 @@ class _Part:
 
 
 def fetch(url: str, dest: Path, size: int | None, timeout: float = 60.0) -> int | None:
-    """Download ``url`` to ``dest`` through ``dest.part`` (resumed if present); returns the total
-    length the server announced (None if it did not). An incomplete ``.part`` is kept for resume."""
+    """Download ``url`` to ``dest`` via ``dest.part`` (resumed, kept if cut); returns the announced length."""
     part = dest.with_name(dest.name + ".part")
     offset = part.stat().st_size if part.exists() else 0
     if size is not None and offset > size:  # longer than the file: not a prefix of it

@@ -1,35 +1,13 @@
-"""CIFAR-10 as a sequence of 1024 grayscale pixels (LRA "Image").
+"""CIFAR-10 as a sequence of 1024 grayscale pixels (LRA "Image"); conventions: docs/data.md.
 
-Grayscale (``config.data.grayscale``):
-  * ``lra`` (default): what LRA ran, ``tf.image.rgb_to_grayscale`` on uint8 images:
-    ``L = trunc(255.5 * (0.2989 R' + 0.5870 G' + 0.1140 B'))`` with ``X' = X * (1/255)``, all in
-    float32 (truncation after scaling by 255.5, i.e. roughly round-half-up of the 0..255 luma).
-    Summed in channel order; TensorFlow's own kernel may differ by one level on the rare pixel
-    whose value lands within float32 rounding of an integer.
-  * ``pil``: ITU-R 601-2 luma with PIL's ``convert("L")`` integer rounding:
-    ``L = (19595 R + 38470 G + 7471 B + 32768) >> 16`` (weights 0.299/0.587/0.114 in 16-bit fixed
-    point, rounded half up).
-
-Tokens: pixel value v (0..255) becomes ``v + 1``, so vocabulary 257 with padding 0. A black pixel
-is a real token here. LRA's models derived the padding mask from ``inputs > 0``, so they silently
-masked black pixels as padding; we don't.
-
-Splits: the 50k training images are split as LRA did (``tfds train[:90%]`` / ``train[90%:]``):
-the last ``config.data.val_fraction`` (10%: 5k) of the training set in source order is the
-validation set, the first 45k train; the 10k test images are the test set. With the TFDS source
-this is exactly LRA's split; with the original files, source order is data_batch_1..5, so the
-validation images are the second half of data_batch_5 (TFDS shuffles its records, so the 5k
-images differ between sources, not the rule).
-
-``config.data.image_downsample`` (default 1 = LRA) averages d x d pixel blocks (rounded half up)
-for a (32/d)^2-token sequence: 4 gives 64 tokens for smoke tests, 2 gives 256 for CPU runs.
-
-Sources under the data dir (``config.data.format``: ``auto`` tries them in this order):
-  * ``original``: ``cifar-10-batches-py/`` (the python pickles, read with an unpickler that only
-    accepts numpy arrays) or ``cifar-10-batches-bin/`` (the binary version);
-  * ``tfds``: a prepared ``tensorflow_datasets/cifar10/<version>/`` folder (PNG images in TFRecord
-    shards, decoded with Pillow).
-"""
+Grayscale ``lra`` (default), LRA's ``tf.image.rgb_to_grayscale`` on uint8, in float32 summed in channel order:
+``L = trunc(255.5 * (0.2989 R' + 0.5870 G' + 0.1140 B'))``, ``X' = X * (1/255)`` (TensorFlow's kernel may differ
+by one level within float32 rounding of an integer); ``pil``: ``L = (19595 R + 38470 G + 7471 B + 32768) >> 16``.
+Tokens: pixel + 1. Validation: the last ``val_fraction`` of train in source order (LRA's ``train[90%:]``): LRA's own
+images from TFDS, the second half of data_batch_5 from the original files (TFDS shuffles). ``image_downsample`` d
+averages d x d blocks (rounded half up). Sources (``format``; ``auto`` in order): ``original``,
+``cifar-10-batches-{py,bin}/`` (pickles unpickled accepting numpy arrays only); ``tfds``,
+``tensorflow_datasets/cifar10/<version>/`` (PNGs in TFRecord shards, decoded with Pillow)."""
 
 from __future__ import annotations
 
@@ -216,7 +194,6 @@ def _read_split(source: dict[str, Any], split: str, fix: str) -> tuple[np.ndarra
 
 
 def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None = None) -> Path:
-    """The cache folder for this config's source and grayscale conversion."""
     source = source or locate(config)
     key = {
         "source": source["kind"],

@@ -1,44 +1,18 @@
 """ListOps (LRA): nested MIN/MAX/MED/SM expressions over digits; the label is the value (10 classes).
 
-Data come from the LRA release (``<data_dir>/lra_release/listops-1000/basic_{train,val,test}.tsv``)
-or from a local seeded generator that follows the LRA generator's algorithm
-(``lra_benchmarks/data/listops.py``) and writes the same TSV format, cached under
-``<data_dir>/listops_generated/<limits, counts, seed>/``. Both go through one reader, whose token
-arrays are cached (``lra.data.cache``: keyed by the split files' path, size and mtime and by
-``max_len``; memory-mapped at load), so only the first load parses the TSVs.
-
-The generator (LRA's algorithm, same distribution of kept trees):
-  * the root has depth 1; a node at depth < 10 is an operator with probability 0.25, else a
-    digit 0-9; at depth 10 always a digit. An operator (``[MIN``, ``[MAX``, ``[MED``, ``[SM``)
-    has ``randint(2, 10)`` arguments and is closed by ``]``.
-  * length = digits + operators + closing brackets; a tree is kept iff
-    ``min_len < length < max_len`` (LRA: 500 < length < 2000). Examples are unique as strings;
-    train, validation and test are consecutive slices of one stream of unique examples, so no
-    example is in two splits.
-  * values: MIN, MAX; MED = ``int(np.median(args))`` (LRA's convention: the mean of the two
-    middle values for an even count, truncated); SM = sum mod 10.
-
-Decisions, where this differs from LRA's code:
-  * Speed (the full 96k/2k/2k set: ~1 CPU minute to generate, ~8 s to parse into the cache once,
-    then milliseconds to load, memory-mapped): the tree is
-    generated as its token sequence with an explicit stack (no recursion, no tuple trees), a
-    tree is abandoned as soon as it reaches ``max_len`` tokens (rejection of independent trees,
-    so the kept trees have the same distribution), and each node uses one uniform draw:
-    conditioned on the branch taken, the rescaled draw is again uniform, and its leading
-    mixed-radix digits give the number of arguments and the operator. The labels are computed
-    while the tree is built. Seeded with ``random.Random(generator_seed)``: deterministic.
-  * Tokens: parentheses are dropped (they only mirror LRA's binary tuple nesting) and ``]`` is a
-    token of its own, which makes the expression unambiguous. This matches LRA's current input
-    pipeline, which keeps ``]`` (renamed ``X`` before its tokenizer, which drops
-    non-alphanumeric tokens); only its pre-2021 pipeline tokenized the raw ``]`` away, so those
-    models never saw where an operator's arguments end.
-  * An example longer than ``config.data.max_len`` is an error, not silently truncated.
-  * No CLS token is added: with ``config.model.pooling == "cls"`` the model prepends its own.
-
-The parts, one module each: ``listops_format`` (tokens, vocabulary, file names), ``listops_gen``
-(the generator), ``listops_store`` (generated sets on disk, checked), ``listops_reader`` (TSV to
-token arrays). This module is the task loader over them; the names other code and tests import
-from here are re-exported.
+Data: the LRA release's ``lra_release/listops-1000/basic_{train,val,test}.tsv`` or a seeded generator writing that
+format under ``listops_generated/`` (docs/data.md); one reader, tokens cached. The generator is LRA's
+``lra_benchmarks/data/listops.py`` (same distribution of kept trees): the root has depth 1; below depth 10 a node is
+an operator with probability 0.25 (``randint(2, 10)`` arguments, closed by ``]``), else a digit. A tree is kept iff
+``min_len < length < max_len`` (digits, operators and brackets; LRA: 500, 2000); examples are unique strings, the
+splits consecutive slices of one stream. MED is ``int(np.median(args))`` (even count: the middle two's mean,
+truncated); SM is the sum mod 10. Where this differs from LRA's code:
+  * Speed (96k/2k/2k: ~1 CPU minute, ~8 s to parse once): trees are sampled as token sequences with a stack and
+    abandoned at ``max_len`` (rejecting independent trees keeps the distribution); one uniform draw per node, its
+    rescaled mixed-radix digits picking argument count and operator; labels computed on the way; seeded.
+  * Parentheses (they only mirror LRA's binary tuple nesting) are dropped and ``]`` is a token, keeping the
+    expression unambiguous (as LRA's current pipeline, which keeps it as ``X``; its pre-2021 one dropped it).
+  * An example longer than ``config.data.max_len`` is an error, not truncated; no CLS token (the model adds its own).
 """
 
 from __future__ import annotations
@@ -106,11 +80,7 @@ __all__ = [
 
 
 def _release_present(folder: Path, fix: str) -> bool:
-    """Whether the release's split files are all in ``folder``: False when none is.
-
-    A partial release (some split files but not all) is an error, not "absent": falling back to
-    a generated set would silently train on different data than the user put there.
-    """
+    """Whether all the release's split files are in ``folder``; a partial release is an error, never a fallback."""
     missing = [folder / f for f in SPLIT_FILES.values() if not (folder / f).is_file()]
     if missing and len(missing) < len(SPLIT_FILES):
         raise DataError(
@@ -120,21 +90,12 @@ def _release_present(folder: Path, fix: str) -> bool:
     return not missing
 
 
-# ---------------------------------------------------------------------------------------------
-# Task loader
-
-
 def release_dir(root: Path) -> Path:
     return root / RELEASE_SUBDIR
 
 
 def _source(config: ml_collections.ConfigDict) -> tuple[str, Path]:
-    """("release" | "generated", folder of the three split files) for ``config.data``.
-
-    auto: the release files if present and ``max_len`` holds their trees (< 2000 tokens), else a
-    generated set with the config's limits and counts (which the release ignores). A release
-    folder with some split files but not all is an error under auto too, never a fallback.
-    """
+    """("release" | "generated", folder); auto: the release if present and ``max_len`` holds its trees."""
     d = config.data
     root = data_dir(config.data_dir)
     max_len = int(d.max_len)
@@ -158,8 +119,7 @@ def _source(config: ml_collections.ConfigDict) -> tuple[str, Path]:
 
 
 def cache_entry(config: ml_collections.ConfigDict, source: tuple[str, Path] | None = None) -> Path:
-    """The cache folder of the token arrays: keyed by the split files' (path, size, mtime) and
-    ``max_len``, so an edited, replaced or regenerated file, or another max_len, builds a new one."""
+    """The token cache folder, keyed by the split files' (path, size, mtime) and ``max_len``."""
     kind, folder = source or _source(config)
     files = [folder / f for f in SPLIT_FILES.values()]
     key = {
@@ -172,8 +132,7 @@ def cache_entry(config: ml_collections.ConfigDict, source: tuple[str, Path] | No
 
 
 def _build(kind: str, folder: Path, max_len: int, counts: Sequence[int] = ()) -> Callable[[cache.Writer], dict]:
-    """The cache builder: checks a generated set against ``counts`` (:func:`check_generated`), then
-    tokenises the three files."""
+    """The cache builder: checks a generated set (:func:`check_generated`), then tokenises the three files."""
 
     def build(writer: cache.Writer) -> dict:
         if kind == "generated":
@@ -191,11 +150,7 @@ def _build(kind: str, folder: Path, max_len: int, counts: Sequence[int] = ()) ->
 
 
 def load(config: ml_collections.ConfigDict) -> TaskData:
-    """ListOps as ``config.data`` describes: ``source`` auto | release | generated (see ``_source``).
-
-    The TSVs are parsed once into a cache entry (``lra.data.cache``) that later loads memory-map:
-    the paper-scale set reloads in about a second instead of re-parsing 630 MB of text.
-    """
+    """ListOps as ``config.data`` describes; the TSVs are parsed once into the cache that later loads memory-map."""
     max_len = int(config.data.max_len)
     kind, folder = _source(config)
     say(f"{kind} data from {folder}")

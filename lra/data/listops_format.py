@@ -1,6 +1,4 @@
-"""The ListOps format every part shares: the tokens and their fixed ids, the 10 label classes,
-LRA's generator constants, the split files' names and header, and the folders under the data dir
-(lra/data/listops.py describes the task)."""
+"""The ListOps format every part shares: token ids, classes, LRA's generator constants, file names, folders."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The ListOps generator: LRA's algorithm (trees sampled as token sequences with an explicit stack,
-one uniform draw per node), labels computed while a tree is built, LRA's string form, and the
-endless stream of unique examples (lra/data/listops.py gives the decisions and why)."""
+"""The ListOps generator: LRA's algorithm and string form, an endless stream of unique examples (see listops.py)."""
 
 from __future__ import annotations
 
@@ -25,9 +23,8 @@ def apply_operator(op: int, args: Sequence[int]) -> int:
     return sum(args) % 10
 
 
-# A tree is a list of codes, one per token, that also carry what LRA's string needs: digit d -> d;
-# an operator with k arguments -> _op_code(op, k) (k + 1 opening parentheses); its "]" ->
-# _END_CODE for the root, _END_ARG_CODE for an operator that is an argument (one more ")").
+# A tree is a list of codes, one per token, carrying what LRA's string needs: digit d -> d; an operator with k
+# arguments -> _op_code(op, k) (k + 1 "("); its "]" -> _END_CODE (root) or _END_ARG_CODE (an argument: one more ")").
 _END_CODE = -1
 _END_ARG_CODE = -2
 
@@ -39,10 +36,7 @@ def _op_code(op: int, num_args: int) -> int:
 def sample_tree(
     rand: Callable[[], float], max_len: int, max_depth: int = MAX_DEPTH, max_args: int = MAX_ARGS
 ) -> tuple[list[int], int] | None:
-    """One tree as (codes, value), or None once it reaches ``max_len`` tokens (abandoned).
-
-    A tree that ends exactly at its ``max_len``-th token is still returned: callers check length.
-    """
+    """One tree as (codes, value), or None once it reaches ``max_len`` tokens (callers check length)."""
     codes: list[int] = []
     append = codes.append
     open_ops: list[list[int]] = []  # [arguments still to come, operator, start in values]
@@ -83,12 +77,8 @@ def sample_tree(
 
 
 def _pieces(max_args: int) -> dict[int, str]:
-    """Code -> its text in LRA's ``to_string`` form.
-
-    LRA nests an operator with arguments a1..ak as ((...((op, a1), a2)..., ak), "]"), and writes
-    a pair (x, y) as "( x y )": so k + 1 "(" before the operator, a ")" after each argument (a
-    nested operator's after its own "] )") and after the "]".
-    """
+    """Code -> its text in LRA's ``to_string``: ((...((op, a1), a2)..., ak), "]"), a pair written "( x y )", so
+    k + 1 "(" before the operator and a ")" after each argument (a nested operator's after its "] )") and "]"."""
     pieces = {d: f"{d} )" for d in range(10)}
     pieces[_END_CODE] = f"{END} )"
     pieces[_END_ARG_CODE] = f"{END} ) )"

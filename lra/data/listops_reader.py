@@ -1,6 +1,4 @@
-"""The ListOps reader: a split's TSV parsed chunk by chunk with numpy into padded token arrays
-(about 8 s for the 600 MB paper-scale training file), every problem named by file, line and split
-(lra/data/listops.py)."""
+"""The ListOps reader: TSV to padded token arrays, parsed with numpy (~8 s for 600 MB); errors name file and line."""
 
 from __future__ import annotations
 
@@ -12,14 +10,9 @@ import numpy as np
 from lra.data.listops_format import END, HEADER, NUM_CLASSES, OPERATORS, VOCAB
 from lra.data.types import DataError, Split
 
-# ---------------------------------------------------------------------------------------------
-# Reader
-#
-# A full training file is ~600 MB (~10^8 tokens): a Python loop per token would take minutes, so
-# each chunk of lines is parsed with numpy. Parentheses are deleted (bytes.translate); then every
-# word must be one byte (a digit or "]") or an operator, whose "[" is checked against the four
-# operator spellings and whose letters are blanked out. On a problem, the offending line is
-# re-parsed word by word (``tokenize``) to say exactly what is wrong.
+# ~10^8 tokens: a Python loop per token would take minutes. Parentheses are deleted; then every word must be one
+# byte (a digit or "]") or an operator, whose "[" is checked against the four spellings and whose letters are
+# blanked. On a problem, the line is re-parsed word by word (``tokenize``) to say exactly what is wrong.
 
 _BYTE_ID = np.full(256, -1, np.int8)  # one-byte words -> token id (-1: not a token)
 for _d in range(10):
@@ -51,8 +44,6 @@ def _zeros(field: str, shape: tuple, dtype: type) -> np.ndarray:
 
 
 class _Where:
-    """Names the file, line and split of a problem."""
-
     def __init__(self, path: Path, split: str):
         self.path, self.split = path, split
 
@@ -168,13 +159,8 @@ def _check_structure(ids: np.ndarray, lengths: np.ndarray, first_line: int, wher
 
 
 def read_split(path: Path, split: str, max_len: int, alloc: Allocator | None = None) -> Split:
-    """Read one TSV (``Source<TAB>Target`` header, LRA's parenthesised trees) into a padded Split.
-
-    A file with no example after its header is a DataError (a truncated download or copy would
-    otherwise train, select or report on nothing; configs cannot ask for an empty split).
-    ``alloc(field, shape, dtype)`` gives zero-filled arrays to fill (default: in memory); the cache
-    passes memory-mapped files, so a 96k x 2000 split is written once, never held twice.
-    """
+    """One TSV (``Source<TAB>Target`` header) into a padded Split (no example: a DataError);
+    ``alloc(field, shape, dtype)`` gives zero-filled arrays (the cache's are memory-mapped files)."""
     alloc = alloc or _zeros
     where = _Where(path, split)
     raw = path.read_bytes()

@@ -1,8 +1,5 @@
-"""Generated ListOps sets on disk: each set in a cache folder named for everything that determines
-it, written into a temporary folder renamed when complete (an interrupted run never leaves a
-folder that looks complete), with a manifest of each file's rows and SHA-256 that is checked
-before the set is tokenised; temporaries of killed generations are removed, and a set that
-cannot fit the disk is refused before anything is generated (lra/data/listops.py)."""
+"""Generated ListOps sets on disk: a folder named for everything that determines the set, written through a
+temporary folder (the first rename wins), with a manifest of rows and SHA-256 checked before tokenising."""
 
 from __future__ import annotations
 
@@ -33,7 +30,6 @@ def generated_dir(root: Path, min_len: int, max_len: int, counts: Sequence[int],
 
 
 def say(message: str) -> None:
-    """One ListOps line on stderr (generation progress, which data a load reads)."""
     print(f"ListOps: {message}", file=sys.stderr, flush=True)
 
 
@@ -60,8 +56,7 @@ MANIFEST = "manifest.json"  # of a generated set: each file's rows and SHA-256, 
 
 
 def _scan(path: Path, digest: bool) -> tuple[int, str | None]:
-    """(rows after the header, SHA-256 if ``digest``) of a TSV, in one chunked pass (~0.4 s for
-    the 600 MB paper-scale training file; only when the file is tokenised)."""
+    """(rows after the header, SHA-256 if ``digest``) of a TSV in one chunked pass (~0.4 s for 600 MB)."""
     lines, last, h = 0, b"\n", hashlib.sha256() if digest else None
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
@@ -74,9 +69,7 @@ def _scan(path: Path, digest: bool) -> tuple[int, str | None]:
 
 
 def check_generated(folder: Path, counts: Sequence[int]) -> None:
-    """Refuse a generated set whose files are not what its generation wrote: the rows its name
-    promises (``counts``) and, when the set has one (sets generated since issue 26), the rows and
-    SHA-256 of its manifest. A file cut short or edited would otherwise train silently."""
+    """Refuse files whose rows differ from ``counts`` or, where there is a manifest, whose SHA-256 does."""
     manifest_path = folder / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
@@ -125,8 +118,7 @@ def _write_set(folder: Path, min_len: int, max_len: int, counts: Sequence[int], 
 
 
 def _check_disk(root: Path, max_len: int, counts: Sequence[int]) -> None:
-    """A set whose token cache alone (every example padded to ``max_len``, int16) exceeds the data
-    folder's free disk is refused before anything is generated (a billion examples: issue 38 TR4)."""
+    """Refuse, before generating, a set whose token cache alone (padded to ``max_len``, int16) exceeds the free disk."""
     need = sum(counts) * max_len * np.dtype(np.int16).itemsize
     existing = next(p for p in (root, *root.parents) if p.exists())
     free = shutil.disk_usage(existing).free
@@ -140,12 +132,6 @@ def _check_disk(root: Path, max_len: int, counts: Sequence[int]) -> None:
 
 
 def ensure_generated(root: Path, min_len: int, max_len: int, counts: Sequence[int], seed: int) -> Path:
-    """Generate the set into its cache folder unless it is there; returns the folder.
-
-    Files are written into a temporary folder that is renamed when complete, so an interrupted
-    run never leaves a folder that looks complete; concurrent runs each write their own and the
-    first rename wins.
-    """
     if not 0 <= min_len < max_len - 1:
         raise InputError(
             f"config.data.min_len={min_len} and config.data.max_len={max_len}: need "

@@ -1,22 +1,10 @@
-"""AAN citation matching at byte level (LRA "Retrieval", the papers' "Matching").
+"""AAN citation matching at byte level (LRA "Retrieval", the papers' "Matching"): label 1 when one cites the other.
 
-Two documents per example; label 1 when one cites the other. Files of the LRA release
-(``lra_release.gz``), extracted under the data dir as ``lra_release/tsv_data/`` (an extra
-``lra_release/lra_release/tsv_data/`` level, as some extractions produce, is accepted too):
-``new_aan_pairs.{train,eval,test}.tsv`` for train / validation / test.
-
-File format, as LRA reads it (``make_csv_dataset(header=False, field_delim='\\t',
-use_quote_delim=False)``): no header; every line is ``label \\t id1 \\t id2 \\t text1 \\t text2``;
-quotes are ordinary characters; the label is a number (``0``, ``1``, ``0.0``, ``1.0``). A line with
-another field count or label is a DataError naming the file and line.
-
-The text fields are stored as Python bytes literals (``b'...'`` with backslash escapes). LRA
-byte-encoded the field as it stands, literal prefix, quotes and escapes included, so we do too by
-default; ``config.data.aan_unescape=True`` evaluates the literal first (the paper's bytes).
-
-Each document becomes ``byte + 1`` tokens (vocabulary 257, padding 0), truncated to
-``config.data.max_len`` bytes (4000 in Table 2): inputs N x 2 x max_len, lengths N x 2.
-"""
+The release's ``lra_release/tsv_data/new_aan_pairs.{train,eval,test}.tsv`` (an extra ``lra_release/`` level is
+accepted), read as LRA does (``make_csv_dataset(header=False, field_delim='\\t', use_quote_delim=False)``): no
+header, lines ``label \\t id1 \\t id2 \\t text1 \\t text2``, quotes ordinary, label ``0``/``1``/``0.0``/``1.0``.
+Texts are bytes literals (``b'...'``) that LRA byte-encoded as they stand, and so do we unless ``aan_unescape``.
+Tokens: byte + 1, ``max_len`` per document (4000 in Table 2): inputs N x 2 x max_len, lengths N x 2."""
 
 from __future__ import annotations
 
@@ -118,7 +106,6 @@ def _fill(
 
 
 def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None = None) -> Path:
-    """The cache folder for this config's source and tokenisation settings."""
     source = source or locate(config)
     key = {
         "source": source["kind"],

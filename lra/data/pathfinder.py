@@ -1,50 +1,16 @@
 """Pathfinder (LRA "Pathfinder", 32 x 32 = 1,024 pixels) and Path-X (128 x 128 = 16,384 pixels).
 
-Is there a path between the two markers? Binary labels (1: the markers are on one path). The
-images are read in the LRA release's layout, ``<data_dir>/lra_release/pathfinder<side>/<setting>/``
-with ``metadata/<batch>.npy`` and ``imgs/<batch>/sample_<i>.png`` (``pathfinder32`` for
-``pathfinder``, ``pathfinder128`` for ``pathx``; ``python -m lra.data download pathfinder`` fetches
-them), or generated locally when that folder is absent (``config.data.source``: ``auto`` = the
-release if present, else generated; ``release``; ``generated``) by :mod:`lra.data.pathfinder_gen`,
-into ``<data_dir>/pathfinder_generated/v<version>-seed<seed>-n<images>/pathfinder<side>/<setting>/``
-in the same layout, and read by the same reader.
+Task, settings, layout and tokens (pixel + 1: black pixels are not masked as by LRA's ``inputs > 0``): docs/data.md.
+Read from the release's ``lra_release/pathfinder<side>/<setting>/`` or from images generated in its layout
+(:mod:`lra.data.pathfinder_gen`, the only 16 x 16 source) under ``pathfinder_generated/<generator key>/``.
+Metadata, as LRA's ``lra_benchmarks/data/pathfinder.py`` reads it: despite ``.npy``, text, one image a line,
+space-separated: folder (``imgs/<batch>``), file name, index, label, generator parameters (only fields 1, 2, 4
+used); a real numpy array (the public generator's ``save_metadata``) is read too. Files in numeric batch order.
 
-Settings (``config.data``):
-  * ``pathfinder_resolution``: image side, 32 (pathfinder) or 128 (pathx); 16 for the smoke and
-    cpu presets (generated only: the release has no 16 x 16 images).
-  * ``pathfinder_setting``: ``curv_baseline`` (contours of 6 paddles), ``curv_contour_length_9``,
-    ``curv_contour_length_14`` (default: the setting LRA reports, its TFDS split "hard").
-  * ``pathfinder_images``: how many images to generate (default 200,000: one release setting);
-    the release is read whole.
-
-Metadata (LRA's reader, ``lra_benchmarks/data/pathfinder.py``): despite the ``.npy`` suffix each
-file is text, one image per line, fields separated by spaces: the image's folder
-(``imgs/<batch>``), its file name, its index, the label, then the generator's parameters. Only the
-first, second and fourth fields are used. A file that really is a numpy array (``np.save`` of the
-rows, as the public generator's ``save_metadata`` writes) is read as well. Files are taken in
-batch order (numeric file names), rows in file order.
-
-Split (LRA's input pipeline: ``easy[:80%]``, ``[80%:90%]``, ``[90%:]`` of one setting): the first
-80% of the rows train, the next 10% validate, the last 10% test, boundaries rounded to the
-nearest row. LRA's TFDS builder orders examples by a hash of their key, so its three sets are
-random subsets; here they are contiguous in batch order. The batches are independent draws of one
-generator, so the rule is the same in distribution, not the same images. As in LRA, empty image
-files (the release has at least one, ``pathfinder32/curv_baseline/imgs/0/sample_172.png``) are
-left out after splitting; how many is logged.
-
-Tokens: pixel value v (0..255) becomes ``v + 1`` (vocabulary 257, padding 0), as for the image
-task: LRA fed the raw values 0..255 as tokens and derived its padding mask from ``inputs > 0``, so
-its models masked every black pixel, most of a Pathfinder image; here every pixel is a real token.
-Normalised pixel values instead of tokens would be ``config.model.embedding = "linear"`` (the
-image task's ``(v / 255 - pixel_mean) / pixel_std`` embedding, which reads these tokens as they
-are); lra/validation.py allows that embedding for the image task only, so for now these tasks use
-the token table.
-
-Cache: tokens are written once per (source, fingerprint, max_len) into ``lra/data/cache.py``'s
-memory-mapped arrays, already split and padded, so a run reads only the rows it batches (Path-X's
-160,000 x 16,384 training tokens are 5.2 GB on disk, not in memory). A missing or unreadable file
-is a DataError naming it (a metadata line: file and line number).
-"""
+Split: LRA's ``[:80%]``, ``[80%:90%]``, ``[90%:]`` of one setting, as contiguous rows (bounds rounded); LRA's TFDS
+orders by a key hash, so this is its rule in distribution (batches are independent draws), not its images. Empty
+image files (the release has ``pathfinder32/curv_baseline/imgs/0/sample_172.png``) are left out after splitting,
+as in LRA. Cached memory-mapped (Path-X's training tokens: 5.2 GB on disk, not in memory)."""
 
 from __future__ import annotations
 
@@ -145,8 +111,7 @@ def locate(config: ml_collections.ConfigDict) -> dict[str, Any]:
 
 
 def _fingerprint(source: dict[str, Any]) -> Any:
-    """Release: the metadata files and image folders (size, mtime); generated: the generator's key
-    (the same key makes the same images, so the cache outlives the PNGs)."""
+    """Release: metadata and image folders (size, mtime); generated: the generator's key (outlives PNGs)."""
     if source["kind"] == "generated":
         return [pathfinder_gen.GENERATOR_VERSION, source["seed"], source["images"], source["side"], source["setting"]]
     folder = source["folder"]
@@ -156,7 +121,6 @@ def _fingerprint(source: dict[str, Any]) -> Any:
 
 
 def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None = None) -> Path:
-    """The cache folder for this config's images and max_len."""
     source = source or locate(config)
     key = {
         "source": source["kind"],
@@ -166,9 +130,6 @@ def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None
         "reader": READER_VERSION,
     }
     return cache.entry_path(config, config.task, key)
-
-
-# ----------------------------------------------------------------------------------------- reading
 
 
 def _batch_order(path: Path) -> tuple[int, int | str]:
@@ -228,7 +189,6 @@ def read_metadata(folder: Path, fix: str) -> list[tuple[Path, int]]:
 
 
 def read_png(path: Path, side: int, fix: str) -> np.ndarray:
-    """The 8-bit grayscale pixels (side x side) of one image."""
     from PIL import Image  # Pillow: a core dependency, imported where images are read
 
     try:
@@ -309,7 +269,6 @@ def _build(source: dict[str, Any], max_len: int, fix: str):
 
 
 def load(config: ml_collections.ConfigDict) -> TaskData:
-    """The task ``config.task`` (pathfinder or pathx) as three splits of pixel tokens."""
     side, setting, _ = options(config)
     max_len = int(config.data.max_len)
     if max_len < side * side:

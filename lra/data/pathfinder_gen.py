@@ -1,101 +1,35 @@
 """Pathfinder images, generated locally and seeded, written in the LRA release's layout.
 
-One thing, over 400 lines: one generator (geometry tables, path growth, drawing, the seeded
-batches it writes), kept whole.
-
-The task (Linsley, Kim, Veerabadran, Windolf, Serre, *Learning long-range spatial dependencies
-with horizontal gated recurrent units*, arXiv:1805.08315; LRA's Pathfinder and Path-X: Tay et al.,
-*Long Range Arena: A Benchmark for Efficient Transformers*, arXiv:2011.04006, Section 3.5): an
-image holds two circular markers and paths made of short dashes ("paddles"); the label says
-whether the markers sit on the two ends of one path (1) or on two different paths (0).
-
-The algorithm follows the public generator (github.com/drewlinsley/pathfinder, ``snakes2.py``
-and ``snakes.py``; the LRA builder ``lra_benchmarks/data/pathfinder.py`` lists its settings per
-resolution). This module is an independent implementation of the same construction:
-
-  * Two target paths of ``contour_length`` paddles. The first starts at a random point near the
-    centre (at least ``seed_margin`` pixels from every border: the original's ``2 * seed_distance``),
-    the second ``seed_distance`` pixels away from it in a random direction, both with a uniformly
-    random direction. They grow one paddle at a time, alternately.
-  * A paddle is a straight segment of ``paddle_length`` pixels and width ``thickness``. After a
-    paddle with direction u ends at b, the path pivots at ``p = b + gap/2 * u`` and the next paddle
-    with direction u' starts at ``p + gap/2 * u'``: consecutive paddles are separated by at most
-    ``gap`` pixels. The turn u -> u' is drawn from the original's continuity weights,
-    ``cos(min(|turn| * continuity, pi/2))^2``, among the turns whose paddle fits (bounded
-    curvature: no turn of 90 / continuity degrees or more).
-  * Distractors: ``distractor_budget // (contour_length // 3)`` paths of ``contour_length // 3``
-    paddles each (the original's ``num_distractor_snakes = budget / distractor_length``), placed
-    at random free positions after the targets; a distractor that finds no room after 4 tries is
-    left out, as the original allows (``allow_incomplete``).
-  * Markers: discs of ``marker_radius`` at the start of one target path (chosen at random) and at
-    the end of the same path (label 1) or of the other one (label 0). Both labels therefore show
-    two full-length target paths, one marker near the centre and one at a path end. Because the
-    other path starts ``seed_distance`` away, the marker distance remains a weak cue, as in the
-    original's construction (on 1,000 images per setting, the AUC of the distance for the label
-    is 0.41 / 0.45 / 0.58 at 32 x 32 with 6 / 9 / 14 paddles, 0.38 at 16 x 16; 0.5 is none).
-
-Where this implementation chooses (and why):
-
-  * Separation is exact and checkable. Pixels are "marked" when a paddle or marker covers any of
-    their ``antialias``^2 sub-samples. Consecutive paddles of one path are at most ``link``
-    pixels apart (Chebyshev distance between marked pixels, guaranteed by ``gap``), and marked
-    pixels of different paths are always more than ``link`` apart (every candidate paddle is tested
-    against the other paths' marked pixels dilated by a (2 link + 1)^2 square). So the label is a
-    property of the image: the markers are joined by a chain of marked pixels with steps of at
-    most ``link`` pixels if and only if the label is 1 (tests/test_pathfinder.py checks this with a
-    flood fill). The original avoids overlaps with anti-aliased masks but does not promise this.
-    The four path ends are reserved for markers (no other path comes near any of them), so a
-    distractor never touches a marker whichever two are drawn.
-  * A path may not come back within ``self_link`` pixels of its own earlier paddles, except its
-    immediately preceding one (the original's self-crossing rule, which also lags one paddle).
-    Touching itself would not change the label, so this only keeps paths from curling into blobs.
-  * Turns are drawn on a grid of ``directions`` (36 = 10-degree steps at 16 and 32 pixels, where
-    the original's candidate circle of ``paddle_length + margin`` = 3 pixels gives about 19-degree
-    steps; 72 at 128 pixels); paddle starts are kept exactly and rendered at the nearest quarter
-    pixel (stamps precomputed for every direction and sub-pixel offset).
-  * Failures: the original retries a pair of target paths from scratch until both reach full
-    length; so does this one (whole images are drawn again), so the kept paths have the
-    original's distribution conditioned on fitting. At 32 x 32 with 14 paddles about 2% of the
-    attempts fit (2 x 14 paddles of 4 pixels in a 30-pixel square): most of the generation time
-    goes to attempts that are thrown away.
-  * Intensities: a pixel's value is 255 times the covered fraction of its sub-samples (the
-    maximum where shapes overlap); paddles and markers have the same full contrast, the
-    background is 0. The original draws at ``antialias_scale`` with Lanczos resizing and
-    rescales every image to its own maximum; its 32 x 32 settings have one contrast level.
-  * Labels are exactly balanced in every batch (a seeded permutation of n/2 zeros and ones); the
-    original draws each label at random.
-  * No single-paddle clutter (``use_single_paddles = False``, as the original's wrapper sets).
-  * The numbers per resolution (:data:`GEOMETRIES`) follow the LRA builder's settings (32: paddle
-    length 2 and 4 pixels from one paddle's start to the next (its ``paddle_length + 2 *
-    margin``), marker radius 1.5, seed distance 7, continuity 1.0, distractor budget 20; 128:
-    paddle length 5, thickness 1.5, margin 2-3, marker radius 3, seed distance 20, continuity 1.8,
-    distractor budget 35). Thickness 1 at 32 (the original's 0.5 at 2x resolution becomes a faint
-    line after its resizing), ``gap``, ``link`` and ``self_link`` are ours, chosen so that the
-    guarantee above holds and the gaps between paddles stay visible. Because other paths must
-    keep ``link`` pixels away, fewer distractors fit than the budget asks at 32 x 32 with long
-    contours (on 1,000 images: 1.3 of 5 with 14 paddles, 4.0 of 6 with 9, 8.1 of 10 with 6;
-    Path-X: 7.9 of 8).
-  * 16 x 16 (the smoke and cpu presets) is our scaled-down profile: ``link`` 1 (paths are
-    continuous lines one pixel apart, not dashes), thin gray paths and brighter markers so that
-    the markers stand out at this size; it fits contours of 6 and 9 paddles, not 14.
-
-Speed: images are generated in lockstep, a whole batch at once: each step places the next paddle
-of every image with numpy operations over (images x candidate turns x stamp pixels), and the
-batches of a setting are spread over worker processes. Every batch has its own seed
-(``[seed, resolution, setting, batch]``), so the output does not depend on the number of workers.
-
-Layout (the release's): ``<root>/pathfinder<side>/<setting>/imgs/<batch>/sample_<i>.png`` (8-bit
-grayscale) and ``<root>/pathfinder<side>/<setting>/metadata/<batch>.npy``: despite the suffix a
-text file, one line per image, ``imgs/<batch> sample_<i>.png <i> <label> <continuity>
-<contour_length> <distractor_length> <paddle_length> <thickness> <gap> 1`` (the fields of the
-original's ``accumulate_meta``; LRA's reader uses the first, second and fourth).
-
-Run ``python -m lra.data.pathfinder_gen --root DIR --side 32 --setting curv_contour_length_14
---num_images 200000`` to write one setting and print the time it took.
-
-This module generates images and does only that (geometry tables, growing paths, rendering, one
-batch's seed), which is why it stays long; writing them in the release layout, in parallel, and
-the command line are lra/data/pathfinder_write.py.
+The task: Linsley et al., *Learning long-range spatial dependencies with horizontal gated recurrent units*,
+arXiv:1805.08315; LRA's Pathfinder and Path-X: Tay et al., *Long Range Arena: A Benchmark for Efficient
+Transformers*, arXiv:2011.04006, Section 3.5 (docs/data.md). An independent implementation of the public
+generator (github.com/drewlinsley/pathfinder, ``snakes2.py``; settings per resolution from LRA's
+``lra_benchmarks/data/pathfinder.py``): two target paths of ``contour_length`` paddles grow alternately in random
+directions, the first from at least ``seed_margin`` off every border (the original's ``2 * seed_distance``), the
+second ``seed_distance`` from it. After a paddle along u ends at b, the path pivots at ``p = b + gap/2 * u`` and the
+next, along u', starts at ``p + gap/2 * u'``; u' is drawn with the original's weights
+``cos(min(|turn| * continuity, pi/2))^2`` among the turns that fit. Then ``num_distractors`` distractors of
+``contour_length // 3`` paddles (one not fitting in 4 tries is left out: the original's ``allow_incomplete``);
+markers at the start of a random target path and the end of the same (label 1) or of the other. Our choices:
+  * Exact separation: a pixel is marked when a shape covers any of its ``antialias``^2 sub-samples; a path's
+    consecutive paddles are at most ``link`` pixels apart (Chebyshev), different paths always farther, so the
+    markers are joined by marked pixels in steps <= ``link`` iff the label is 1 (tests/test_pathfinder.py, a flood
+    fill; the original does not promise it). The four path ends are kept free for the markers.
+  * A path stays farther than ``self_link`` from its own paddles but the previous one (the original's rule, also a
+    paddle late): touching itself would not change the label, this only keeps it from curling into a blob.
+  * Turns on a grid of ``directions`` (10-degree steps, 5 at 128; the original's are about 19); paddle starts are
+    kept exactly, rendered at the nearest quarter pixel.
+  * Target pairs that do not fit are redrawn whole, as in the original, so kept paths have its distribution
+    conditioned on fitting (about 2% of attempts fit at 32 x 32 with 14 paddles).
+  * Intensity: 255 x the covered fraction of sub-samples (max on overlap), full contrast on 0; the original
+    Lanczos-resizes and rescales each image to its own maximum.
+  * Labels exactly balanced per batch (the original draws each); no single-paddle clutter (as its wrapper sets).
+  * Ours in :data:`GEOMETRIES`: thickness 1 at 32 (the original's 0.5 at 2x is faint after resizing), ``gap``,
+    ``link`` and ``self_link``, so the guarantee holds and gaps stay visible; hence fewer distractors fit than
+    budgeted (docs/data.md). 16 x 16 (smoke, cpu presets) is our profile: continuous lines one pixel apart, thin
+    gray paths, brighter markers; it fits 6 and 9 paddles, not 14.
+  * A batch grows in lockstep (numpy over images x turns x stamp pixels), seeded ``[seed, resolution, setting,
+    batch]``: the output does not depend on the worker count (lra/data/pathfinder_write.py).
 """
 
 from __future__ import annotations
@@ -116,10 +50,8 @@ GENERATOR_VERSION = 1  # part of the generated data's folder name: bump when the
 SETTINGS: dict[str, int] = {"curv_baseline": 6, "curv_contour_length_9": 9, "curv_contour_length_14": 14}
 IMAGES_PER_FILE = 1000  # images per imgs/<batch>/ folder and metadata/<batch>.npy file
 
-# Bits of the occupancy canvas. FIXED: the border and finished paths (their pixels dilated by
-# `link`). Per path being grown (two slots): FAR, its pixels dilated by `link` (what other paths
-# must avoid), written at once; NEAR, its pixels dilated by `self_link` (what its own later
-# paddles must avoid), written one paddle late, so that a paddle never tests its predecessor.
+# Occupancy bits. FIXED: border, finished paths. Per growing path (two slots): FAR, dilated by `link` (for other
+# paths); NEAR, dilated by `self_link` (for its own later paddles), written a paddle late (never tests its predecessor).
 _FIXED = 1
 _FAR = (2, 8)
 _NEAR = (4, 16)
@@ -200,14 +132,10 @@ class GenerationError(RuntimeError):
     """The geometry leaves no room for the requested paths (too many failed attempts)."""
 
 
-# ------------------------------------------------------------------------------------- stamps
-
-
 @dataclasses.dataclass(frozen=True)
 class _Stamps:
-    """Pixels of one shape family at every (direction, sub-pixel offset) key, as offsets from the
-    anchor pixel in a canvas row; rows are padded by repeating entries (harmless for gathers,
-    OR-scatters and max-draws)."""
+    """Pixels of one shape at every (direction, sub-pixel offset) key, as offsets from the anchor pixel in a
+    canvas row; rows padded by repeating entries (harmless for gathers, OR-scatters and max-draws)."""
 
     offsets: np.ndarray  # (keys, F) int32: marked pixels
     values: np.ndarray  # (keys, F) float32: covered fraction
@@ -251,7 +179,6 @@ def _dilate(mask_KxHxW: np.ndarray, r: int) -> np.ndarray:
 
 
 def _pack(cover_KxHxW: np.ndarray, half: int, link: int, self_link: int, width: int) -> _Stamps:
-    """Stamps from coverage windows centred on the anchor pixel."""
     keys = cover_KxHxW.shape[0]
     marked = cover_KxHxW > 0
     offsets = _flat(marked, half, width)
@@ -284,7 +211,6 @@ def _coverage(
 
 @functools.cache
 def tables(side: int) -> _Tables:
-    """The stamps and constants of ``GEOMETRIES[side]`` (computed once per process)."""
     geo = GEOMETRIES[side]
     q, nd = geo.subcells, geo.directions
     angles = 2 * np.pi * np.arange(nd) / nd
@@ -323,9 +249,6 @@ def tables(side: int) -> _Tables:
     )
 
 
-# ------------------------------------------------------------------------------------ growing
-
-
 @dataclasses.dataclass
 class _Path:
     """One path per image row while it grows: where it is and what it drew (for rendering)."""
@@ -349,8 +272,7 @@ class _Path:
 
 
 def _locate(t: _Tables, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(anchor index in the canvas row, sub-pixel key) of points (..., 2); points outside the
-    image are clipped into it (callers reject them with :func:`_inside`)."""
+    """(anchor index in the canvas row, sub-pixel key) of points (..., 2), clipped into the image."""
     q = t.geo.subcells
     p = np.clip(points, 0.0, t.geo.side - 1e-6)
     cell = p.astype(np.int32)  # floor: p >= 0
@@ -380,8 +302,7 @@ class _Canvas:
         self.base = np.arange(self.n, dtype=np.int32) * np.int32(self.t.size)
 
     def _hits(self, rows: np.ndarray, anchors: np.ndarray, stamp_idx: np.ndarray, forbid: int) -> np.ndarray:
-        """Whether a stamp at each anchor (m, C) of rows ``rows`` (m,) would mark a pixel with a
-        ``forbid`` bit."""
+        """Whether a stamp at anchors (m, C) of ``rows`` (m,) would mark a ``forbid`` pixel."""
         idx = (self.base[rows][:, None] + anchors)[..., None] + stamp_idx
         words = self.flat[idx].view(np.uint64)  # stamps are padded to multiples of 8 pixels
         hit = words[..., 0]
@@ -392,8 +313,7 @@ class _Canvas:
     def _fits(
         self, rows: np.ndarray, a: np.ndarray, d: np.ndarray, forbid: int, marker_at: np.ndarray | None
     ) -> np.ndarray:
-        """Whether paddles from ``a`` (m, C, 2) in directions ``d`` (m, C) lie inside the image
-        and touch no ``forbid`` pixel (nor the marker at ``marker_at``, if given)."""
+        """Whether paddles from ``a`` (m, C, 2) along ``d`` (m, C) fit the image, off ``forbid`` pixels."""
         t = self.t
         b = a + t.geo.paddle_length * t.unit[d]
         ok = _inside(t, a) & _inside(t, b)
@@ -405,8 +325,7 @@ class _Canvas:
         return ok
 
     def _pixels(self, a: np.ndarray, d: np.ndarray, marker_at: np.ndarray | None, which: str) -> np.ndarray:
-        """In-row indices (n, M) of a paddle's (and its marker's) pixels dilated by `link` (far)
-        or `self_link` (near)."""
+        """In-row indices (n, M) of a paddle's (and marker's) pixels dilated as ``which``: far or near."""
         t = self.t
         anchor, sub = _locate(t, a)
         idx = anchor[:, None] + getattr(t.paddle, which)[d * t.geo.subcells**2 + sub]
@@ -431,9 +350,8 @@ class _Canvas:
         path.direction = d
 
     def seed(self, slot: int, forbid: int, draw, trials: int, with_marker: bool) -> tuple[_Path, np.ndarray]:
-        """First paddle of a new path in every row: ``draw(rows)`` proposes (starts (m, 2),
-        directions (m,)) for the rows still without one, up to ``trials`` times; ok=False where
-        none fits."""
+        """First paddle of a new path per row, ``draw(rows)`` proposing (starts, directions) up to
+        ``trials`` times; ok=False where none fits."""
         a = np.zeros((self.n, 2))
         d = np.zeros(self.n, np.int32)
         ok = np.zeros(self.n, bool)
@@ -452,8 +370,8 @@ class _Canvas:
         return path, ok
 
     def extend(self, path: _Path, slot: int, forbid: int, end_marker: bool) -> np.ndarray:
-        """Next paddle of ``path`` in every row, its turn drawn by continuity among those that fit;
-        ok=False where none fits. ``end_marker``: the paddle's end must also hold a marker."""
+        """Next paddle of ``path`` per row, its turn drawn by continuity among those that fit (else
+        ok=False); ``end_marker``: its end must hold a marker."""
         t = self.t
         d = (path.direction[:, None] + t.turns[None, :]) % t.geo.directions  # (n, K)
         u = t.unit[d]
@@ -471,8 +389,7 @@ class _Canvas:
 
 
 def _forbid(slot: int, others: Sequence[int]) -> int:
-    """What a paddle of path ``slot`` may not touch: the fixed pixels, other paths (dilated by
-    `link`) and its own paddles but the newest (dilated by `self_link`)."""
+    """What a paddle of path ``slot`` may not touch: FIXED, other paths' FAR, its own NEAR."""
     bits = _FIXED | _NEAR[slot]
     for o in others:
         bits |= _FAR[o]
@@ -487,8 +404,7 @@ def _finish(lab: np.ndarray, ok: np.ndarray) -> None:
 
 
 def _grow_targets(t: _Tables, n: int, length: int, rng: np.random.Generator, trials: int = 24):
-    """Two interleaved target paths in n fresh images; rows are dropped as they fail.
-    Returns (canvas bits of the survivors, their two paths, their indices among the n)."""
+    """Two interleaved target paths in n fresh images, failing rows dropped: (bits, paths, row indices)."""
     geo = t.geo
     nd = geo.directions
     canvas = _Canvas(t, np.tile(t.border, (n, 1)), rng)
@@ -526,8 +442,7 @@ def _grow_targets(t: _Tables, n: int, length: int, rng: np.random.Generator, tri
 
 
 def _grow_distractor(t: _Tables, lab: np.ndarray, length: int, rng: np.random.Generator, trials: int = 16):
-    """One distractor path in each row of ``lab`` (in place: FIXED where it succeeded, unchanged
-    where it failed); returns (path, ok)."""
+    """One distractor path per row of ``lab`` (in place, FIXED where it succeeded); returns (path, ok)."""
     geo = t.geo
     canvas = _Canvas(t, lab, rng)
     forbid = _forbid(0, [])
@@ -545,9 +460,6 @@ def _grow_distractor(t: _Tables, lab: np.ndarray, length: int, rng: np.random.Ge
         ok &= canvas.extend(path, 0, forbid, False)
     _finish(lab, ok)
     return path, ok
-
-
-# ---------------------------------------------------------------------------------- rendering
 
 
 def _stamp(t: _Tables, img: np.ndarray, rows: np.ndarray, anchor: np.ndarray, stamps: _Stamps, key: np.ndarray) -> None:
@@ -571,10 +483,8 @@ class Batch:
 def generate(
     side: int, contour_length: int, n: int, seed: Sequence[int] | int, max_attempts: int | None = None
 ) -> Batch:
-    """n images of ``GEOMETRIES[side]`` with target paths of ``contour_length`` paddles;
-    deterministic in ``seed``; labels exactly balanced (n // 2 ones when n is odd). Raises
-    GenerationError after ``max_attempts`` images (default: 1,000 per image asked for, i.e. a
-    success rate below 0.1%) without n that fit."""
+    """n images of ``GEOMETRIES[side]``, target paths of ``contour_length`` paddles, deterministic in ``seed``,
+    labels balanced (n // 2 ones). GenerationError after ``max_attempts`` tries (default 1,000 per image)."""
     t = tables(side)
     geo = t.geo
     rng = np.random.default_rng(seed)
@@ -643,7 +553,7 @@ def batch_seed(seed: int, side: int, setting: str, batch: int) -> list[int]:
     return [seed, side, list(SETTINGS).index(setting), batch]
 
 
-if __name__ == "__main__":  # the command line moved to lra/data/pathfinder_write.py; this entry point stays
+if __name__ == "__main__":  # the command line is lra/data/pathfinder_write.py's
     from lra.data.pathfinder_write import main
 
     sys.exit(main())

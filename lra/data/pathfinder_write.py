@@ -1,12 +1,5 @@
-"""Generated Pathfinder images written in the LRA release's layout: each setting's batches in
-parallel worker processes (spawned), into a temporary folder renamed into place when complete;
-and ``python -m lra.data.pathfinder_write`` (also ``python -m lra.data.pathfinder_gen``), which
-writes one setting and times it. The images themselves: lra/data/pathfinder_gen.py.
-
-Layout (the release's): ``<root>/pathfinder<side>/<setting>/imgs/<batch>/sample_<i>.png`` (8-bit
-grayscale) and ``<root>/pathfinder<side>/<setting>/metadata/<batch>.npy``: despite the suffix a
-text file, one line per image (:func:`metadata_line`).
-"""
+"""Generated Pathfinder images written in the LRA release's layout (lra/data/pathfinder.py), batches in spawned
+workers, through a temporary folder; ``python -m lra.data.pathfinder_write`` writes one setting and times it."""
 
 from __future__ import annotations
 
@@ -34,8 +27,6 @@ def metadata_line(batch: int, index: int, label: int, side: int, contour_length:
 
 
 def write_batch(folder: Path, side: int, setting: str, batch: int, n: int, seed: int) -> int:
-    """Generate and write batch ``batch`` (n images) of one setting into ``folder`` (the setting's
-    folder); returns n."""
     from PIL import Image  # Pillow: a core dependency
 
     out = generate(side, SETTINGS[setting], n, batch_seed(seed, side, setting, batch))
@@ -70,8 +61,7 @@ def write_setting(
     per_file: int = IMAGES_PER_FILE,
     log=None,
 ) -> Path:
-    """Write one setting's images and metadata into ``folder`` (created atomically: generated in a
-    temporary sibling, renamed into place when complete); returns ``folder``."""
+    """Write one setting's images and metadata into ``folder`` (through a temporary sibling); returns ``folder``."""
     if setting not in SETTINGS:
         raise InputError(f"unknown Pathfinder setting {setting!r}; valid: {', '.join(SETTINGS)}")
     if side not in GEOMETRIES:

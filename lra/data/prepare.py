@@ -1,13 +1,7 @@
-"""``python -m lra.data prepare TASK``: fetch (where possible), tokenise, cache, check, summarise.
+"""``python -m lra.data prepare TASK``: fetch (where possible), tokenise, cache, check, summarise (docs/data.md).
 
-(``python -m lra.data download TASK`` fetches the official archives first: lra/data/download.py.)
-
-Run it once per task (and per ``--max_len``) before training: it builds the cache that every
-later load memory-maps, checks counts, labels and lengths, and prints a summary (examples and
-label balance per split, length percentiles, the cache folder). Published sizes that differ are
-warnings (subsets and fixtures are legitimate); broken invariants are errors (exit status 1); a
-missing or malformed file is a DataError naming the path and the fix (exit status 2).
-"""
+Sizes unlike the published ones warn (subsets are fine); broken invariants exit 1; a missing or malformed file exits
+2 with a DataError naming the path and the fix."""
 
 from __future__ import annotations
 
@@ -55,7 +49,7 @@ def make_config(
             raise InputError(f"--set expects KEY=VALUE (a config.data field; or --config.data.KEY=VALUE), got {item!r}")
         apply_override(config, f"data.{key.strip()}", value.strip())  # a misspelt field fails, naming it
     for dotted, text in fields:
-        if dotted.split(".")[0] not in PREPARE_FIELDS:  # a model field changes nothing here (issue 52 PR2)
+        if dotted.split(".")[0] not in PREPARE_FIELDS:  # a model field changes nothing here
             raise InputError(
                 f"--config.{dotted}={text}: prepare builds data only; it reads config.data.* and "
                 f"{', '.join(f for f in PREPARE_FIELDS if f != 'data')} (give model and training fields to lra.train)"
@@ -135,7 +129,6 @@ def check(data: TaskData, expected: dict[str, int], sample: int = 256) -> tuple[
 
 
 def summary(data: TaskData, task: str, entry: Path | None) -> str:
-    """A human-readable table of the loaded task."""
     lines = [
         f"task {task}: vocab {data.vocab_size}, {data.num_classes} classes, max_len {data.max_len}, "
         f"{'two inputs' if data.dual else 'one input'}"
@@ -161,8 +154,7 @@ def summary(data: TaskData, task: str, entry: Path | None) -> str:
 def prepare(
     config: ml_collections.ConfigDict, force: bool = False, download: bool = True
 ) -> tuple[TaskData, Path | None]:
-    """Make sure the task's files exist (downloading via tensorflow-datasets where it can), then load
-    it, building the cache (``force``: rebuild it)."""
+    """Make sure the task's files exist (via tensorflow-datasets where it can), then load it (``force``: rebuild)."""
     task = config.task
     module = _module(task)
     locate = getattr(module, "locate", None)

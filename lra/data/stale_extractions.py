@@ -1,6 +1,5 @@
-"""Stale-folder collection: the temporary extraction folders a killed download left in the data
-dir, removed when their owner process is certainly gone (lra/data/download.py). pooch has no such
-clean-up: its extraction folders are never temporary."""
+"""The temporary extraction folders a killed download left in the data dir, removed once their owner is
+certainly gone. pooch has no such clean-up: its extraction folders are never temporary."""
 
 from __future__ import annotations
 
@@ -29,13 +28,8 @@ def _running(pid: int) -> bool:
 
 
 def remove_stale_extractions(root: Path, started: float | None = None) -> list[Path]:
-    """Remove the temporary extraction folders (``.lra-extract-<archive>-<host>-<pid>-<id>``) that
-    a killed download left in ``root`` (up to 7.7 GB each); returns those removed.
-
-    Only folders whose owner is certainly gone are removed: made on this host by a process that
-    no longer runs. A folder named without a host (made before hosts were recorded) is removed
-    when its pid does not run here and it is older than ``started`` (this process's start: its
-    owner began before us). Another host's folders are kept (its owner may be running there)."""
+    """Remove this host's ``.lra-extract-<archive>-<host>-<pid>-<id>`` folders (up to 7.7 GB) whose process is
+    gone, and hostless (older) ones whose pid is gone and that predate ``started``; returns those removed."""
     host = socket.gethostname()
     started = _IMPORTED if started is None else started
     legacy = {EXTRACT_PREFIX + name for name in ARCHIVES}

@@ -1,13 +1,7 @@
-"""Tar extraction, sanitised: a .tar.gz read as one stream, member by member, into a temporary
-folder inside the data dir; members with an absolute path or ``..`` refuse the whole archive, only
-files and folders are written (no links, devices or permissions from the archive), the gzip
-trailer (CRC-32 and length) is checked, and each provided folder is renamed into place, so
-nothing half-extracted is ever at a final path (lra/data/download.py).
-
-Not pooch's ``Untar``: on Python < 3.12 it extracts with no tar filter (pooch 1.9.0 wrote a member
-through an archive's symlink outside its folder here, on Python 3.11), never reads the gzip trailer
-(a wrong CRC-32 extracted without a word) and reads the 7.7 GB release twice (member list, then members).
-"""
+"""Tar extraction, sanitised: a .tar.gz streamed once into a temporary folder in the data dir (an absolute or ``..``
+member refuses the archive; files and folders only: no links, devices or permissions; gzip trailer checked), then
+each provided folder renamed into place. Not pooch's ``Untar``: below Python 3.12 it uses no tar filter (pooch 1.9.0
+wrote through an archive's symlink outside its folder here), ignores the gzip trailer, reads the archive twice."""
 
 from __future__ import annotations
 
@@ -74,7 +68,6 @@ def _write_member(src: IO[bytes], target: Path) -> None:
 
 
 def _unpack(path: Path, archive: Archive, into: Path) -> None:
-    """Write the archive's wanted files and folders under ``into`` (a .tar.gz, read as a stream)."""
     with open(path, "rb") as raw, Progress(f"extracting {path.name}", path.stat().st_size) as bar:
         gz = gzip.GzipFile(fileobj=_Counting(raw, bar.update), mode="rb")
         # typeshed asks tarfile.open for an IO[bytes]; a GzipFile is a BufferedIOBase, which streams the same
@@ -119,10 +112,8 @@ def check_places(root: Path, archive: Archive, force: bool) -> None:
 
 
 def extract(path: Path, archive: Archive, root: Path, replace: bool = False) -> list[Path]:
-    """Extract ``path`` into a temporary folder in ``root``, then rename each provided folder into
-    place; returns the folders placed. Complete existing folders are kept unless ``replace``.
-    The temporary folder names this host and process, so a later run can tell it is stale
-    (:func:`remove_stale_extractions`)."""
+    """Extract through a temporary folder in ``root`` named for host and process, then rename each
+    provided folder into place (complete ones kept unless ``replace``); returns those placed."""
     tmp = root / f"{EXTRACT_PREFIX}{archive.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     placed: list[Path] = []

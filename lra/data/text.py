@@ -1,23 +1,10 @@
 """IMDB sentiment classification at byte level (LRA "Text").
 
-Each review's bytes become tokens ``byte + 1`` (vocabulary 257 with padding 0), truncated to
-``config.data.max_len`` (4000 in the convluna paper's Table 2; LRA's own runs used 1000: set
-``--config.data.max_len=1000``). Labels: neg = 0, pos = 1. Review text is the file's bytes with
-leading/trailing whitespace stripped, exactly what tensorflow-datasets' ``imdb_reviews`` stores,
-so both sources below give the same documents.
-
-Sources under the data dir (``config.data.format``: ``auto`` tries them in this order):
-  * ``original``: the Stanford release, ``aclImdb/{train,test}/{pos,neg}/*.txt``;
-  * ``tfds``: a prepared ``tensorflow_datasets/imdb_reviews/plain_text/<version>/`` folder
-    (TFRecord shards, read without TensorFlow; ``config.data.tfds_dir`` overrides the root).
-
-Validation: IMDB has no validation split. LRA validated (and selected checkpoints) on the test
-set; here, by default, a stratified ``config.data.val_fraction`` (10%) of the training reviews is
-held out with ``config.data.val_seed`` (0), independent of the training seed, so no model is ever
-selected on test. ``config.data.lra_val_is_test=True`` reproduces LRA's convention (train on all
-25k reviews, validation = test) for comparability with published numbers. The held-out reviews
-depend on the source's example order, so aclImdb and TFDS give different (equally valid) splits.
-"""
+Tokens: byte + 1, truncated to ``max_len`` (4000 in the convluna paper's Table 2; LRA's runs used 1000); neg 0,
+pos 1. A review is its file's bytes stripped, as tfds' ``imdb_reviews`` stores it, so both sources (``format``:
+``original`` ``aclImdb/``, ``tfds`` ``tensorflow_datasets/imdb_reviews/plain_text/<version>/``) agree.
+Validation: a stratified ``val_fraction`` of train held out with ``val_seed``, never test (``lra_val_is_test=True``:
+LRA's convention); it depends on the source's order, so aclImdb and TFDS give different, equally valid, splits."""
 
 from __future__ import annotations
 
@@ -101,7 +88,6 @@ def _read_split(source: dict[str, Any], split: str, fix: str) -> tuple[list[byte
 
 
 def cache_entry(config: ml_collections.ConfigDict, source: dict[str, Any] | None = None) -> Path:
-    """The cache folder for this config's source and tokenisation settings."""
     source = source or locate(config)
     key = {"source": source["kind"], "fingerprint": source["fingerprint"], "max_len": int(config.data.max_len)}
     return cache.entry_path(config, "text", key)

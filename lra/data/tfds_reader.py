@@ -1,14 +1,7 @@
 """Read a prepared tensorflow-datasets folder (TFRecord shards) without TensorFlow.
 
-Layout written by ``tfds.builder(name).download_and_prepare(data_dir=...)``::
-
-    <tfds_dir>/<name>[/<config>]/<version>/<name>-<split>.tfrecord-<i>-of-<n>
-
-e.g. ``imdb_reviews/plain_text/1.0.0/imdb_reviews-train.tfrecord-00000-of-00001`` and
-``cifar10/3.0.2/cifar10-test.tfrecord-00000-of-00001``. Shards are read in index order and
-records in file order, which is the order of TFDS's split slicing (``train[90%:]``), so the
-last records of a split are the ones LRA held out.
-"""
+Layout: ``<tfds_dir>/<name>[/<config>]/<version>/<name>-<split>.tfrecord-<i>-of-<n>``. Shards in index order,
+records in file order: TFDS's slicing order, so a split's last records are those LRA held out (``train[90%:]``)."""
 
 from __future__ import annotations
 

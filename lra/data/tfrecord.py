@@ -1,20 +1,12 @@
-"""TFRecord files and ``tf.train.Example`` messages without TensorFlow.
+"""TFRecord files and ``tf.train.Example`` messages without TensorFlow (formats small enough to implement here).
 
-Prepared tensorflow-datasets folders store examples as TFRecord shards. Reading them needs two
-wire formats, both small enough to implement here so the suite never imports TensorFlow:
-
-* TFRecord framing, per record: ``uint64 length`` (little endian), ``uint32 masked_crc32c(length
-  bytes)``, ``data``, ``uint32 masked_crc32c(data)``; ``masked(c) = ((c >> 15) | (c << 17)) +
-  0xa282ead8 (mod 2**32)``. Both checksums are verified when reading.
-* ``tf.train.Example`` protobuf: ``Example{Features features=1}``, ``Features{map<string,Feature>
-  feature=1}`` (map entries: ``key=1``, ``value=2``), ``Feature{oneof: BytesList bytes_list=1,
-  FloatList float_list=2, Int64List int64_list=3}``, each list ``repeated value=1`` (numbers packed
-  or not). Decoded with a hand-written varint / length-delimited parser.
-
-The writers exist so tests can build fixtures that follow the spec independently of the reader.
-CRC32C (Castagnoli) is vectorised over records with numpy: pure-Python byte loops would take
-tens of seconds on CIFAR-10's 150 MB of PNGs.
-"""
+* A record: ``uint64 length`` (little endian), ``uint32 masked_crc32c(length bytes)``, ``data``,
+  ``uint32 masked_crc32c(data)``; ``masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2**32)``; both verified.
+* ``Example{Features features=1}``, ``Features{map<string,Feature> feature=1}`` (entries ``key=1``, ``value=2``),
+  ``Feature{oneof: BytesList bytes_list=1, FloatList float_list=2, Int64List int64_list=3}``, each list
+  ``repeated value=1`` (packed or not).
+* Writers: for test fixtures built from the spec. CRC32C is vectorised with numpy (Python loops: tens of seconds
+  on CIFAR-10's 150 MB)."""
 
 from __future__ import annotations
 
@@ -52,11 +44,7 @@ def crc32c(data: bytes) -> int:
 
 
 def crc32c_many(buffers: Sequence[bytes], chunk: int = 4096) -> np.ndarray:
-    """CRC32C of many buffers at once: the byte loop runs over positions, vectorised over buffers.
-
-    Buffers are sorted by length (longest first) so that at position j the buffers still running
-    are a prefix of the chunk.
-    """
+    """CRC32C of many buffers, vectorised over buffers (longest first: the running ones are a prefix)."""
     lengths = np.fromiter((len(b) for b in buffers), np.int64, len(buffers))
     out = np.zeros(len(buffers), np.uint32)
     order = np.argsort(-lengths, kind="stable")
@@ -127,7 +115,6 @@ def read_records(path: str | Path, verify: bool = True) -> list[bytes]:
 
 
 def write_records(path: str | Path, records: Iterable[bytes]) -> None:
-    """Write a TFRecord file (the format TensorFlow's TFRecordWriter produces)."""
     with open(path, "wb") as f:
         for data in records:
             header = struct.pack("<Q", len(data))

@@ -17,12 +17,8 @@ class DataError(InputError):
 
 @dataclasses.dataclass(frozen=True)
 class Split:
-    """One split as dense arrays (token id 0 = padding).
-
-    inputs: int array, N x L (one input) or N x 2 x L (matching: two documents).
-    labels: int array, N.
-    lengths: real-token counts, N (or N x 2); used to bucket batches by length.
-    """
+    """One split as dense arrays: inputs N x L (or N x 2 x L for matching; 0 = padding), labels N, lengths
+    (real tokens, for bucketing) N (or N x 2)."""
 
     name: str
     inputs: np.ndarray
