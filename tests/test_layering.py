@@ -25,8 +25,7 @@ The laboratory, ``lra_lab/``, which uses the library and is never imported by it
 6. ``lra_lab.bench`` and ``lra_lab.preflight``.
 7. ``lra_lab.reproduce``: the claims, judged from the records the layers below write.
 8. Entry points: every ``__main__`` module and every ``if __name__ == "__main__":`` block (the
-   program Python runs there is not the module others import, so such a block may import anything:
-   ``python -m lra.data.pathfinder_gen`` runs ``pathfinder_write``, which imports ``pathfinder_gen``).
+   program Python runs there is not the module others import, so such a block may import anything).
 
 Every ``import`` statement counts, at module level or inside a function (the lazy imports that
 keep start-up light are still dependencies). A module that matches no layer fails too: a new

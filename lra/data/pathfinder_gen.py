@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -551,9 +550,3 @@ def generate(
 
 def batch_seed(seed: int, side: int, setting: str, batch: int) -> list[int]:
     return [seed, side, list(SETTINGS).index(setting), batch]
-
-
-if __name__ == "__main__":  # the command line is lra/data/pathfinder_write.py's
-    from lra.data.pathfinder_write import main
-
-    sys.exit(main())

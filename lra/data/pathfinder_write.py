@@ -106,7 +106,7 @@ def write_setting(
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m lra.data.pathfinder_gen",
+        prog="python -m lra.data.pathfinder_write",
         description="Write one Pathfinder setting in the LRA release layout and time it.",
     )
     p.add_argument("--root", required=True, help="folder that receives pathfinder<side>/<setting>/")
