@@ -1,17 +1,8 @@
 """One override grammar for every command that sets a run's options.
 
-``--config PATH[:short,form]`` names a config file and its short form (a preset, family options
-``mem=16``, flags, ``reference``: lra.defaults.make_config); each ``--config.a.b=VALUE`` (or
-``--config.a.b VALUE``) then sets one field, typed by the config itself (lra.defaults.apply_override:
-the field must exist, a typo names the nearest fields, the text is cast to the field's type).
-A family option given as a field, ``--config.model.attention_kwargs.memory_size=8`` (aliases such as
-``.mem=8`` too), is the same option as ``:memory_size=8`` after the colon: it is folded into the
-short form, the one place family options are read (typed by the family's dataclass fields, the
-variant's name follows them), so both spellings build one config.
-
-The suite's own loader (lra.defaults.load_config_file + ``get_config``): no library error text is
-parsed and no private attribute read; every refusal is one :class:`~lra.errors.InputError` line.
-"""
+``--config PATH[:short,form]`` (lra.defaults.make_config), then ``--config.a.b=VALUE`` per existing field, cast to its
+type; a family option given as a field (``--config.model.attention_kwargs.mem=8``) is folded into the short form, the
+one place family options are read. Every refusal is one :class:`~lra.errors.InputError` line."""
 
 from __future__ import annotations
 
@@ -31,8 +22,7 @@ Override = tuple[str, str]  # (dotted field, value text)
 
 
 def split_config_args(argv: Sequence[str]) -> tuple[str | None, list[Override], list[str]]:
-    """``argv`` as (the ``--config`` value, each ``--config.FIELD=VALUE`` in order, the other
-    arguments in order). Both ``--flag=value`` and ``--flag value`` spellings are read."""
+    """``argv`` as (the ``--config`` value, the ``--config.FIELD=VALUE`` overrides, the other arguments)."""
     spec: str | None = None
     overrides: list[Override] = []
     rest: list[str] = []
@@ -53,7 +43,7 @@ def split_config_args(argv: Sequence[str]) -> tuple[str | None, list[Override], 
                 if not dotted:
                     raise InputError(f"{arg}: name a field, e.g. --config.learning_rate=0.01")
                 earlier = next((v for d, v in overrides if d == dotted), None)
-                if earlier is not None and earlier != value:  # the last silently won (issue 52 O7)
+                if earlier is not None and earlier != value:  # never let the last silently win
                     raise InputError(f"--config.{dotted} is given twice ({earlier!r} and {value!r}): give it once")
                 overrides.append((dotted, value))
         else:
@@ -63,9 +53,7 @@ def split_config_args(argv: Sequence[str]) -> tuple[str | None, list[Override], 
 
 
 def config_from_args(spec: str, overrides: Sequence[Override] = ()) -> ml_collections.ConfigDict:
-    """The config that ``--config SPEC`` plus ``--config.FIELD=VALUE`` for each override builds;
-    an InputError naming the file, field or value otherwise. Family options given as fields are
-    folded into the short form (see the module docstring); the rest set by apply_override."""
+    """The config ``--config SPEC`` plus the overrides build, or an InputError naming the file, field or value."""
     spec, fields = fold_family_options(spec, overrides)
     path, _, short = spec.partition(":")
     module = load_config_file(_existing_config_file(path))
@@ -83,8 +71,7 @@ def config_from_args(spec: str, overrides: Sequence[Override] = ()) -> ml_collec
 
 
 def fold_family_options(spec: str, overrides: Sequence[Override]) -> tuple[str, list[Override]]:
-    """(``spec`` with each ``model.attention_kwargs.KEY=VALUE`` override appended to its short form,
-    the other overrides): both spellings of a family option are one option after the colon."""
+    """(``spec`` with each ``model.attention_kwargs.KEY=VALUE`` override appended to its short form, the rest)."""
     path, _, short = spec.partition(":")
     for dotted, value in overrides:
         if dotted.startswith(FAMILY_PREFIX) and any(c in value for c in ",=:"):  # one value, never more options
@@ -106,8 +93,7 @@ def field_value(config: ml_collections.ConfigDict, dotted: str) -> Any:
 
 
 def as_old_spelling(argv: Sequence[str], flag: str) -> list[str]:
-    """``argv`` with each ``--config.FIELD=VALUE`` (or ``--config.FIELD VALUE``) replaced in place by
-    ``flag FIELD=VALUE``: for a parser that reads overrides under an old spelling (``--set``)."""
+    """``argv`` with each ``--config.FIELD=VALUE`` replaced in place by ``flag FIELD=VALUE`` (an old ``--set``)."""
     out: list[str] = []
     args = list(argv)
     i = 0

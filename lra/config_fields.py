@@ -1,9 +1,5 @@
-"""A config's fields set from command-line text, each cast to its type: the one typed setter
-(:func:`apply_override`, behind every ``--config.FIELD=VALUE``) and the family options of the
-short form after the colon (:func:`parse_option`, typed by the family's dataclass fields).
-
-Split from lra.defaults (which re-exports these names), so the defaults hold values only.
-"""
+"""A config's fields set from command-line text, each cast to its type: :func:`apply_override` and the short form's
+family options (:func:`parse_option`). lra.defaults re-exports these, so the defaults hold values only."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ import ml_collections
 
 from lra.errors import InputError
 
-# Short option names accepted after the colon, mapped to attention fields.
-OPTION_ALIASES = {
+OPTION_ALIASES = {  # short option names after the colon -> attention fields
     "mem": "memory_size",
     "clusters": "num_clusters",
     "classes": "num_classes",
@@ -38,19 +33,15 @@ def parse_value(text: str) -> Any:
 
 
 def apply_override(config: ml_collections.ConfigDict, dotted: str, text: str) -> None:
-    """Set ``config.<dotted>`` from command-line ``text`` as ``--config.<dotted>=<text>`` would: the
-    field must exist (a misspelt one fails naming the nearest fields) and the text is cast to the
-    field's type (``batch_size=abc`` fails naming the field). Used by every ``--config.FIELD=VALUE``
-    (and old ``--set``) of the suite's commands (sweep, preflight, prepare, the benchmarks, the ListOps
-    baseline), so each checks a run's fields the way lra.train does, before anything runs."""
+    """Set ``config.<dotted>`` from ``text`` cast to the field's type, or fail naming it (or the nearest fields).
+    Every command's ``--config.FIELD=VALUE`` comes here, so each checks fields as lra.train does, before it runs."""
     node = existing_field(config, dotted)
     leaf = dotted.split(".")[-1]
     node[leaf] = _cast_like(node[leaf], text, dotted)
 
 
 def value_text(value: Any) -> str:
-    """The text ``--config.FIELD=TEXT`` reads back as ``value`` (the inverse of :func:`apply_override`'s
-    cast): for a record that keeps an override's typed value and sets it again through the one setter."""
+    """The text ``--config.FIELD=TEXT`` reads back as ``value`` (the inverse of :func:`apply_override`'s cast)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (tuple, list)):
@@ -102,8 +93,7 @@ def _cast_like(old: Any, text: str, name: str) -> Any:
 
 
 def parse_option(attention: str, token: str) -> tuple[str, Any]:
-    """One ``key=value`` option of family ``attention`` (aliases such as ``mem=`` allowed) as
-    (field, value); a key the family does not have fails, naming the valid ones."""
+    """One ``key=value`` option of family ``attention`` (aliases allowed) as (field, value); fails naming valid ones."""
     from lra import attention as registry  # local: keeps config loading light until needed
 
     key, value = (part.strip() for part in token.split("=", 1))
@@ -123,10 +113,7 @@ def parse_option(attention: str, token: str) -> tuple[str, Any]:
 
 
 def parse_options(attention: str, text: str, spec: str) -> dict[str, Any]:
-    """The options ``key=value,key=value`` written after a family's name in ``spec`` (a benchmark's
-    ``linear:chunk_size=256``, a masked-copy variant's ``clustered:clusters=15``) as {field: value},
-    each read by :func:`parse_option` as a config's short form reads it (aliases, the family's
-    field types); a token that is not key=value, or an option given twice, fails naming ``spec``."""
+    """The options after a family's name in ``spec`` (``linear:chunk_size=256``) as {field: value}, or fail."""
     options: dict[str, Any] = {}
     for token in filter(None, (t.strip() for t in text.split(","))):
         if "=" not in token:
@@ -145,9 +132,7 @@ _TYPE_NAMES: dict[Any, str] = {int: "int", float: "float", types.NoneType: "None
 
 
 def option_type_problem(attention: str, field: str, value: Any) -> str | None:
-    """Why ``value`` cannot be the numeric family option ``field`` (None: it can, or the field
-    is not numeric). ``mem=1.5`` would otherwise reach jax as a float array shape (a traceback)
-    and ``mem=abc`` a comparison of str with int, neither naming the option."""
+    """Why ``value`` cannot be the numeric option ``field`` (None: it can); else ``mem=1.5`` fails deep in jax."""
     from lra import attention as registry  # local: keeps config loading light until needed
 
     cls = registry.get(attention)

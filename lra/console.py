@@ -1,12 +1,4 @@
-"""What people read on a console, written once for every layer: sizes, times, and a bar or plain lines.
-
-``format_bytes`` (decimal, for downloads), ``binary_bytes`` (GiB/MiB, for memory), ``mib_cell`` (a
-table's MiB column), ``clock`` (an ETA or elapsed time) and ``duration`` (a projection's size);
-``BarOrLines``: a tqdm bar on a terminal that can draw one, plain lines otherwise. Training's step
-progress (lra/training/metrics.py) and the data pipeline's byte progress (lra/data/byte_progress.py)
-both draw through it; each keeps its own rate and its own plain-line cadence. It sits beneath every
-layer (with lra.errors) because the data package cannot import training (tests/test_layering.py).
-"""
+"""What people read on a console, written once for every layer: sizes, times, and a bar or plain lines."""
 
 from __future__ import annotations
 
@@ -45,8 +37,7 @@ def clock(seconds: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    """``"~214 h (8.9 days)"``, ``"~12 h"``, ``"~3.2 h"``, ``"~12 min"``, ``"~3 s"``: an estimate's or a
-    projection's size, not a clock."""
+    """``"~214 h (8.9 days)"``, ``"~3.2 h"``, ``"~12 min"``, ``"~3 s"``: an estimate's size, not a clock."""
     hours = seconds / 3600
     if hours >= 48:
         return f"~{hours:.0f} h ({hours / 24:.1f} days)"
@@ -66,11 +57,7 @@ def terminal_bar_possible(stream: Any = None) -> bool:
 
 
 class BarOrLines:
-    """A tqdm bar (``bar``) when ``use_bar``, else ``bar`` is None and text goes to ``line``.
-
-    ``use_bar`` None: decided by :func:`terminal_bar_possible` for ``stream`` (stderr by default).
-    The caller moves the bar (``bar.n``, ``bar.update``, ``bar.set_postfix_str``) and decides when a
-    plain line is due; :meth:`write` puts a message above the bar or on its own line."""
+    """A tqdm ``bar`` the caller moves when ``use_bar`` (None: :func:`terminal_bar_possible`), else text to ``line``."""
 
     def __init__(
         self,

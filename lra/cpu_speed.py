@@ -1,66 +1,21 @@
-"""CPU speed settings in one module outside the training package: the allocator, one-pass threefry and
-pinning. Who opts in: ``python -m lra.train`` re-executes itself with the allocator settings and the
-runners that start training processes pass them on (``child_environment``); ``train_and_evaluate``
-registers the threefry lowering ``LRA_UNROLLED_THREEFRY`` asks for, pins to ``LRA_PIN_CORE`` and
-records ``settings()``. Each is switched off by its variable (below).
+"""CPU speed settings that leave every computed number bit-identical: the allocator, one-pass threefry, pinning.
 
-Sections, in order: the allocator, pinning and the recorded settings; the one-pass threefry
-lowering (the one use of ``jax._src``). Nothing here changes a computed number.
+Each is on for processes that train, off via its variable, recorded in ``result.json``'s ``speed_settings``; the
+user's view: docs/running.md ("CPU speed settings"); fault counts: results/bench/allocators_60steps.md.
 
-CPU speed settings that leave every computed number bit-identical.
-
-Three knobs, each on by default for processes that train, each measured and recorded in the run
-(``result.json``'s ``speed_settings``):
-
-* **allocator** (``LRA_FAST_ALLOC``): XLA's CPU runtime takes its per-step buffers from glibc
-  ``malloc``. Buffers above the mmap threshold are mapped and unmapped every step, so the kernel
-  zeroes the whole working set again each step: up to a third of the step's CPU time in minor page
-  faults. By default a training process runs with **mimalloc** preloaded (``LD_PRELOAD`` of the
-  ``libmimalloc.so`` that the ``cmeel-mimalloc`` wheel ships, a dependency of ``lra`` on Linux; no
-  root) and told never to return freed memory to the kernel (``MIMALLOC_PURGE_DELAY=-1``): it keeps
-  and reuses the buffers. Where that library is missing, glibc's own tunables do most of it
-  (``mmap_max=0`` serves every block from the heap, ``arena_max=1`` keeps XLA's threads off
-  per-thread arenas, whose heaps are mapped and unmapped as wholes, and a huge ``trim_threshold``
-  stops freed memory going back to the kernel), with one line of advice. Measured in 60-step
-  ``lra.train`` runs (minor faults per step, whole process: default / glibc tunables / mimalloc):
-  ConvLuna-16 :reference 32.5k / 4.0k / 0.76k, Luna-16 :reference 50.8k / 5.9k / 0.73k, the same test
-  loss to the bit (``results/bench/allocators_60steps.md``; whole-run speed: ``results/bench/laptop_*.md``).
-  Both are read at process start, so a command re-executes itself once with them
-  (:func:`reexec_with_fast_allocator`) and parents pass them to children (:func:`child_environment`).
-  ``LRA_FAST_ALLOC=glibc`` picks the tunables, ``LRA_FAST_ALLOC=0``
-  neither.
-* **one-pass threefry** (``LRA_UNROLLED_THREEFRY``; default ``one-pass``): jax lowers the
-  threefry2x32 hash on CPU as a rolled 5-iteration loop that XLA cannot fuse; dropout's random bits
-  then cost 17-29% of the step. :mod:`lra.cpu_speed` computes all rounds in one pass
-  behind the same fusion boundary, bit-identical (the module says why jax's own unrolled lowering is
-  not: ``LRA_UNROLLED_THREEFRY=1`` or ``fused`` opts into it, faster, logged numbers move by an ulp;
-  ``0`` or ``rolled`` keeps jax's). It is the one place that touches ``jax._src``; a jax upgrade that
-  moves it leaves jax's default in force, and ``tests/test_cpu_speed.py`` fails loudly then.
-* **pinning** (``LRA_PIN_CORE=N``): runners that start two programs at once pin each to its own
-  core *after* XLA has started its intra-op threads (:func:`pin_process_to_core`), so each keeps
-  its two threads and computes exactly what an unpinned run does. ``taskset -c N`` at start-up
-  would give XLA one thread and change the losses at ulp level.
-
-``LRA_FAST_ALLOC=0`` switches the allocator settings off (``glibc``: the tunables, not mimalloc);
-``LRA_UNROLLED_THREEFRY=0`` keeps jax's rolled threefry loop, ``=1`` picks jax's fused unrolled one.
-
-Dropout's random bits on the CPU in one pass, bit-identical to jax's default lowering.
-
-jax lowers the threefry2x32 hash on CPU as a rolled 5-iteration ``fori_loop`` (4 rounds each):
-every iteration is a pass over the whole array, and the loop cannot be fused. jax's unrolled
-lowering (the one it uses on GPU/TPU) computes the same integers in one fused pass, but it is then
-fused *into* the float computations that consume the bits (the dropout masks inside the attention
-and residual fusions), XLA groups those float operations differently, and logged numbers move in the
-last float32 place (a 30-step smoke run: different parameters after the first step, the same bits).
-An ``optimization_barrier`` does not stop that on CPU (XLA removes barriers before fusion).
-
-Here all 20 rounds run in one pass inside a ``while`` loop that XLA cannot count: it runs once,
-but its condition starts from a value XLA cannot prove (``any(d == d + 1)``, always False). The loop
-is a fusion boundary exactly where jax's rolled loop is one, so the float program around it is
-compiled as before and every number stays the same, while the hash is computed in one pass instead
-of five. jax has no public API for this: :func:`register` touches ``jax._src`` and returns False
-(jax's default stays) when a jax upgrade moves what it needs; ``tests/test_cpu_speed.py`` then fails
-loudly, and compares 20 logged losses with and without it.
+* ``LRA_FAST_ALLOC``: glibc maps and unmaps XLA's large per-step buffers, so the kernel zeroes the working set every
+  step (up to a third of it in minor faults). mimalloc (the ``cmeel-mimalloc`` wheel's, ``LD_PRELOAD``,
+  ``MIMALLOC_PURGE_DELAY=-1``) reuses them, else glibc tunables do most of it; both are read at process start, hence
+  :func:`reexec_with_fast_allocator` and :func:`child_environment`.
+* ``LRA_UNROLLED_THREEFRY``: jax's CPU threefry2x32 is a rolled 5-iteration loop XLA cannot fuse (17-29% of a step
+  with dropout). jax's unrolled lowering is fused *into* the float ops that read the bits, which XLA then groups
+  differently: numbers move in the last float32 place (an ``optimization_barrier`` is dropped before fusion on CPU).
+  :func:`_one_pass` runs all 20 rounds in a ``while`` loop that runs once but whose condition XLA cannot prove
+  (``any(d == d + 1)``): a fusion boundary where jax's loop has one, so the program around it compiles as before.
+  No public API allows this: :func:`register` touches ``jax._src`` (nowhere else in lra does); when a jax upgrade
+  moves it, jax's default stays and ``tests/test_cpu_speed.py`` fails loudly.
+* ``LRA_PIN_CORE=N``: pin *after* XLA has started its intra-op threads (:func:`pin_process_to_core`), so a run keeps
+  its two threads; ``taskset`` at start-up would give XLA one thread and move the losses by an ulp.
 """
 
 from __future__ import annotations
@@ -76,18 +31,14 @@ from typing import Any
 
 from lra.errors import InputError
 
-# -- allocator, pinning and the settings a run records -------------------------------------------------------
-
-
 ALLOC_SWITCH = "LRA_FAST_ALLOC"
 THREEFRY_SWITCH = "LRA_UNROLLED_THREEFRY"
 PIN_VARIABLE = "LRA_PIN_CORE"
-# trim_threshold is a size_t: 2**62 is "never"; mmap_max=0 and arena_max=1 as explained above.
+# trim_threshold is a size_t: 2**62 is "never".
 GLIBC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=4611686018427387904"
 _REEXEC_MARK = "LRA_FAST_ALLOC_APPLIED"
 MIMALLOC_WHEEL = "cmeel-mimalloc"
-# mimalloc's own setting: never give freed memory back to the kernel (it would fault it in again next step).
-MIMALLOC_SETTINGS = {"MIMALLOC_PURGE_DELAY": "-1"}
+MIMALLOC_SETTINGS = {"MIMALLOC_PURGE_DELAY": "-1"}  # never hand freed memory back (it would fault in again next step)
 
 _threefry_unrolled = False
 
@@ -131,8 +82,7 @@ def chosen_allocator(env: Mapping[str, str] | None = None) -> str:
 
 
 def child_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this process's) with the allocator settings added for a child that trains.
-    A user's own ``LD_PRELOAD``, ``GLIBC_TUNABLES`` and ``MIMALLOC_*`` are kept, ours added beside them."""
+    """``env`` (default: this process's) plus the allocator settings, beside a user's own, for a child that trains."""
     out = dict(os.environ if env is None else env)
     kind = chosen_allocator(out)
     if kind == "default":
@@ -153,8 +103,7 @@ def child_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def allocator_in_force() -> str:
-    """The allocator this process runs with: ``mimalloc`` (loaded, as /proc/self/maps shows),
-    ``glibc-tunables`` (read at start-up) or ``default``."""
+    """The allocator this process runs with: ``mimalloc``, ``glibc-tunables`` or ``default``."""
     if not _is_glibc():
         return "default"
     try:
@@ -171,10 +120,7 @@ def fast_allocator_active() -> bool:
 
 
 def reexec_with_fast_allocator() -> None:
-    """Re-execute this command once with the allocator settings, before jax loads (a command line's
-    first step). No-op when they are already in force, switched off, or not on glibc; without the
-    mimalloc wheel, the glibc tunables and one line of advice; a failed exec leaves the process
-    running as it is, with one line of advice."""
+    """Re-execute this command once with the allocator settings, before jax loads; a failed exec just continues."""
     if not fast_allocator_wanted() or os.environ.get(_REEXEC_MARK):
         return
     if chosen_allocator() == "glibc-tunables" and os.environ.get(ALLOC_SWITCH, "").strip().lower() != "glibc":
@@ -201,8 +147,7 @@ def reexec_with_fast_allocator() -> None:
 
 
 def threefry_mode(env: Mapping[str, str] | None = None) -> str:
-    """The threefry lowering ``LRA_UNROLLED_THREEFRY`` asks for: ``one-pass`` (default), ``rolled``
-    (``0``: jax's) or ``fused`` (``1``: jax's unrolled, not bit-identical)."""
+    """``LRA_UNROLLED_THREEFRY``: ``one-pass`` (default), ``rolled`` (``0``) or ``fused`` (``1``, not bit-identical)."""
     value = (os.environ if env is None else env).get(THREEFRY_SWITCH, "").strip().lower()
     if value in ("", "one-pass", "onepass", "default"):
         return "one-pass"
@@ -214,8 +159,7 @@ def threefry_mode(env: Mapping[str, str] | None = None) -> str:
 
 
 def unroll_threefry_on_cpu() -> bool:
-    """Register the threefry2x32 CPU lowering that ``LRA_UNROLLED_THREEFRY`` asks for (once per
-    process, before the first compile). Returns whether a faster lowering than jax's is in force."""
+    """Register ``LRA_UNROLLED_THREEFRY``'s lowering before the first compile; whether one faster than jax's is on."""
     global _threefry_unrolled
 
     mode = threefry_mode()
@@ -225,8 +169,7 @@ def unroll_threefry_on_cpu() -> bool:
 
 
 def pin_process_to_core(core: int) -> int:
-    """Pin every thread of this process (XLA's pool included) to CPU ``core``; returns how many
-    threads were pinned. Call it after the first compilation, once XLA's threads exist."""
+    """Pin every thread of this process to ``core`` after the first compile (once XLA's threads exist); the count."""
     pinned = 0
     for task in Path("/proc/self/task").iterdir():
         try:
@@ -264,9 +207,6 @@ def settings() -> dict[str, object]:
     }
 
 
-# -- the one-pass threefry lowering --------------------------------------------------------------------------
-
-
 MODES = ("one-pass", "rolled", "fused")
 _registered: str | None = None
 
@@ -291,8 +231,7 @@ def _one_pass(k1: Any, k2: Any, x1: Any, x2: Any) -> list[Any]:
 
 
 def register(mode: str) -> bool:
-    """Register ``mode``'s threefry2x32 lowering for the CPU (``rolled``: leave jax's). Returns whether
-    it is in force; False, with one note, when this jax has moved its internals."""
+    """Register ``mode``'s CPU threefry2x32 lowering; whether it is in force (False, with a note: jax moved it)."""
     global _registered
     if mode not in MODES:
         raise InputError(f"threefry lowering {mode!r}: one of {', '.join(MODES)}")

@@ -1,21 +1,8 @@
 """Task defaults (Table 2 of the ConvLuna paper, arXiv:2404.00798), presets and the config-option parser.
 
-Every ``configs/<task>_<attention>.py`` is a thin call of :func:`make_config`, so the whole
-config system lives here, importable from the package (tests, sweeps, evaluation) rather than
-from a file path. ``configs/base.py`` re-exports the task defaults.
-
-Option string (after the colon of ``--config path.py:ARGS``), comma separated:
-  * a preset: ``paper`` (default), ``cpu``, ``laptop``, ``smoke``;
-  * a family option ``key=value``: an attention field (``memory_size=16``) or an alias
-    (``mem=16``, ``clusters=8``);
-  * a family flag defined by the config file (e.g. ``only_scaling`` for ConvLuna);
-  * ``reference``: the published ConvLuna code's choices where they differ from the paper's
-    text or from our defaults (``lra/reference_config.py``), for the Luna and ConvLuna configs;
-  * ``bf16``: bfloat16 compute (``model.dtype=bfloat16``) with any preset: parameters, optimizer
-    state, LayerNorm and softmax statistics, logits and the loss stay float32 (tests/test_microbatch.py
-    checks it). With ``model.attention_dropout_rate=0`` the Transformer then runs cuDNN flash
-    attention on a CUDA GPU (``attention_kwargs.implementation="auto"``, lra.attention.softmax).
-"""
+Every ``configs/<task>_<attention>.py`` calls :func:`make_config`. Its option string (``--config path.py:a,b``): a
+preset (``paper`` default, ``cpu``, ``laptop``, ``smoke``), family options ``key=value`` (``mem=16``), the config's
+flags (``only_scaling``), ``reference`` (lra/reference_config.py), ``bf16`` (docs/accelerators.md)."""
 
 from __future__ import annotations
 
@@ -39,20 +26,12 @@ TASKS = ("listops", "text", "matching", "image", "pathfinder", "pathx")
 PATHFINDER_TASKS = ("pathfinder", "pathx")  # LRA's Pathfinder (32 x 32) and Path-X (128 x 128)
 PRESETS = ("paper", "cpu", "laptop", "smoke")
 BF16_OPTION = "bf16"  # bfloat16 compute, float32 parameters, optimizer and statistics (make_config)
-# ``laptop``: the ``cpu`` preset at the budget of ConvLuna's confirmatory ListOps study
-# (lra_lab.reproduce.convluna_confirm.SETTINGS; a test keeps the two equal).
-LAPTOP_STEPS = 4000
+LAPTOP_STEPS = 4000  # laptop: cpu at lra_lab.reproduce.convluna_confirm.SETTINGS' budget (a test keeps them equal)
 LAPTOP_LISTOPS_TRAIN = 96_000
 
-# Table 2 (paper scale, lra.papers.convluna.TABLE2_TASKS) and Pathfinder / Path-X's LRA settings.
-_TABLE2: dict[str, dict[str, Any]] = {
+_TABLE2: dict[str, dict[str, Any]] = {  # Table 2, and LRA's Pathfinder / Path-X settings
     **TABLE2_TASKS,
-    # Not in Table 2: LRA's Transformer settings (lra_benchmarks/image/configs/pathfinder32/
-    # {base_pathfinder32_config,transformer_base}.py and pathfinder128/...): 200 epochs of 160k
-    # images, warmup one epoch, peak learning rate 0.001, no weight decay. Our schedule
-    # (lra/training/step.py) decays as 1/sqrt(step) where LRA's decays by a cosine: the same warmup and
-    # peak, base_lr = 0.001 * sqrt(warmup). The rest of their config: _pathfinder_task below.
-    "pathfinder": dict(
+    "pathfinder": dict(  # LRA's (docs/data.md, "Configs"); our 1/sqrt(step) decay peaks at 0.001 after warmup
         max_len=1024,
         batch_size=512,
         num_train_steps=62_400,
@@ -90,19 +69,14 @@ def task_config(task: str) -> ml_collections.ConfigDict:
 
     c.data = ml_collections.ConfigDict()
     c.data.max_len = t["max_len"]
-    # Length buckets for batching: each batch is padded to the smallest boundary that holds its
-    # longest example (one compilation per boundary). Empty: pad every batch to max_len.
-    c.data.buckets = ()
-    # Seed of the bucket order (the sequence of batch lengths); -1: the run's own seed. The seeds
-    # of one vmapped program share the first seed's order (lra.training.runs.seed_config).
-    c.data.bucket_order_seed = -1
+    c.data.buckets = ()  # a batch is padded to the smallest bucket holding its longest example; (): max_len
+    c.data.bucket_order_seed = -1  # -1: the run's seed (a vmapped program's seeds share the first's order)
     c.data.source = "auto"  # listops: "auto" (release files if present, else generate) | "release" | "generated"
     c.data.min_len = 500  # listops generator: keep 500 < length < max_len (LRA)
     c.data.num_train = 96_000
     c.data.num_val = 2_000
     c.data.num_test = 2_000
     c.data.generator_seed = 0
-    # text / matching / image readers (lra/data/{text,matching,image}.py)
     c.data.format = "auto"  # "auto" | "original" (aclImdb/, cifar-10-batches-py/) | "tfds"
     c.data.tfds_dir = ""  # empty: <data_dir>/tensorflow_datasets
     c.data.cache_dir = ""  # tokenised arrays; empty: <data_dir>/cache
@@ -129,13 +103,9 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.model.pooling = "cls"  # "cls" | "mean" | "memory"
     c.model.dual_combine = "concat_mul_sub"  # matching: [u, v, u*v, u-v] (LRA's) | "concat": [u, v]
     c.model.dtype = "float32"  # "bfloat16" on GPU/TPU
-    # Memory families: the learned initial memory ~ N(0, memory_init_scale^2) (published code: 1.0).
-    c.model.memory_init_scale = 1.0
-    c.model.head_activation = "gelu"  # Table 2; "relu" was this suite's head before
-    # GELU's form (FFN and head): True, the tanh approximation (flax's nn.gelu default, LRA's Flax
-    # code: the Transformer and the other LRA-encoder rows); False, the exact erf form (GELU as
-    # defined, Table 2's; the published ConvLuna code's nn.GELU()): the memory families' configs.
-    c.model.gelu_approximate = True
+    c.model.memory_init_scale = 1.0  # memory families: initial memory ~ N(0, scale^2)
+    c.model.head_activation = "gelu"  # Table 2
+    c.model.gelu_approximate = True  # tanh form (LRA's Flax code); False: exact erf (Table 2, memory families)
     c.model.head_hidden_layers = 1  # single-input head: Dense(mlp_dim) layers before the logits
     c.model.pre_pool_norm = False  # LayerNorm right before pooling (the published code's classifier)
     c.model.attention_residual_dropout = True  # dropout on the attention output before the residual
@@ -144,15 +114,11 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.model.embedding = "table"  # "table" (token embeddings) | "linear" (image: x * w + b of normalised pixels)
     c.model.pixel_mean = 0.48  # embedding="linear": pixels / 255 are normalised as (p - mean) / std
     c.model.pixel_std = 0.24
-    # The published ConvLuna code's embedding details (on under ``reference``): padding embeds to a
-    # fixed zero (nn.Embedding(padding_idx=0)); [CLS] gets no position (positions are added before
-    # it is prepended); parameters drawn as PyTorch does ("pytorch", lra.model.pytorch_init).
+    # The published ConvLuna code's embedding details, on under ``reference`` (docs/reference.md).
     c.model.zero_padding_embedding = False
     c.model.cls_position = True
     c.model.param_init = "xavier"  # "xavier" (this suite) | "pytorch"
-    # Recompute each encoder block's activations in the backward pass (jax.checkpoint) instead of
-    # storing them: memory of one block instead of num_layers, at about one more forward pass.
-    c.model.remat = False
+    c.model.remat = False  # jax.checkpoint per block: one block's activations stored, ~one more forward pass
 
     c.batch_size = t["batch_size"]
     c.eval_batch_size = t["batch_size"]
@@ -161,27 +127,19 @@ def task_config(task: str) -> ml_collections.ConfigDict:
     c.weight_decay = t["weight_decay"]
     c.warmup_steps = t["warmup_steps"]
     c.grad_clip_norm = 0.0  # 0: off (Table 2 clips nothing)
-    # Gradient accumulation: each train step runs the batch as this many microbatches (a divisor of
-    # batch_size) and sums their gradients: the same step in less memory (lra.training.step).
-    c.microbatches = 1
+    c.microbatches = 1  # gradient accumulation (a divisor of batch_size): the same step in less memory
     c.eval_every = 1000
     c.checkpoint_every = 1000
     c.log_every = 100
     c.max_eval_batches = 0  # 0: the whole split
-    # Memory families: memory statistics (lra.training.metrics) on one validation batch at each
-    # evaluation, logged to metrics.jsonl as split "memory". On in the cpu preset of memory families.
-    c.log_memory_stats = False
+    c.log_memory_stats = False  # memory families: memory statistics per evaluation (metrics.jsonl "memory")
     if task in PATHFINDER_TASKS:
         _pathfinder_task(c)
     return c
 
 
 def _pathfinder_task(c: ml_collections.ConfigDict) -> None:
-    """LRA's Pathfinder / Path-X settings beyond Table 2's columns (the configs cited in _TABLE2):
-    Pathfinder's Transformer has 4 heads, width 128, QKV 64, MLP 128, attention dropout 0.1; Path-X's
-    (the base config) 2 heads, width 32, QKV 16, MLP 32, dropout 0.1, gradients clipped at norm 1.
-    Both pool by the mean and evaluate once per epoch. LRA's Pathfinder-32 uses fixed sinusoidal
-    positions, this encoder learned ones (as LRA's Path-X)."""
+    """LRA's Pathfinder / Path-X settings beyond Table 2's columns (docs/data.md, "Configs")."""
     pathx = c.task == "pathx"
     c.data.pathfinder_resolution = 128 if pathx else 32  # lra/data/pathfinder.py
     c.data.pathfinder_setting = "curv_contour_length_14"  # LRA's "hard" split, the one it reports
@@ -198,9 +156,7 @@ def _pathfinder_task(c: ml_collections.ConfigDict) -> None:
     c.grad_clip_norm = 1.0 if pathx else 0.0
 
 
-# What runs recorded before a field existed did: a config.json without the field is read with
-# this value, so evaluating or diagnosing an old run rebuilds the model it trained.
-LEGACY_FIELDS: dict[str, Any] = {
+LEGACY_FIELDS: dict[str, Any] = {  # what runs did before a field existed: old runs rebuild the model they trained
     "model.memory_init_scale": None,  # None: emb_dim ** -0.5, filled in by upgrade_run_config
     "model.head_activation": "relu",
     "model.head_hidden_layers": 1,
@@ -224,8 +180,7 @@ LEGACY_FIELDS: dict[str, Any] = {
 
 
 def load_config_file(path: str | Path) -> Any:
-    """The module of a config file (``configs/<task>_<attention>.py``); its ``get_config(options)``
-    builds the config, as ``--config path.py:options`` does for lra.train."""
+    """The module of a config file; its ``get_config(options)`` builds the config."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(f"_lra_config_{path.stem}", path)
     if spec is None or spec.loader is None:  # not a suffix Python loads (a config is a .py module)
@@ -328,18 +283,8 @@ def make_config(
     model: Mapping[str, Any] | None = None,
     flags: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ml_collections.ConfigDict:
-    """Build the config for ``task`` x ``attention`` and apply the option string ``arg``.
-
-    Args:
-      task: one of TASKS.
-      attention: registry name (``softmax``, ``luna``, ...).
-      arg: the option string after the colon (presets, ``key=value``, flags).
-      label: the variant's row name in tables; ``{field}`` placeholders are filled from the
-        attention options, e.g. ``"ConvLuna-{memory_size}"``.
-      attention_kwargs: the family's task defaults (paper settings).
-      model: overrides of ``config.model`` fields for this family (e.g. ``norm="post"``).
-      flags: named family flags: ``{"only_scaling": {"attention_kwargs": {...}, "label": ...}}``.
-    """
+    """The config for ``task`` x ``attention`` with option string ``arg``; ``label``'s ``{field}`` is filled from the
+    options, ``flags`` maps a flag to ``{"attention_kwargs": {...}, "label": ...}``."""
     c = task_config(task)
     c.model.attention = attention
     c.model.update(dict(model or {}))

@@ -1,21 +1,8 @@
 """The suite's errors, beneath every layer so that any module can raise them, and one exit code per class.
 
-The suite's base error class, beneath every layer so that any module can raise it.
-
-``InputError`` is what a user can fix: a config field, a family option, a command-line flag or
-environment variable, the data, or the state of a workdir. The commands print it as one ``error:``
-line and exit 2 (lra.errors.exit_code). A bare ``ValueError`` is not input: it is a
-bug (a shape mismatch in a new family, a broken invariant) and keeps its traceback.
-
-The errors a run can stop with, and the exit code of each class (docs/reliability.md, "Exit codes").
-
-One class of error, one exit code, whichever step of the run it hits: scripts (the sweep, a
-SLURM array) decide from the code alone whether to retry, resume, or give up. Only the suite's own
-classes (these, ``lra.errors.InputError`` and its subclasses) and ``OSError`` (the disk, the
-environment) have a code and become one ``error:`` line; any other exception, a bare
-``ValueError`` included, is a bug: ``exit_code`` raises TypeError and the command re-raises the
-original with its traceback.
-"""
+One class, one code, whichever step a run stops at, so scripts decide from the code alone whether to retry, resume or
+give up (docs/reliability.md, "Exit codes"). Only these classes and ``OSError`` have a code; anything else (a bare
+``ValueError`` too) is a bug: ``exit_code`` raises TypeError and the command re-raises it with its traceback."""
 
 from __future__ import annotations
 
@@ -26,13 +13,9 @@ import signal
 
 
 class InputError(ValueError):
-    """Bad input a user can fix; the message says what and how (exit 2, nothing changed)."""
+    """Bad input a user can fix (config, option, flag, data, workdir state): one ``error:`` line, exit 2."""
 
 
-# -- the errors a run can stop with, and their exit codes ----------------------------------------------------
-
-
-# Exit codes of ``python -m lra.train``.
 EXIT_OK = 0
 EXIT_DIVERGED = 1  # the loss or the weights became NaN/Inf: the last good checkpoint is kept
 EXIT_INVALID = 2  # bad config, command line, data, or a workdir this command may not use: nothing changed

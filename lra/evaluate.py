@@ -4,14 +4,8 @@
     python -m lra.evaluate --workdir W --attention clustered --config.model.attention_kwargs.clusters=16
     python -m lra.evaluate --workdir W --config.max_eval_batches=4
 
-Families with softmax's parameter tree (softmax, clustered, improved_clustered, dispersed, linear)
-can evaluate each other's weights: the clustered-attention paper's "train with full, evaluate with
-clustered" experiment. The trees are compared before anything else (``lra.attention.trees``), so
-a swap that cannot work is one error line naming the difference and the families that can swap.
-Each evaluation is printed and appended to ``W/evaluations.jsonl``. Options are set in the suite's
-one grammar (lra.config_args): ``--config.FIELD=VALUE`` for a field of the run's config,
-``--config.model.attention_kwargs.KEY=VALUE`` for a family option (typed by the family, aliases such
-as ``clusters`` allowed); ``--options k=v,...`` is the old spelling of the latter.
+Families with softmax's parameter tree (softmax, clustered, improved_clustered, dispersed, linear) can evaluate each
+other's weights. Each evaluation is printed and appended to ``W/evaluations.jsonl``.
 """
 
 from __future__ import annotations
@@ -37,9 +31,7 @@ from lra.training.step import evaluate_split, make_steps
 
 
 def error_line(error: BaseException) -> tuple[int, str]:
-    """(exit code, one ``error:`` line) of a failure to read a run: a missing run or checkpoint or a
-    wrong option 2, a damaged checkpoint or config.json 5, an unwritable file 4
-    (lra.errors); TypeError for an exception that is a bug, not a run's state."""
+    """(exit code, one ``error:`` line) of a failure to read a run (lra.errors); TypeError for a bug."""
     if isinstance(error, FileNotFoundError):
         return EXIT_INVALID, f"error: {error}"
     code, line = exit_code(error), f"error: {describe(error)}"
@@ -62,8 +54,7 @@ def fail(error: BaseException) -> NoReturn:
 
 
 def parse_options(attention: str, tokens: list[str]) -> dict[str, Any]:
-    """``["clusters=16", "topk=8"]`` of ``attention`` -> ``{"num_clusters": 16, "topk": 8}``, each
-    typed by the family (lra.defaults.parse_option: ``mem=1.5`` fails naming the field)."""
+    """``["clusters=16", "topk=8"]`` -> ``{"num_clusters": 16, "topk": 8}``, typed by the family."""
     out = {}
     for token in filter(None, (t.strip() for t in tokens)):
         if "=" not in token:
@@ -74,9 +65,7 @@ def parse_options(attention: str, tokens: list[str]) -> dict[str, Any]:
 
 
 def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, options: dict[str, Any]) -> None:
-    """Refuse, before any config check, data or compilation, a family whose parameter tree differs
-    from the one the run trained (a later pooling or memory-statistics error would point elsewhere).
-    A wrong family name or option is left to :func:`validate_config`, which names it."""
+    """Refuse, before anything else, a family whose parameter tree differs (a later error would point elsewhere)."""
     dims = {"num_heads": model.num_heads, "qkv_dim": model.qkv_dim, "features": model.emb_dim}
     try:
         target = parameter_tree(attention, options, **dims)
@@ -102,9 +91,7 @@ def evaluation_config(
     attention: str | None = None,
     options: dict[str, Any] | None = None,
 ) -> ml_collections.ConfigDict:
-    """``config`` with ``attention``/``options`` swapped in, checked (the parameter trees, the config)
-    before any data is read: ValueError naming what is wrong. A caller with several evaluations checks
-    them all first (scripts/swap_eval.py)."""
+    """``config`` with the swap applied, checked before any data is read (scripts/swap_eval.py checks all first)."""
     config = ml_collections.ConfigDict(config.to_dict())
     if attention is not None:
         check_swap(workdir, config.model, attention, options or {})
@@ -168,9 +155,7 @@ def main(
     family_options: list[str],
     overrides: dict[str, str] | None = None,
 ) -> None:
-    """Evaluate, print, then append the row (with the overrides it ran under and the examples it saw:
-    a row of 8 examples is never mistaken for the whole split, issue 52 EV1). The accuracy is printed
-    before the row is written, so a read-only run still shows it (RO2)."""
+    """Evaluate, print (so a read-only run still shows it), then append the row with its overrides and examples."""
     from absl import flags, logging
 
     logging.set_verbosity(logging.WARNING)
@@ -203,8 +188,7 @@ def main(
         fail(e)
 
 
-# (flag, one-line description): defined for absl and printed by --help, which must work without a run
-FLAG_HELP = (
+FLAG_HELP = (  # (flag, one line): for absl, and for --help, which needs no run
     ("workdir", "a finished run's directory (required; its config.json gives the model and the data)"),
     ("attention", "evaluate with this attention instead of the run's (one with the same parameter tree)"),
     ("split", "the split to evaluate: test (default) or validation"),
@@ -227,8 +211,7 @@ def usage() -> str:
 
 
 def cli(argv: list[str]) -> None:
-    """``python -m lra.evaluate``: --help without a run; otherwise read --workdir's config first (the
-    --config.FIELD flags are that config's fields), define the flags and hand over to absl."""
+    """``python -m lra.evaluate``: --help needs no run; else --workdir's config is read before the flags."""
     if any(a in HELP_FLAGS for a in argv[1:]):
         print(usage(), end="")
         sys.exit(0)

@@ -1,23 +1,9 @@
 """``:reference``: what the option changes in a config, the published ConvLuna code's choices.
 
-The ConvLuna paper (Yorsh, Holeňa, Bojar, Herel: *On Difficulties of Attention Factorization
-through Shared Memory*, ICLR 2024 Tiny Papers, arXiv:2404.00798) reports Tables 1 and 3 from runs of its
-authors' public PyTorch code
-(github vladyorsh/lra_efficient_transformers: ``lra/layers.py``, ``lra/models.py``,
-``lra/setups.py``, ``lra_run.py``). Where that code differs from the paper's text or from this
-suite's defaults, ``configs/<task>_<luna|convluna>.py:reference`` switches to the
-code's behaviour. Every switch is also its own config field, listed in :data:`DIVERGENCES`
-(which docs/reference.md's divergence table mirrors; a test keeps them in step).
-
-Our defaults follow the paper's text and, where it is silent, the published code. Two of the
-code's behaviours are bugs we reproduce only under ``reference``: it runs without padding masks
-(``--mask_inputs False`` by default, and ``ConvLunaClassifier`` forces ``mask=None``), and its
-ConvLuna unpacking attention receives its temperature in the ``affine`` argument slot, so its
-logits are never scaled (the paper says d^-1/2).
-
-A library module (``lra.defaults`` applies it; issue 55 moved it out of ``lra_lab/reference/``, the
-laboratory's check of the published code, so that no library module imports the laboratory).
-"""
+The ConvLuna paper (Yorsh, Holeňa, Bojar, Herel: *On Difficulties of Attention Factorization through Shared Memory*,
+ICLR 2024 Tiny Papers, arXiv:2404.00798) reports runs of its authors' code (vladyorsh/lra_efficient_transformers).
+``:reference`` switches to that code's behaviour where it differs, its two bugs included; each switch is a field in
+:data:`DIVERGENCES`, which docs/reference.md mirrors (a test keeps them in step) and explains."""
 
 from __future__ import annotations
 
@@ -27,10 +13,7 @@ import ml_collections
 
 from lra.errors import InputError
 
-REFERENCE_FAMILIES = ("luna", "convluna")
-# Not the softmax Transformer: the code's ``TBlock.forward`` calls ``self.layernorm_input``, which
-# it never defines (it defines ``norm_input``), so its Transformer cannot have run; the paper's
-# Transformer row is the LRA paper's number.
+REFERENCE_FAMILIES = ("luna", "convluna")  # not softmax: the code's TBlock.forward calls an undefined layernorm_input
 
 
 class Divergence(NamedTuple):
@@ -159,10 +142,7 @@ def divergence_table() -> str:
 
 
 def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Switch ``c`` (after its preset) to the published code's choices; return the attention kwargs.
-
-    Sizes that a preset shrank are kept: the code's 6 matching blocks apply at paper scale only.
-    """
+    """Switch ``c`` (after its preset, whose sizes stay) to the published code's choices; the attention kwargs."""
     attention = c.model.attention
     if attention not in REFERENCE_FAMILIES:
         raise InputError(
@@ -178,12 +158,8 @@ def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dic
     m.gelu_approximate = False  # nn.GELU(): the exact erf form
     m.zero_padding_embedding = True  # nn.Embedding(padding_idx=0)
     m.cls_position = False  # TEmbedding adds positions, then prepends [CLS]
-    # Their Linear layers and tables keep PyTorch's default draws (lra.model.pytorch_init); its
-    # effect on training is measured in results/reference/init_listops_cpu (lra_lab.reference.init_effect).
-    m.param_init = "pytorch"
-    # TEmbedding adds a (1, seq_len, D) position table: every batch is padded to the full length.
-    # With masks off, the padding is part of the input, so length buckets would change the result.
-    c.data.buckets = ()
+    m.param_init = "pytorch"  # its effect: results/reference/init_listops_cpu (lra_lab.reference.init_effect)
+    c.data.buckets = ()  # the code pads every batch to full length; unmasked, the padding is input
     m.pre_pool_norm = c.task != "matching"  # the code's DualClassifier has no norm
     if c.task == "image":
         m.head_hidden_layers = 2
@@ -198,8 +174,7 @@ def apply_reference(c: ml_collections.ConfigDict, kwargs: dict[str, Any]) -> dic
         m.pooling = "cls"
         kwargs["share_projections"] = True
     if attention == "convluna":
-        # SimplifiedConvLunaBlock: attention_unpack.{q, k, lin} = attention.{q, k, lin}; no W^V.
-        kwargs["share_projections"] = "qko"
+        kwargs["share_projections"] = "qko"  # SimplifiedConvLunaBlock: unpacking shares q, k, lin; no W^V
         kwargs["scale_unpacking"] = False
         # The code pads convolutions 'same' at stride 1; pooling and strided filters are 'valid'.
         if kwargs.get("filter", "maxpool") == "maxpool" or kwargs.get("stride", 1) > 1:

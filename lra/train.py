@@ -1,26 +1,10 @@
 """Train, evaluate and log a run: ``python -m lra.train --config configs/X.py[:OPTIONS]``.
 
-The command line only: the loop is lra.training (its package docstring is the map).
-``--config.seeds=0,1,2,3,4`` trains five seeds in one program, each in its own ``seed<k>/``
-workdir. Exit codes: lra.errors.
-
-JAX's persistent compilation cache (below: this command turns it on, a library call does not): a
-resume (or a rerun) loads its compiled steps.
-
-A run compiles one train step per length bucket and its evaluation steps (tens of seconds on a
-CPU, minutes at paper scale); without a persistent cache every resume compiles them again. The
-command line (``python -m lra.train``, and so every sweep and study that launches it) turns JAX's
-cache on, in this order:
-
-* ``JAX_COMPILATION_CACHE_DIR`` set: JAX's own setting, left as it is (the test suite's folder);
-* ``LRA_COMPILATION_CACHE=off`` (or ``0``, ``none``, empty): no persistent cache;
-* ``LRA_COMPILATION_CACHE=DIR``: that folder;
-* otherwise ``$XDG_CACHE_HOME/lra/jax`` (``~/.cache/lra/jax``).
-
-Under that folder each machine has its own subfolder (:func:`machine_key`: jaxlib, the
-architecture, the CPU and its instruction-set flags), so a home shared by a cluster's different
-nodes never hands one CPU another's code. A loaded program is the compiled one: results are the
-same bits. Library calls (``lra.training.train_and_evaluate``) leave JAX's settings alone.
+The command line only: the loop is lra.training. ``--config.seeds=0,1,2,3,4`` trains five seeds in one program, each
+in its own ``seed<k>/`` workdir. Exit codes: lra.errors. This command (not a library call) keeps JAX's persistent
+compilation cache, one folder per machine (:func:`machine_key`), so a resume loads its compiled steps:
+``LRA_COMPILATION_CACHE=DIR`` moves it from ``$XDG_CACHE_HOME/lra/jax``, ``=off`` turns it off, a set
+``JAX_COMPILATION_CACHE_DIR`` is left as JAX uses it (docs/running.md, "Resume").
 """
 
 from __future__ import annotations
@@ -46,8 +30,7 @@ if TYPE_CHECKING:
     from lra.training.step import evaluate_split, make_steps
 
 __all__ = ["Interrupted", "NonFiniteLossError", "train_and_evaluate", "make_steps", "evaluate_split"]
-# Imported on first use (PEP 562): ``--help`` and a bad flag or config file answer before jax loads.
-_LAZY = {
+_LAZY = {  # imported on first use (PEP 562): --help and a bad flag answer before jax loads
     "Interrupted": "lra.training",
     "NonFiniteLossError": "lra.training",
     "train_and_evaluate": "lra.training",
@@ -64,18 +47,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# -- JAX's persistent compilation cache ----------------------------------------------------------------------
-
-
 ENV = "LRA_COMPILATION_CACHE"
 OFF = ("", "0", "off", "none", "false")
-# The CPU features LLVM's code generation reads (x86 vector and matrix extensions, Arm's SIMD).
-_ISA_FLAG = re.compile(r"^(sse4|avx|fma|f16c|amx|asimd|sve|neon|bf16|i8mm|fphp)")
+_ISA_FLAG = re.compile(r"^(sse4|avx|fma|f16c|amx|asimd|sve|neon|bf16|i8mm|fphp)")  # CPU features LLVM's codegen reads
 
 
 def cpu_identity() -> tuple[str, list[str]]:
-    """(the CPU as LLVM identifies it: vendor, family, model; its instruction-set flags), from
-    /proc/cpuinfo's first processor on Linux; elsewhere ``platform.processor()`` and no flags."""
+    """(the CPU as LLVM identifies it, its instruction-set flags) from /proc/cpuinfo; elsewhere (processor, [])."""
     try:
         text = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
     except OSError:
@@ -111,9 +89,7 @@ def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
 
 
 def enable() -> Path | None:
-    """Turn JAX's persistent compilation cache on for this process (see the module docstring);
-    the folder used, or None. A folder that cannot be made leaves the cache off (a run never
-    fails for its cache)."""
+    """Turn JAX's persistent compilation cache on; the folder, or None (a run never fails for its cache)."""
     folder = cache_dir()
     if folder is None:
         return None
@@ -133,8 +109,7 @@ def _fail(message: str, code: int) -> None:
 
 
 def quiet_library_errors() -> None:
-    """Orbax, asyncio and thread pools log a failed write (a full disk) from their worker threads,
-    each with a traceback; the run reports it once, as an ``error:`` line naming the path."""
+    """A failed write is reported once, as an ``error:`` line, not as tracebacks from every worker thread."""
     import logging as pylogging
 
     class _FromWorkers(pylogging.Filter):
@@ -146,8 +121,7 @@ def quiet_library_errors() -> None:
             return record.levelno < pylogging.ERROR or self.path_part not in record.pathname
 
     class _NoMetadataNotice(pylogging.Filter):
-        """A checkpoint saved before orbax wrote its metadata file (integrity format 1, still resumed
-        exactly) has none: orbax's three warnings say nothing the seal does not check (issue 52 D17)."""
+        """Integrity-format-1 checkpoints lack orbax's metadata file; its warnings say nothing the seal misses."""
 
         def filter(self, record: pylogging.LogRecord) -> bool:
             return not str(record.msg).startswith("Metadata file does not exist")
@@ -156,8 +130,7 @@ def quiet_library_errors() -> None:
     pylogging.getLogger("absl").addFilter(_NoMetadataNotice())
     for name in ("asyncio", "concurrent.futures"):
         pylogging.getLogger(name).addFilter(_FromWorkers(""))
-    # tensorstore's callbacks, finishing after orbax closed its event loop, report it as unraisable
-    default_hook = sys.unraisablehook
+    default_hook = sys.unraisablehook  # tensorstore's callbacks after orbax closed its loop
 
     def hook(unraisable: Any) -> None:
         value = unraisable.exc_value
@@ -176,7 +149,7 @@ def main(argv: list[str], parsed: dict[str, Any]) -> None:
 
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
     quiet_library_errors()
-    enable()  # JAX's persistent compilation cache: a resume loads its compiled steps (above)
+    enable()  # JAX's persistent compilation cache
 
     if len(argv) > 1:
         _fail(f"unexpected arguments: {' '.join(argv[1:])}", EXIT_INVALID)
@@ -232,9 +205,7 @@ def _help(argv: list[str]) -> None:
 
 
 def parse_flags(argv: list[str], parsed: dict[str, Any]) -> list[str]:
-    """``--config PATH[:short,form]`` and each ``--config.FIELD=VALUE`` read by lra.config_args (the
-    suite's one override grammar) into ``parsed["config"]``, locked; absl reads the other flags. A bad
-    flag, config file, field or value is one ``error:`` line (exit 2)."""
+    """``--config`` and ``--config.FIELD=VALUE`` into ``parsed["config"]``, locked; absl reads the other flags."""
     from absl import flags
 
     from lra.config_args import config_from_args, split_config_args
@@ -242,8 +213,7 @@ def parse_flags(argv: list[str], parsed: dict[str, Any]) -> list[str]:
 
     if any(a in ("--help", "-h", "--helpfull") for a in argv[1:]):
         _help(argv)
-    # The arguments first, then the config file (building a config loads the attention registry,
-    # and so jax): a mistyped flag is answered at once.
+    # The arguments first, then the config file (which loads jax): a mistyped flag is answered at once.
     try:
         spec, overrides, rest = split_config_args(argv)
     except InputError as e:

@@ -1,9 +1,8 @@
 """What a paper fixes, one module per paper, kept out of the generic layers.
 
-A paper's numbers and names (its memory sizes, its table's row order, its ablation flags, its
-task defaults, its sweep grids' rows) are data the generic code is given, not knowledge it holds. These modules import
-nothing of lra, so every layer may read them (tests/test_layering.py: beside ``lra.errors``).
+A paper's numbers and names are data the generic code is given. These modules import nothing of lra, so every layer
+may read them (tests/test_layering.py).
 
-- ``convluna``: Yorsh, Holeňa, Bojar, Herel, *On Difficulties of Attention Factorization through
-  Shared Memory* (arXiv:2404.00798).
+- ``convluna``: Yorsh, Holeňa, Bojar, Herel, *On Difficulties of Attention Factorization through Shared Memory*
+  (arXiv:2404.00798).
 """

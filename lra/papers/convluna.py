@@ -1,25 +1,14 @@
-"""The ConvLuna paper's specifics: Yorsh, Holeňa, Bojar, Herel, *On Difficulties of Attention
-Factorization through Shared Memory* (arXiv:2404.00798).
-
-Collected here so the generic layers stay generic: the attention registry registers ConvLuna with
-these flags and model settings, the results tables take these sizes and this row order, and the
-sweep grids (lra_lab.experiments.sweep_grids) are built from these rows. Plain data, no imports of lra:
-any layer may read it (tests/test_layering.py).
-"""
+"""The ConvLuna paper's specifics: Yorsh, Holeňa, Bojar, Herel, *On Difficulties of Attention Factorization through
+Shared Memory* (arXiv:2404.00798)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-# Figure 2 / Appendix A: the memory sizes of Table 1, over which the Friedman test runs.
-MEMORY_SIZES = (1, 16, 256)
+MEMORY_SIZES = (1, 16, 256)  # Table 1's; the Friedman test runs over them (Figure 2 / Appendix A)
+FAMILY_ORDER = ("Transformer", "Luna", "ConvLuna", "OnlyScaling", "OnlyFiltering")  # Tables 1 and 3's rows, then others
 
-# Table 1's and Table 3's row order (then any other family, by name).
-FAMILY_ORDER = ("Transformer", "Luna", "ConvLuna", "OnlyScaling", "OnlyFiltering")
-
-# Ablation presets of Appendix E for the ConvLuna configs (``configs/*_convluna.py:only_scaling``):
-# one of ConvLuna's two packing changes at a time, everything else (sharing) unchanged.
-CONVLUNA_FLAGS: dict[str, dict[str, Any]] = {
+CONVLUNA_FLAGS: dict[str, dict[str, Any]] = {  # Appendix E's ablations: one of the two packing changes each
     "only_scaling": {
         "attention_kwargs": {"filter": "none", "learn_temperature": True},
         "label": "OnlyScaling-{memory_size}",
@@ -28,39 +17,28 @@ CONVLUNA_FLAGS: dict[str, dict[str, Any]] = {
         "attention_kwargs": {"learn_temperature": False},
         "label": "OnlyFiltering-{memory_size}",
     },
-    # Appendix E's initial value without the learning: tau fixed at 0 (not in the paper's tables).
-    "fixed_temperature": {
+    "fixed_temperature": {  # Appendix E's initial value unlearned: tau fixed at 0 (not in the paper's tables)
         "attention_kwargs": {"freeze_temperature": True},
         "label": "FixedTemperature-{memory_size}",
     },
-    # Appendix D's other filter: Table 2's MaxPool K=4 of the other tasks (for ListOps' Conv K=32 rows).
-    "maxpool": {
+    "maxpool": {  # Appendix D's other filter: the other tasks' MaxPool K=4 (against ListOps' Conv K=32)
         "attention_kwargs": {"filter": "maxpool", "kernel_size": 4},
         "label": "MaxPool-{memory_size}",
     },
-    # Appendix D's stride (Table 2: 1 everywhere), "the main hyperparameter to trade the throughput
-    # for performance"; with ``reference`` the windows are the published code's ('valid').
-    **{
+    **{  # Appendix D's stride (Table 2: 1), "the main hyperparameter to trade the throughput for performance"
         f"stride{s}": {"attention_kwargs": {"stride": s}, "label": f"ConvLuna-{{memory_size}} stride {s}"}
         for s in (2, 4)
     },
 }
 
-# Table 2's ConvLuna filter: MaxPool K=4 on every task but ListOps, Conv K=32 there; stride 1.
-CONVLUNA_KWARGS: dict[str, Any] = dict(filter="maxpool", kernel_size=4, stride=1)
+CONVLUNA_KWARGS: dict[str, Any] = dict(filter="maxpool", kernel_size=4, stride=1)  # Table 2 (ListOps: Conv K=32)
 CONVLUNA_TASK_KWARGS: dict[str, dict[str, Any]] = {"listops": dict(filter="conv", kernel_size=32, stride=1)}
-# Pathfinder and Path-X have no row in the paper's Table 2; LRA's Transformer settings there put QKV
-# 64 (16) under width 128 (32). ConvLuna shares W^K for keys and values (W^V = I, Section D), which
-# needs QKV = width, so its configs there take QKV = width (the paper's mechanism kept; the
-# alternative, LRA's QKV with a separate W^V: --config.model.attention_kwargs.share_kv=False and
-# --config.model.qkv_dim=64). Before this, `configs/pathfinder_convluna.py` did not build at paper scale.
+# Not in Table 2: LRA's Pathfinder / Path-X QKV is 64 (16) under width 128 (32), but ConvLuna's W^V = I (Section D)
+# needs QKV = width, so we keep the mechanism and widen QKV (LRA's QKV: attention_kwargs.share_kv=False, qkv_dim=64).
 CONVLUNA_TASK_MODEL: dict[str, dict[str, Any]] = {"pathfinder": dict(qkv_dim=128), "pathx": dict(qkv_dim=32)}
 
-# config.model settings of the memory families (Luna, ConvLuna): post-LN blocks (Appendix B),
-# memory-average pooling (Table 2), no dropout between the attention and the residuals (Appendix B's
-# equations; the published code has none either), for matching the paper's "concatenated hidden
-# representations" [u, v] (the published code's DualClassifier), and the exact GELU (Table 2's; so
-# is the published code's nn.GELU()).
+# Luna/ConvLuna: post-LN and no attention-residual dropout (Appendix B), memory-average pooling and exact GELU
+# (Table 2), matching's "concatenated hidden representations" as [u, v]; the published code agrees on each.
 MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
     norm="post",
     pooling="memory",
@@ -70,9 +48,7 @@ MEMORY_FAMILY_MODEL: dict[str, Any] = dict(
 )
 
 
-# Table 2 (paper scale), the task defaults of every family (lra.defaults.task_config). Heads 4,
-# hidden 128, QKV 128, MLP 512, GELU, learnable absolute positions.
-TABLE2_TASKS: dict[str, dict[str, Any]] = {
+TABLE2_TASKS: dict[str, dict[str, Any]] = {  # also heads 4, width/QKV 128, MLP 512, GELU, learned positions
     "listops": dict(
         max_len=2000,
         batch_size=32,
@@ -116,10 +92,7 @@ TABLE2_TASKS: dict[str, dict[str, Any]] = {
 }
 
 
-# The paper's sweep grids, as plain rows that lra_lab.experiments.sweep_grids turns into its Grid and
-# Variant: a row is (label, config, options, settings), configs/<task>_<config>.py with ``options``
-# after the colon, ``settings`` the config fields that row alone sets (--config.K=V).
-Row = tuple[str, str, str, tuple[tuple[str, str], ...]]
+Row = tuple[str, str, str, tuple[tuple[str, str], ...]]  # (label, config, options, that row's --config.K=V)
 
 
 def _row(label: str, config: str, options: str = "", settings: tuple[tuple[str, str], ...] = ()) -> Row:
@@ -131,9 +104,7 @@ def _memory_rows(family: str, config: str, flag: str = "") -> tuple[Row, ...]:
     return tuple(_row(f"{family}-{m}", config, ",".join(filter(None, [f"mem={m}", flag]))) for m in MEMORY_SIZES)
 
 
-# The ConvLuna reproduction's rows, cheapest and most telling first (Table 1's pair, then Table 3's
-# ablations, then Figure 2's other memory sizes): a sweep cut short has the lead claims' runs.
-_CONVLUNA_LISTOPS_ROWS = (
+_CONVLUNA_LISTOPS_ROWS = (  # most telling first (Table 1, Table 3, Figure 2): a sweep cut short has the lead claims
     ("Luna", "luna", "", 16),
     ("ConvLuna", "convluna", "", 16),
     ("OnlyScaling", "convluna", "only_scaling,", 16),
@@ -144,12 +115,8 @@ _CONVLUNA_LISTOPS_ROWS = (
     ("ConvLuna", "convluna", "", 256),
 )
 
-# Which of the published code's choices make ConvLuna-16 (reference) differ from ConvLuna-16 on
-# ListOps? Each row is ``:reference`` with one of its choices put back to this suite's default (the
-# value the ListOps ``cpu`` preset has without ``reference``; tests/test_reproduce.py checks it), so
-# a row that loses ConvLuna's accuracy names a choice the gain needs. Fields ``reference`` sets to
-# the default's own value, or that ConvLuna never reads (``cls_position``: it pools the memory), are
-# left out.
+# ``:reference`` with one choice put back to the ListOps ``cpu`` default (tests/test_reproduce.py): a row that loses
+# the accuracy names a choice the gain needs. Choices equal to the default or unread by ConvLuna are left out.
 CONVLUNA_REFERENCE_REVERTS: tuple[tuple[str, str], ...] = (
     ("model.mask_padding", "True"),  # padding masks on
     ("data.buckets", "(64,128,256)"),  # length buckets instead of full-length padding
@@ -161,9 +128,7 @@ CONVLUNA_REFERENCE_REVERTS: tuple[tuple[str, str], ...] = (
     ("weight_decay", "0.01"),  # the paper's ListOps weight decay instead of the code's 0.002
 )
 
-# Grid name -> the keyword arguments of lra_lab.experiments.sweep_grids.Grid, ``rows`` as Row tuples;
-# ``tasks`` left out means every task. Listed in this order by the sweep (before the generic grids).
-SWEEP_GRIDS: dict[str, dict[str, Any]] = {
+SWEEP_GRIDS: dict[str, dict[str, Any]] = {  # name -> sweep_grids.Grid's kwargs (no tasks: all), in sweep order
     "convluna_table1": dict(
         rows=(_row("Transformer", "transformer"),)
         + _memory_rows("Luna", "luna")
@@ -200,8 +165,7 @@ SWEEP_GRIDS: dict[str, dict[str, Any]] = {
             _row(f"ConvLuna-16 (reference) [{field}={value}]", "convluna", "mem=16,reference", ((field, value),))
             for field, value in CONVLUNA_REFERENCE_REVERTS
         )
-        # Luna under the same revert of the initialisation: the pair that the earlier 3-seed lead
-        # (before issue 25's model.param_init) ran with (lra_lab.reproduce.convluna's init-lead claim).
+        # Luna with the same initialisation revert: the pair of lra_lab.reproduce.convluna's init-lead claim.
         + (
             _row(
                 "Luna-16 (reference) [model.param_init=xavier]",

@@ -1,18 +1,9 @@
 """Is A better than B? Paired comparisons of finished runs over their common seeds.
 
-``python -m lra.reports.compare --results runs "ConvLuna-16" "Luna-16"`` reads every finished run
-under ``--results`` (as ``scripts/make_tables.py`` does: damaged records skipped by name, a row
-split where configs differ), keeps one task (``--task``, default: the only one), and prints:
-
-* each row's test accuracy, mean ± sample std over its seeds;
-* for two rows: the paired mean difference over the seeds both have, its 95% confidence interval
-  (t distribution), the paired t-test and the Wilcoxon signed-rank test (two-sided, and one-sided
-  for "first > second");
-* for three or more rows: Friedman over the rows (seeds as blocks, only seeds every row has) and
-  every pair's paired t-test with Holm's correction (statsmodels).
-
-"No significant difference" is not equivalence: the output says so, and gives the interval, which
-is what bounds the difference. The statistics are scipy's and statsmodels' own calls.
+``python -m lra.reports.compare --results runs "ConvLuna-16" "Luna-16"`` prints each row's test accuracy (mean ± sample
+std) on one task (``--task``); for two rows the paired difference's 95% CI (t), the paired t-test and Wilcoxon
+(two-sided, and one-sided "first > second"); for three or more Friedman and pairwise paired t with Holm's correction.
+"No significant difference" is not equivalence: the interval bounds the difference.
 """
 
 from __future__ import annotations
@@ -60,7 +51,7 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], confidence: float = 0
         return out
     out["t_p_two_sided"] = float(stats.ttest_rel(x, y).pvalue)
     out["t_p_greater"] = float(stats.ttest_rel(x, y, alternative="greater").pvalue)
-    with warnings.catch_warnings():  # scipy warns that exact p-values are coarse for small n: it is
+    with warnings.catch_warnings():  # scipy: exact p-values are coarse for small n
         warnings.simplefilter("ignore")
         out["wilcoxon_p_two_sided"] = float(stats.wilcoxon(x, y).pvalue)
         out["wilcoxon_p_greater"] = float(stats.wilcoxon(x, y, alternative="greater").pvalue)

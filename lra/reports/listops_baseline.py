@@ -1,11 +1,8 @@
 """A structure-free ListOps baseline: "the outermost operator's most frequent answer".
 
-A rule that learns nothing of the tree: read the first token (the outermost operator, or a bare
-digit, which is its own answer), and answer the label that operator most often has in the
-*training* split. It is fitted on train and scored on validation and test, computed from the data
-by code, not trained. It is the floor a ListOps accuracy must clear to show the model learned any
-structure: on the cpu preset's generated splits it scores about a third, well above the majority
-class (issue 35). Every ListOps table, curve figure and reproduction report draws it.
+Answer the first token's (the outermost operator's) most frequent *training* label: fitted on train, scored on
+validation and test. The floor a ListOps accuracy must clear to show learned structure (about a third on the cpu
+preset's splits, well above the majority class); every ListOps table, curve figure and reproduction report draws it.
 
 ``python -m lra.reports.listops_baseline --config configs/listops_convluna.py:cpu [--json OUT]``
 """
@@ -108,10 +105,8 @@ def line(result: dict[str, Any], split: str = "test") -> str:
 
 
 def beside_baseline(config: Any, test_accuracy: float) -> str | None:
-    """The line a ListOps run ends with: its test accuracy beside this baseline on the same data, so a
-    reader sees at once whether the model learned more than the first token (None for another task; a
-    sentence saying why where the data cannot be read again). The interval is the normal
-    approximation to the binomial over the test examples: the test set's own noise, not the seed's."""
+    """A ListOps run's last line: its test accuracy beside this baseline, with a normal-approximation binomial
+    interval over the test examples (the test set's noise, not the seed's); None for another task."""
     if config.task != "listops":
         return None
     from lra.data.types import DataError
@@ -175,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
         from lra.training.provenance import stamp
         from lra.training.run_files import write_json_atomic
 
-        # with its provenance (commit, date), so a committed baseline says which code computed it
         write_json_atomic(args.json, {**stamp(), "config": args.config, "set": args.set, **result})
     return 0
 

@@ -1,8 +1,6 @@
 """PNG figures of the results: learning curves over seeds and the Friedman p-value heatmap (Figure 2).
-The memory families' figures (Figure 1) are the laboratory's (lra_lab.reports.memory_figures).
 
-matplotlib with the Agg backend, so plots are written without a display. matplotlib belongs to the
-``tables`` extra (pip install -e ".[tables]"): training does not import this module.
+matplotlib (Agg) is the ``tables`` extra, never imported by training; Figure 1's are lra_lab.reports.memory_figures.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 REFERENCE = "Transformer"  # drawn in every panel, so that each family is seen against softmax attention
-# tab10 without its grey, so that no variant's colour is mistaken for the black reference line
-_PALETTE = [plt.get_cmap("tab10")(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]
+_PALETTE = [plt.get_cmap("tab10")(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]  # tab10 less grey (the reference: black)
 _LINES = ["-", "--", "-.", ":"]
 _MARKERS = ["o", "s", "^", "D"]
 
@@ -39,10 +36,8 @@ def _family(variant: str) -> str:
 def curve_panels(
     variants: Sequence[str], max_lines: int = 4, reference: str = REFERENCE
 ) -> list[tuple[str, list[str]]]:
-    """Split the variants into panels of at most ``max_lines`` lines (plus the reference line),
-    so that 7-9 curves stay readable: a family with several sizes gets its own panel (Luna-1/16/256),
-    one-variant families share panels in the given order. Up to ``max_lines + 1`` variants: one panel.
-    Returns (panel title, variants) pairs; ``reference`` is not listed, it is drawn in every panel."""
+    """(title, variants) panels of at most ``max_lines`` variants, so 7-9 curves stay readable: a family with several
+    sizes gets its own, one-variant families share. ``reference`` is not listed: it is drawn in every panel."""
     variants = list(variants)
     if len(variants) <= max_lines + 1:
         return [("", variants)]
@@ -83,15 +78,8 @@ def learning_curves(
     baselines: Sequence[tuple[str, float]] = (),
     max_lines: int = 4,
 ) -> Path:
-    """Validation accuracy (%) against step, ``curves[variant][seed][step] = acc``: one line per
-    variant, the mean over seeds with a marker at every evaluation and a min-max band over seeds.
-
-    Readable with 7-9 variants: panels of at most ``max_lines`` variants (curve_panels), each with the
-    Transformer as a black reference line; a distinct colour per variant, line style and marker per
-    panel slot. ``test[variant]``: test accuracies (%), one per seed, shown in the legend, since the
-    tables report test and not validation. ``baselines``: (label, accuracy %) horizontal lines,
-    e.g. ("chance (10 classes)", 10.0), so that a reader sees how far above guessing the curves are.
-    """
+    """Validation accuracy (%) against step, ``curves[variant][seed][step]``: mean over seeds with a min-max band, in
+    :func:`curve_panels`. ``test``: per-seed test accuracies (%) for the legend; ``baselines``: (label, %) lines."""
     test = test or {}
     variants = list(curves)
     panels = curve_panels(variants, max_lines)
@@ -194,6 +182,3 @@ def pvalue_heatmap(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-# --- Memory degradation (lra_lab.diagnose memory; the ConvLuna paper's Figure 1 and Section 2) ---

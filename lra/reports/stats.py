@@ -1,18 +1,8 @@
 """The suite's statistics: mean ± sample std over seeds, the Friedman test and Holm's correction.
 
-One module for every caller (the results tables, ``lra.reports.compare``, the reproduction judges
-through ``lra_lab.reproduce.evidence``), so a test and its tie rule are written once: ``friedman_test``
-is scipy's, ``holm`` is statsmodels' ``multipletests(method="holm")``. scipy and statsmodels (the
-``tables`` extra) are imported when a test runs, not with this module.
-
-- Spread over seeds is the *sample* standard deviation (``ddof=1``, the unbiased variance's
-  root), the usual choice for "mean ± std over five runs"; a single seed has no std.
-- Figure 2 / Appendix A of the ConvLuna paper: for each (model, task), the Friedman test over the
-  memory sizes the caller gives (the paper's {1, 16, 256}: ``lra.papers.convluna.MEMORY_SIZES``),
-  blocks paired by seed (only seeds present for every size count), H0 "expected accuracies are
-  equal"; the p-values of all (model, task) pairs tested at one scale are Holm-corrected together
-  (García & Herrera, 2008).
-"""
+One module for every caller, so each test and its tie rule are written once. ConvLuna paper, Figure 2 / Appendix A:
+per (model, task), Friedman over the memory sizes, blocks paired by seed (seeds every size has), H0 "expected
+accuracies are equal"; all p-values at one scale are Holm-corrected together (García & Herrera, 2008)."""
 
 from __future__ import annotations
 
@@ -88,9 +78,7 @@ def correct_holm(results: Sequence[FriedmanResult]) -> None:
 
 
 def friedman_test(samples: Sequence[Sequence[float]]) -> tuple[float, float] | None:
-    """scipy's Friedman statistic and p over k >= 3 related samples (one list per treatment, blocks =
-    seeds in the same order); None when every block ties (each seed scores the same under every
-    treatment), where the statistic is 0/0 (scipy returns NaN)."""
+    """scipy's Friedman (statistic, p) over k >= 3 samples (blocks: seeds in order); None if all blocks tie (0/0)."""
     from scipy.stats import friedmanchisquare
 
     if all(len(set(block)) == 1 for block in zip(*samples, strict=False)):
@@ -106,8 +94,7 @@ def friedman_p(samples: Sequence[Sequence[float]]) -> float:
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values in the input's order (step-down, monotone, capped at 1):
-    statsmodels' ``multipletests(method="holm")``."""
+    """Holm-Bonferroni adjusted p-values in the input's order (statsmodels' ``multipletests(method="holm")``)."""
     if not pvalues:
         return []
     from statsmodels.stats.multitest import multipletests

@@ -1,5 +1,4 @@
-"""One results table: its cells (mean ± sample std over seeds), which are complete, bold and
-averaged, and its Friedman tests (lra/reports/tables.py gives the rules)."""
+"""One results table: cells, completeness, bold, averages and Friedman tests (lra/reports/tables.py: the rules)."""
 
 from __future__ import annotations
 
@@ -105,10 +104,7 @@ def _argmax(values: dict[str, float]) -> set[str]:
 def friedman_tests(
     runs: Sequence[RunResult], tasks: Sequence[str], sizes: Sequence[int] = MEMORY_SIZES
 ) -> list[stats.FriedmanResult]:
-    """Friedman over ``sizes`` for every (model, task), Holm-corrected together.
-
-    Models: the families (``Luna`` of ``Luna-16``) with runs of at least two of ``sizes``.
-    """
+    """Friedman over ``sizes`` for every (family, task) with runs of two sizes or more, Holm-corrected together."""
     acc: dict[str, dict[str, dict[int, dict[int, float]]]] = {}
     for run in runs:
         name, size = family(run.variant)

@@ -1,5 +1,4 @@
-"""What the learning-curve figures of a results table draw: each run's validation curve, the
-title, chance and majority lines, and ListOps's structure-free baseline."""
+"""What a results table's learning-curve figures draw: curves, title, chance, majority and ListOps baselines."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def validation_curves(runs: Sequence[RunResult], task: str) -> dict[str, dict[in
 
 
 def curve_title(table: Table, task: str) -> str:
-    """The learning-curve title in words: "ListOps, cpu preset, 750 training steps (warmup 500 steps),
-    5 seeds", with the variants whose seed count differs named, e.g. "1 seed (Transformer: 2)"."""
+    """The title in words: "ListOps, cpu preset, 750 training steps (warmup 500 steps), 1 seed (Transformer: 2)"."""
     steps = sorted({r.num_train_steps for r in table.runs if r.task == task})
     words = [OVERRIDE_WORDS[k].format(v) if k in OVERRIDE_WORDS else f"{k}={v}" for k, v in table.scale.overrides]
     text = (
@@ -64,8 +62,7 @@ def curve_title(table: Table, task: str) -> str:
 def curve_baselines(
     task: str, majority: float | None = None, structure_free: dict[str, Any] | None = None
 ) -> list[tuple[str, float]]:
-    """Horizontal lines of a task's curves: chance, the majority class when it was measured, and
-    ListOps's structure-free baseline (lra.reports.listops_baseline) on validation."""
+    """Horizontal lines: chance, the majority class when measured, ListOps's structure-free baseline."""
     lines = [(f"chance ({TASK_CLASSES[task]} classes)", 100.0 / TASK_CLASSES[task])] if task in TASK_CLASSES else []
     if majority is not None:
         lines.append(("majority class of validation", float(majority)))
@@ -75,15 +72,12 @@ def curve_baselines(
 
 
 def listops_baseline(runs: Sequence[RunResult]) -> tuple[dict[str, Any] | None, str | None]:
-    """(the structure-free baseline on the data of the table's ListOps runs, or None; a sentence for
-    the table). The data come from the first run's config.json; without one (older synthetic
-    records) there is nothing to compute, and data that cannot be loaded are said, not guessed."""
+    """(structure-free baseline on the table's ListOps data or None, a sentence for the table)."""
     return first_baseline(run.workdir / "config.json" for run in runs if run.task == "listops")
 
 
 def first_baseline(config_jsons: Iterable[Path]) -> tuple[dict[str, Any] | None, str | None]:
-    """:func:`baseline_of_record` of the first record that names ListOps data (a study's rows share
-    one data set); (None, None) when none does."""
+    """:func:`baseline_of_record` of the first record naming ListOps data (a study's rows share one data set)."""
     for config_json in config_jsons:
         found = baseline_of_record(config_json)
         if found != (None, None):
@@ -92,9 +86,7 @@ def first_baseline(config_jsons: Iterable[Path]) -> tuple[dict[str, Any] | None,
 
 
 def baseline_of_record(config_json: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The structure-free baseline on the data a ListOps run's ``config.json`` names, and a sentence
-    for a table or report; (None, None) where the record names no ListOps data (older synthetic
-    records), (None, why) where the record or those data cannot be read."""
+    """(baseline on the data a ``config.json`` names, a sentence); (None, None): no ListOps data; (None, why)."""
     from lra.reports import listops_baseline as lb
 
     not_computed = "Structure-free baseline not computed: "

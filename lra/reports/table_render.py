@@ -1,5 +1,4 @@
-"""A results table as text: markdown and LaTeX (booktabs), its caption, and its Friedman/Holm
-tests as tables (lra/reports/tables.py gives the rules)."""
+"""A results table as markdown and LaTeX (booktabs), its caption and its Friedman/Holm tests as tables."""
 
 from __future__ import annotations
 

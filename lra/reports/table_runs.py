@@ -1,6 +1,5 @@
-"""The runs a results table is built from (lra/reports/tables.py gives the rules): every valid
-``result.json`` under a folder with its sweep overrides, their order in a table (variants in the
-paper's row order, tasks in its column order), grouped by scale and split by config."""
+"""The runs a results table is built from: valid ``result.json`` records with their sweep overrides, in the paper's
+order, grouped by scale and split by config (lra/reports/tables.py gives the rules)."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def family(variant: str) -> tuple[str, int | None]:
 
 
 def variant_order(variant: str, family_order: Sequence[str] = FAMILY_ORDER) -> tuple:
-    """Sort key of a row: the families of ``family_order`` (the ConvLuna paper's Tables 1 and 3 by
-    default), then any other by name; within a family by memory size."""
+    """Sort key of a row: ``family_order``'s families, then others by name; within a family by memory size."""
     name, size = family(variant)
     rank = family_order.index(name) if name in family_order else len(family_order)
     return (rank, name if rank == len(family_order) else "", size if size is not None else -1, variant)
@@ -96,14 +94,7 @@ def read_json_object(path: Path) -> dict[str, Any]:
 
 
 def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
-    """Every valid run's result.json under ``root``, and the workdirs with a config.json but no result yet.
-
-    A workdir may hold only result.json (committed results); metrics.jsonl (curves) and
-    sweep_run.json (overrides) are used when present. A record that is not a finished run's
-    (``run_files.record_problem``: cut short, a field missing, an accuracy outside [0, 1] or NaN, or
-    disagreeing with its own config.json, metrics.jsonl or sessions.jsonl)
-    or whose sweep_run.json is damaged is skipped with a warning naming the file, never averaged.
-    """
+    """Every valid run's result.json under ``root`` (others: a warning, never averaged), and unfinished workdirs."""
     runs = []
     for path in sorted(Path(root).rglob("result.json")):
         workdir = path.parent
@@ -154,9 +145,7 @@ def load_results(root: Path) -> tuple[list[RunResult], list[Path]]:
     return runs, unfinished
 
 
-# config.json fields that may differ within a cell: the seed, and what changes no result (paths,
-# logging, checkpoint cadence, the bucket order: a per-seed draw like the seed's own).
-POOL_IGNORED = frozenset(
+POOL_IGNORED = frozenset(  # may differ within a cell: the seed and what changes no result
     {
         "seed",
         "seeds",
@@ -172,8 +161,7 @@ POOL_IGNORED = frozenset(
 
 
 def run_config(workdir: Path) -> dict[str, Any] | None:
-    """The fields of ``workdir/config.json`` that decide a run's result (flattened, older records
-    filled with the values they trained with); None when the record has no config.json."""
+    """The flattened fields of ``workdir/config.json`` (old records upgraded) that decide its result; None: none."""
     from lra.defaults import LEGACY_FIELDS
 
     path = workdir / "config.json"
@@ -197,8 +185,7 @@ def run_config(workdir: Path) -> dict[str, Any] | None:
 
 
 def _fill_option_defaults(flat: dict[str, Any]) -> None:
-    """A family option left out of the config is its default: ``mem=16`` written out and ConvLuna's
-    default 16 cells are one model, so they pool (issue 39: they were split into two rows)."""
+    """A family option left out is its default: ``mem=16`` written out and ConvLuna's default 16 pool as one model."""
     from lra.attention import option_defaults
 
     try:
@@ -220,11 +207,7 @@ def _difference(config: dict[str, Any] | None, others: Sequence[dict[str, Any] |
 
 
 def split_by_config(runs: Sequence[RunResult]) -> list[RunResult]:
-    """``runs`` with every (scale, task, variant) cell pooling one config only (see the module docstring).
-
-    Runs of another config get ``variant`` + `` [field=value, ...]`` (the fields in which they
-    differ from the cell's other configs), with a warning naming them; a run whose config.json is
-    damaged is skipped with a warning naming the file."""
+    """``runs`` with each (scale, task, variant) cell pooling one config; others get `` [field=value, ...]``."""
     configs: dict[Path, dict[str, Any] | None] = {}
     kept = []
     for run in runs:

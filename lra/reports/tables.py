@@ -1,43 +1,15 @@
 """Results tables from the runs on disk: every ``result.json`` under a folder, in the paper's layout.
 
-Layout (Tables 1 and 3 of the ConvLuna paper): rows are variants (Transformer, Luna-1/16/256,
-ConvLuna-1/16/256, OnlyScaling-*, OnlyFiltering-*, then any others), columns are the tasks
-(Classification = text, Matching, ListOps, CIFAR-10 = image) and Average; a cell is the test
-accuracy in percent, mean ± sample std (ddof=1) over seeds.
-
-Rules that keep the numbers honest:
-- Never mix scales: one table per *scale* = (preset, training steps, recorded overrides). A task
-  trained for its preset's default number of steps and one trained for an explicit number go into
-  different tables; overrides come from the ``sweep_run.json`` that scripts/sweep.py leaves in
-  every workdir (``data_dir``, ``log_every`` and ``checkpoint_every`` do not change results and
-  are ignored).
-- A cell with fewer seeds than the table's expected count (``--seeds N``, default: the largest
-  count in the table) is incomplete: it is never bold and its row gets no Average. Every cell
-  whose seed count differs from the expected one shows it: ``(n=k)``.
-- Bold marks the best of a column, and never a cell that a plain cell of the same column beats:
-  the cells with the column's highest mean among *all* shown cells (complete or not), compared at
-  the printed precision (ties: all), are bold if they are complete. A column whose highest mean is
-  an incomplete cell has no bold at all: its best is not established, and bolding the best
-  complete cell would put bold under a higher plain number. Average: the same over the rows that
-  have one (complete rows only).
-- Only a finished run's valid record counts: a result.json that ``run_files.result_problem`` (the
-  check lra.train uses) refuses, e.g. cut short or ``"test_accuracy": 31.25`` or NaN, is skipped
-  with a warning naming the file, as is a run whose sweep_run.json cannot be read.
-- A cell pools only runs whose config.json agree on everything but the seed and the fields that
-  do not change results (:data:`POOL_IGNORED`). Runs of another config (same label, e.g. a learning
-  rate passed by hand) become a row of their own, the variant followed by the differing fields
-  (``Transformer [learning_rate=0.05]``), with a warning naming the runs; the largest group keeps
-  the plain name (a tie: every group is named).
-- Rows and tables are in one markdown file, one LaTeX file (booktabs) per scale; Friedman tests
-  (lra.reports.stats) and plots (lra.reports.plots) per scale; ``summary.json`` holds everything computed.
-- Learning curves draw chance (1 / number of classes, a fact of the task) and, when the caller gives
-  it (``majority``, measured on the data), the majority-class accuracy, so a reader sees how far
-  above guessing the curves are.
-
-The parts, one module each: ``table_runs`` (reading, ordering and grouping the runs), ``table_build``
-(one table's cells, bold, averages, Friedman tests), ``table_render`` (markdown, LaTeX), ``table_curves``
-(the learning-curve figures' content). This module writes everything (:func:`write_all`) and
-re-exports the names other code imports from here.
+Rows are variants, columns tasks and Average (ConvLuna paper, Tables 1 and 3); a cell is test accuracy in percent,
+mean ± sample std over seeds. Rules that keep the numbers honest (docs/design.md, "Results"):
+- one table per *scale* = (preset, training steps, ``sweep_run.json`` overrides);
+- a cell with fewer seeds than expected (``--seeds N``, default: the largest count) is incomplete: never bold, no
+  row Average; any other seed count shows as ``(n=k)``;
+- bold (Average too): the column's highest mean among *all* shown cells (printed precision, ties: all) if
+  complete, so bold never sits under a higher plain number;
+- only records lra.train's check (``run_files.result_problem``) accepts count;
+- a cell pools only runs whose config.json agree but for :data:`POOL_IGNORED`; others become rows named by the
+  differing fields (``Transformer [learning_rate=0.05]``; the largest group keeps the plain name).
 """
 
 from __future__ import annotations
@@ -217,14 +189,8 @@ def write_all(
     majority: dict[str, float] | None = None,
     structure_free_baseline: bool = True,
 ) -> dict:
-    """Read every result under ``results_dir``; write tables, tests, plots and summary.json to ``out``.
-
-    ``note`` is printed under every results table (and kept in summary.json). ``majority``: task ->
-    accuracy (%) of always answering the most frequent label of the validation split, measured on
-    the data by the caller (the records do not hold the labels); drawn on that task's curves.
-    ``structure_free_baseline``: a ListOps table states, and its curves draw, the structure-free
-    baseline computed from the runs' data (:func:`listops_baseline`; loads or generates that data).
-    """
+    """Read every result under ``results_dir``; write tables, tests, plots and summary.json to ``out``. ``majority``:
+    task -> validation majority-class accuracy (%), measured by the caller (records hold no labels)."""
     majority = dict(majority or {})
     runs, unfinished = load_results(results_dir)
     runs = split_by_config(runs)
