@@ -74,14 +74,19 @@ def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, 
     trained = parameter_tree(model.attention, dict(model.attention_kwargs), **dims)
     if trained == target:
         return
-    groups = swap_groups(**dims)
-    shared = "; ".join(", ".join(g) for g in groups if len(g) > 1) or "none"
-    alone = ", ".join(g[0] for g in groups if len(g) == 1)
     raise InputError(
         f"the checkpoint in {workdir} was trained with {model.attention!r} and cannot be evaluated with "
         f"{attention!r}: their parameter trees differ ({tree_difference(trained, target, model.attention, attention)})."
-        f" Families that share a tree and can swap: {shared}"
-        + (f"; {alone} each have a tree of their own" if alone else "")
+        f" {_who_can_swap(model)}"
+    )
+
+
+def _who_can_swap(model: ml_collections.ConfigDict) -> str:
+    groups = swap_groups(num_heads=model.num_heads, qkv_dim=model.qkv_dim, features=model.emb_dim)
+    shared = "; ".join(", ".join(g) for g in groups if len(g) > 1) or "none"
+    alone = ", ".join(g[0] for g in groups if len(g) == 1)
+    return f"Families that share a tree and can swap: {shared}" + (
+        f"; {alone} each have a tree of their own" if alone else ""
     )
 
 
@@ -126,8 +131,7 @@ def evaluate_run(
         except (ValueError, KeyError):
             raise InputError(
                 f"the checkpoint in {workdir} (trained with {trained_with!r}) does not fit attention "
-                f"{config.model.attention!r}: their parameter trees differ. Only families with softmax's "
-                f"tree (softmax, clustered, improved_clustered, dispersed) can swap."
+                f"{config.model.attention!r}: their parameter trees differ. {_who_can_swap(config.model)}"
             ) from None
     finally:
         checkpoints.close()
