@@ -71,6 +71,26 @@ SLOW_CASES = {
     "tests/test_clustered.py::test_masked_copy_swap_evaluates_the_softmax_weights_with_another_attention",
     "tests/test_reproduce.py::test_masked_copy_on_a_full_disk_is_one_line_exit_4",  # run_safety's full-disk test
     "tests/test_add_family.py::test_toy_family_trains_end_to_end",  # the toy's contract and refactor-guard tests
+    # clustered where improved clustered (which runs the same clustering first) stays: the accelerator program's
+    # loops and scatters, module equality at the first-C seeding, bf16 training, jit + dropout
+    "tests/test_clustered_accelerator.py::test_accelerator_program_has_no_loops_and_no_scatter_in_the_clustering"
+    "[clustered]",
+    "tests/test_clustered_accelerator.py::test_modules_equal_with_the_same_seeding[clustered-first]",
+    "tests/test_bf16.py::test_bf16_training_steps_track_float32[clustered]",
+    "tests/test_clustered.py::test_jit_dropout_and_finite_gradients[clustered]",
+    "tests/test_clustered.py::test_padding_invariance[clustered-random]",  # first and farthest seeding stay
+    # the swap to clustered end to end (test_clustered's module-level equality with softmax stays)
+    "tests/test_evaluate.py::test_clustered_with_enough_clusters_equals_softmax",
+    # ConvLuna's [u, v] at the default (the two :reference cases stay) and its model-level padding (the
+    # listops_convluna default-model padding test in test_reference stays); one ConvLuna padding variant
+    "tests/test_reference.py::test_memory_family_matching_concatenates_u_and_v[-matching_convluna]",
+    "tests/test_model.py::test_model_logits_ignore_padding[convluna-memory-post]",
+    "tests/test_luna.py::test_padding_invariant[ConvLunaAttention-filter=maxpool-kernel_size=4-stride=1-"
+    "filter_padding=valid-share_projections=qko-scale_unpacking=False]",
+    "tests/test_dispersed.py::test_gather_slot_parts_change_nothing[2]",  # 5 and 1000 slot parts stay
+    # issue 53's one-time migration (old judges against the rules as data); --audit's behaviour-preservation
+    # check compares a changed judge's outcomes with its first record's commit on every audit
+    "tests/test_rules_migration.py::test_old_and_new_judges_agree_byte_for_byte",
 }
 
 

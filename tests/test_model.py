@@ -158,8 +158,10 @@ def test_build_model_freezes_its_config():
     with pytest.raises((AttributeError, ValueError)):
         model.config.num_layers = 7
     tokens = _tokens()
-    v = model.init(jax.random.key(0), tokens)
+    v = jax.jit(model.init)(jax.random.key(0), tokens)  # jitted: the eager layer-by-layer dispatch costs ~10 s
     mutable = Classifier(c.model, vocab_size=16, num_classes=10, dual=False)
-    np.testing.assert_array_equal(np.asarray(model.apply(v, tokens)), np.asarray(mutable.apply(v, tokens)))
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(model.apply)(v, tokens)), np.asarray(jax.jit(mutable.apply)(v, tokens))
+    )
     c.model.num_layers = 7
     assert model.config.num_layers != 7

@@ -123,7 +123,7 @@ rng = np.random.default_rng(0)
 inputs = rng.integers(1, 16, size=(8, 64)).astype(np.int32); inputs[:, 50:] = 0
 batch = {"inputs": inputs, "labels": rng.integers(0, 10, 8).astype(np.int32), "weights": np.ones(8, np.float32)}
 batch = {k: v[None] for k, v in batch.items()}  # one seed
-params0 = model.init(jax.random.key(0), inputs[:1])["params"]
+params0 = jax.jit(model.init)(jax.random.key(0), inputs[:1])["params"]  # jitted: eager init dispatches op by op
 state = jax.device_put(stack([init_state(params0, tx)]), hosts.replicated(mesh))
 for _ in range(2):
     state, metrics = train_step(state, hosts.shard_batch(batch, hosts.seed_batch_sharded(mesh)))
