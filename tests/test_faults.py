@@ -224,14 +224,16 @@ def _error_line(out: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
-def test_bundle_start_over_takes_every_lock_before_removing_anything(finished_bundle, data_dir, tmp_path):
+def test_bundle_start_over_takes_every_lock_before_removing_anything(finished_smoke_run, data_dir, tmp_path):
     """D1: seed 1's workdir held by another process: --start_over on the bundle is refused (exit 3)
-    and seed 0's finished run is still there, byte for byte."""
+    and seed 0's finished run is still there, byte for byte. The locks are taken before any run is read, so
+    the seeds' folders are copies of the finished smoke run (training a bundle for this costs ~40 s)."""
     from lra.errors import EXIT_LOCKED, WorkdirLockedError, exit_code
     from lra.training.run_files import WorkdirLock
 
     workdir = tmp_path / "w"
-    shutil.copytree(finished_bundle[0], workdir)
+    for seed in BUNDLE:
+        shutil.copytree(finished_smoke_run[0], workdir / f"seed{seed}")
     before = _snapshot(workdir)
     with WorkdirLock(workdir / "seed1"):
         with pytest.raises(WorkdirLockedError, match="seed1 is in use") as e:
