@@ -330,7 +330,8 @@ class ResumePlan:
 def plan_resume(
     workdir: Path, config: ml_collections.ConfigDict, checkpoints: Checkpoints, fix: str | None = None
 ) -> ResumePlan:
-    """Every reason to refuse ``workdir`` for ``config``, before anything is written; ``fix`` replaces START_OVER."""
+    """Every reason to refuse ``workdir`` for ``config``, before anything is written. ``fix`` replaces START_OVER in
+    the advice: a bundle's seed gets its own command, as --start_over on the bundle would delete every seed's run."""
     fix = fix or START_OVER
     check_workdir(workdir, config, fix=fix if fix is not START_OVER else None)
     step, damaged = checkpoints.newest_intact("latest")
