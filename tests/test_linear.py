@@ -198,8 +198,8 @@ def test_gate_starts_open_and_validates_its_side():
     params = module.init(jax.random.key(1), x, mask)["params"]
     np.testing.assert_array_equal(params["gate"]["kernel"], 0.0)
     np.testing.assert_array_equal(params["gate"]["bias"], 1.0)
-    with pytest.raises(ValueError, match="gate_on"):
-        make("gated", gate_on="query").init(jax.random.key(1), x, mask)
+    with pytest.raises(ValueError, match="gate_on"):  # at construction, before anything compiles
+        make("gated", gate_on="query")
 
 
 def test_dropout_drops_token_contributions_only_when_training():

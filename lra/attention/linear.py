@@ -191,6 +191,14 @@ class GatedLinearAttention(LinearAttention):
     gate_on: str = "both"
     gate_bias_init: float = 1.0
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gate_on not in GATE_SIDES:  # at construction, so a bad option fails before compiling
+            raise InputError(
+                f"gate_on={self.gate_on!r} is invalid; set config.model.attention_kwargs.gate_on "
+                f"to one of {', '.join(GATE_SIDES)}"
+            )
+
     @nn.nowrap
     def _gate_projection(self) -> Callable[[], nn.DenseGeneral] | None:
         return partial(
@@ -206,11 +214,6 @@ class GatedLinearAttention(LinearAttention):
     def _gate(
         self, x_BxNxD: jax.Array, k: jax.Array, v: jax.Array, logits: jax.Array | None = None
     ) -> tuple[jax.Array, jax.Array]:
-        if self.gate_on not in GATE_SIDES:
-            raise InputError(
-                f"gate_on={self.gate_on!r} is invalid; set config.model.attention_kwargs.gate_on "
-                f"to one of {', '.join(GATE_SIDES)}"
-            )
         if logits is None:
             make = self._gate_projection()
             assert make is not None  # this class has a gate
