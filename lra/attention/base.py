@@ -94,13 +94,18 @@ def dense_heads(num_heads: int, head_dim: int, name: str, dtype: Dtype) -> nn.De
 QKV = ("query", "key", "value")
 
 
+def qkv_modules(attn: Attention) -> dict[str, Callable[[], nn.DenseGeneral]]:
+    """The :data:`QKV` projections as :func:`project_heads` takes them."""
+    return {n: partial(dense_heads, attn.num_heads, attn.head_dim, n, attn.dtype) for n in QKV}
+
+
 def project_qkv(
     attn: Attention, x_q_BxNxD: jax.Array, x_kv_BxMxD: jax.Array | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per-head q, k, v (B x N x H x Dh) inside a compact method; self-attention goes through :func:`project_heads`."""
     h, dh = attn.num_heads, attn.head_dim
     if x_kv_BxMxD is None:
-        q, k, v = project_heads(attn, x_q_BxNxD, {n: partial(dense_heads, h, dh, n, attn.dtype) for n in QKV})
+        q, k, v = project_heads(attn, x_q_BxNxD, qkv_modules(attn))
         return q, k, v
     q = dense_heads(h, dh, "query", attn.dtype)(x_q_BxNxD)
     k = dense_heads(h, dh, "key", attn.dtype)(x_kv_BxMxD)

@@ -42,12 +42,12 @@ import jax
 import jax.numpy as jnp
 
 from lra.attention.base import (
-    QKV,
     Attention,
     dense_heads,
     per_chunk,
     project_heads,
     project_out,
+    qkv_modules,
     split_chunks,
     zero_padding,
 )
@@ -141,9 +141,8 @@ class LinearAttention(Attention):
         gate_logits: list[jax.Array] = []  # the gate's projection, when made beside q, k and v
         if op == "forward" and not self.tie_kv:
             # q, k, v (and a gated variant's gate) as one GEMM on an accelerator (base.project_heads)
-            modules = {n: partial(dense_heads, h, dh, n, self.dtype) for n in QKV}
             gate = self._gate_projection()
-            q, k, v, *gate_logits = project_heads(self, x, {**modules, **({"gate": gate} if gate else {})})
+            q, k, v, *gate_logits = project_heads(self, x, {**qkv_modules(self), **({"gate": gate} if gate else {})})
         else:  # encode needs keys and values only; tie_kv has no value projection
             if op == "forward":
                 q = dense_heads(h, dh, "query", self.dtype)(x)
