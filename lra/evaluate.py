@@ -66,7 +66,7 @@ def parse_options(attention: str, tokens: list[str]) -> dict[str, Any]:
 
 def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, options: dict[str, Any]) -> None:
     """Refuse, before anything else, a family whose parameter tree differs (a later error would point elsewhere)."""
-    dims = {"num_heads": model.num_heads, "qkv_dim": model.qkv_dim, "features": model.emb_dim}
+    dims = _tree_dims(model)
     try:
         target = parameter_tree(attention, options, **dims)
     except (TypeError, ValueError):
@@ -81,8 +81,13 @@ def check_swap(workdir: Path, model: ml_collections.ConfigDict, attention: str, 
     )
 
 
+def _tree_dims(model: ml_collections.ConfigDict) -> dict[str, int]:
+    """The sizes a parameter tree depends on, as lra.attention.trees takes them."""
+    return {"num_heads": model.num_heads, "qkv_dim": model.qkv_dim, "features": model.emb_dim}
+
+
 def _who_can_swap(model: ml_collections.ConfigDict) -> str:
-    groups = swap_groups(num_heads=model.num_heads, qkv_dim=model.qkv_dim, features=model.emb_dim)
+    groups = swap_groups(**_tree_dims(model))
     shared = "; ".join(", ".join(g) for g in groups if len(g) > 1) or "none"
     alone = ", ".join(g[0] for g in groups if len(g) == 1)
     return f"Families that share a tree and can swap: {shared}" + (
