@@ -181,6 +181,19 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
 
 
+# Test programs checked against each other (never a golden record or a user's run) may be compiled with LLVM's
+# expensive passes off: XLA:CPU compiles them in about half the time, and results move by float rounding at most
+# (integer bits are exact). Compiling dominates the suite (each test program runs in milliseconds).
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def fast_jit(fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """``jax.jit(fn, **kwargs)`` compiled with FAST_COMPILE."""
+    import jax
+
+    return jax.jit(fn, compiler_options=FAST_COMPILE, **kwargs)
+
+
 def compilation_cache_dir() -> str | None:
     """This test run's compilation cache folder (for a subprocess that may share it), if any."""
     import jax

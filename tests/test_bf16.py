@@ -22,6 +22,7 @@ import optax
 import pytest
 
 import golden_records
+from conftest import fast_jit
 from lra.attention import ATTENTIONS
 from lra.data.listops import NUM_CLASSES, VOCAB
 from lra.defaults import load_config_file
@@ -44,16 +45,6 @@ BATCH, LENGTH = 8, 48
 # improved_clustered (0.023 at step 4). 0.05 + 2% (~0.1 at loss 2.3) leaves a 4x margin and still
 # fails on a real bf16 bug (an overflowing softmax, a dropped mask, an underflow: O(0.1-1) or NaN).
 ABS_TOL, REL_TOL = 0.05, 0.02
-
-
-# Compile time dominates (each step takes milliseconds): LLVM's optimisation passes are turned off
-# for this file's programs; that cuts XLA:CPU's compile time by ~40% and changes no result beyond
-# float rounding, far below the tolerance.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
-def _jit(fn: Any) -> Any:
-    return jax.jit(fn, compiler_options=FAST_COMPILE)
 
 
 def _key(seed: int) -> jax.Array:
@@ -98,7 +89,7 @@ def _grad_fn(config: Any, loss_scale: float = 1.0) -> Any:
         loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), batch["labels"]).mean()
         return loss * loss_scale if loss_scale != 1.0 else loss
 
-    return _jit(jax.value_and_grad(loss_fn))
+    return fast_jit(jax.value_and_grad(loss_fn))
 
 
 def _train_losses(grad_fn: Any, update: Any, tx: Any, params: Any, batches: list[dict[str, np.ndarray]]) -> list[float]:
@@ -118,7 +109,7 @@ def start(family: str, init_seed: int = 1) -> tuple[Any, list[dict[str, np.ndarr
     c32 = _smoke_config(family, "float32")
     batches = _batches(seed=0)
     model = build_model(c32.model, len(VOCAB), NUM_CLASSES, dual=False)
-    init = _jit(lambda x: model.init({"params": _key(init_seed), "attention": _key(2)}, x)["params"])
+    init = fast_jit(lambda x: model.init({"params": _key(init_seed), "attention": _key(2)}, x)["params"])
     params = init(batches[0]["inputs"])
     assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(params))
     tx = make_optimizer(c32.learning_rate, c32.warmup_steps, c32.weight_decay, c32.grad_clip_norm)
@@ -127,7 +118,7 @@ def start(family: str, init_seed: int = 1) -> tuple[Any, list[dict[str, np.ndarr
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
-    return c32, batches, params, tx, _jit(update)
+    return c32, batches, params, tx, fast_jit(update)
 
 
 def float32_losses(family: str, init_seed: int = 1, loss_scale: float = 1.0) -> list[float]:

@@ -41,9 +41,17 @@ def random_inputs(seed: int = 0):
     return np.random.default_rng(seed).normal(size=(2, N, 8)).astype(np.float32), MASK
 
 
+_softmax_init = jax.jit(attention.get("softmax")(num_heads=2, qkv_dim=16).init)
+
+
 def init(x: np.ndarray, mask: np.ndarray):
     """Parameters from the softmax module: the families share its tree (and it inits quickly)."""
-    return attention.get("softmax")(num_heads=2, qkv_dim=16).init(jax.random.key(0), x, mask)
+    return _softmax_init(jax.random.key(0), x, mask)
+
+
+# Compiled once for every test and parameter (the same shapes): eager, each op compiles its own program.
+attention_matrix = jax.jit(cl.attention_matrix, static_argnums=4, static_argnames="topk")
+hamming_kmeans = jax.jit(cl.hamming_kmeans, static_argnums=(2, 3, 4))
 
 
 def softmax_rows(q, k, mask):
@@ -110,8 +118,8 @@ def random_qkv_and_clusters(seed: int, n: int = 16, num_clusters: int = 3, lengt
 def test_proposition_2_improved_rows_are_closer_to_full_attention(seed):
     q, k, _, mask, clusters = random_qkv_and_clusters(seed)
     full = softmax_rows(np.asarray(q, np.float64), np.asarray(k, np.float64), np.asarray(mask))
-    a_c = np.asarray(cl.attention_matrix(q, k, mask, clusters, 3))
-    a_t = np.asarray(cl.attention_matrix(q, k, mask, clusters, 3, topk=4))
+    a_c = np.asarray(attention_matrix(q, k, mask, clusters, 3))
+    a_t = np.asarray(attention_matrix(q, k, mask, clusters, 3, topk=4))
     real_q = np.broadcast_to(np.asarray(mask)[:, None, :], a_c.shape[:3])  # B x H x N queries
     padded_k = np.broadcast_to(~np.asarray(mask)[:, None, None, :], a_c.shape)
     for rows in (a_c, a_t):
@@ -128,10 +136,10 @@ def test_efficient_outputs_match_dense_rows(topk):
     q, k, v, mask, clusters = random_qkv_and_clusters(7)
     mask_np = np.asarray(mask)
     for fn, rows in (
-        (cl.clustered_attention(q, k, v, mask, clusters, 3), cl.attention_matrix(q, k, mask, clusters, 3)),
+        (cl.clustered_attention(q, k, v, mask, clusters, 3), attention_matrix(q, k, mask, clusters, 3)),
         (
             cl.improved_clustered_attention(q, k, v, mask, clusters, 3, topk),
-            cl.attention_matrix(q, k, mask, clusters, 3, topk=topk),
+            attention_matrix(q, k, mask, clusters, 3, topk=topk),
         ),
     ):
         expected = np.einsum("bhnm,bmhd->bnhd", np.asarray(rows), np.asarray(v))
@@ -147,7 +155,7 @@ def test_kmeans_recovers_separated_groups_and_ignores_padding():
     hashes[..., -2:, :] = -centers[0]  # two padded queries far from everything
     mask = jnp.asarray(np.arange(10)[None, :] < 8)
     for init in cl.INITS:
-        got = np.asarray(cl.hamming_kmeans(jnp.asarray(hashes, jnp.float32), mask, 3, 5, init, jax.random.key(0)))
+        got = np.asarray(hamming_kmeans(jnp.asarray(hashes, jnp.float32), mask, 3, 5, init, jax.random.key(0)))
         got = got[0, 0, :8]
         # Same partition as the labels (cluster ids are arbitrary).
         assert len(set(zip(got, labels[:8], strict=False))) == 3 == len(set(got))
@@ -196,10 +204,16 @@ def float_hamming_kmeans(h_BxHxNxR, mask_BxN, num_clusters, iterations, init, rn
 def test_packed_hamming_distances_equal_the_float_ones(bits):
     rng = np.random.default_rng(bits)
     h = np.where(rng.random((2, 3, 40, bits)) < 0.5, 1.0, -1.0).astype(np.float32)
-    words = cl.pack_bits(jnp.asarray(h > 0))
+
+    @jax.jit
+    def packed(bits_):
+        words = cl.pack_bits(bits_)
+        return words, cl.unpack_bits(words, bits), cl.hamming_distance(words[:, :, :, None], words[:, :, None, :])
+
+    words, unpacked, got = packed(jnp.asarray(h > 0))
     assert words.dtype == jnp.uint32 and words.shape == (2, 3, 40, -(-bits // 32))
-    np.testing.assert_array_equal(np.asarray(cl.unpack_bits(words, bits)), h > 0)
-    got = np.asarray(cl.hamming_distance(words[:, :, :, None], words[:, :, None, :]))
+    np.testing.assert_array_equal(np.asarray(unpacked), h > 0)
+    got = np.asarray(got)
     expected = (bits - np.einsum("bhnr,bhmr->bhnm", h, h)) / 2
     np.testing.assert_array_equal(got, expected)
 
@@ -210,8 +224,12 @@ def test_packed_assignment_equals_float_argmax(bits):
     h = np.where(rng.random((2, 3, 200, bits)) < 0.5, 1.0, -1.0).astype(np.float32)
     c = np.where(rng.random((2, 3, 37, bits)) < 0.5, 1.0, -1.0).astype(np.float32)
     expected = np.argmax(np.einsum("bhnr,bhcr->bhnc", h, c), axis=-1)
-    words, cents = (jnp.moveaxis(cl.pack_bits(jnp.asarray(x > 0)), -1, 0) for x in (h, c))
-    np.testing.assert_array_equal(np.asarray(cl.nearest_centroids(words, cents)), expected)
+
+    @jax.jit
+    def assign(h_bits, c_bits):
+        return cl.nearest_centroids(*(jnp.moveaxis(cl.pack_bits(x), -1, 0) for x in (h_bits, c_bits)))
+
+    np.testing.assert_array_equal(np.asarray(assign(jnp.asarray(h > 0), jnp.asarray(c > 0))), expected)
     assert (
         bits > 8 or (np.sort(np.einsum("bhnr,bhcr->bhnc", h, c), -1)[..., -2:].std(-1) == 0).mean() > 0.2
     )  # ties really occur at 8 bits
@@ -221,12 +239,12 @@ def test_packed_kmeans_equals_the_float_kmeans(bits=8):  # 8 bits: ties in every
     rng = np.random.default_rng(bits)
     q = jnp.asarray(rng.normal(size=(2, 3, 90, 8)), jnp.float32)
     mask = jnp.asarray(np.arange(90)[None, :] < np.array([[90], [57]]))
-    planes, thresholds = cl.lsh_planes(jax.random.key(bits), bits, 8)
-    h = cl.hash_queries(q, planes, thresholds)
+    h = jax.jit(lambda key, q: cl.hash_queries(q, *cl.lsh_planes(key, bits, 8)))(jax.random.key(bits), q)
+    float_kmeans = jax.jit(float_hamming_kmeans, static_argnums=(2, 3, 4))
     for init in cl.INITS:
         args = (h, mask, 7, 3, init, jax.random.key(3))
-        expected = np.asarray(float_hamming_kmeans(*args))  # eager: tiny, faster than compiling
-        got = np.asarray(cl.hamming_kmeans(*args))
+        expected = np.asarray(float_kmeans(*args))
+        got = np.asarray(hamming_kmeans(*args))
         np.testing.assert_array_equal(got, expected, err_msg=init)
 
 

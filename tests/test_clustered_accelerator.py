@@ -36,14 +36,20 @@ def ragged_mask(n: int, lengths=(None, 57), holes: bool = False) -> jax.Array:
     return jnp.asarray(mask)
 
 
+def jit_both(cpu_fn, acc_fn, **static):
+    """The CPU and accelerator functions, each one compiled program (exact comparisons: the same transformation)."""
+    return jax.jit(cpu_fn, **static), jax.jit(acc_fn, **static)
+
+
 @pytest.mark.parametrize("bits", [8, 63])  # 8 bits: many ties, which must go to the same index
 def test_assignment_equals_the_cpu_loop(bits):
-    words, cents = (
-        jnp.moveaxis(cl.pack_bits(random_bits(bits + i, (2, 3, n, bits))), -1, 0) for i, n in ((0, 200), (1, 37))
-    )
-    np.testing.assert_array_equal(
-        np.asarray(ca.nearest_centroids(words, cents)), np.asarray(cl.nearest_centroids(words, cents))
-    )
+    h, c = (random_bits(bits + i, (2, 3, n, bits)) for i, n in ((0, 200), (1, 37)))
+
+    def packed(nearest_centroids):
+        return lambda h, c: nearest_centroids(*(jnp.moveaxis(cl.pack_bits(x), -1, 0) for x in (h, c)))
+
+    cpu, acc = jit_both(packed(cl.nearest_centroids), packed(ca.nearest_centroids))
+    np.testing.assert_array_equal(np.asarray(acc(h, c)), np.asarray(cpu(h, c)))
 
 
 @pytest.mark.parametrize("holes", [False, True])
@@ -53,8 +59,10 @@ def test_votes_equal_the_cpu_scatter(holes):
     bits = random_bits(0, (2, 3, n, 63))
     clusters = jnp.asarray(np.random.default_rng(1).integers(0, c, (2, 3, n)), jnp.int32)
     x = jnp.concatenate([bits, jnp.ones((2, 3, n, 1), bool)], -1)
-    got = ca.cluster_votes(x, clusters, mask, c)
-    expected = cl.cluster_sums(x.astype(jnp.uint16), clusters, mask, c, jnp.uint16).astype(jnp.int32)
+    got = jax.jit(ca.cluster_votes, static_argnums=3)(x, clusters, mask, c)
+    expected = jax.jit(
+        lambda x, clusters, mask: cl.cluster_sums(x.astype(jnp.uint16), clusters, mask, c, jnp.uint16).astype(jnp.int32)
+    )(x, clusters, mask)
     assert got.dtype == jnp.int32
     np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
 
@@ -62,10 +70,9 @@ def test_votes_equal_the_cpu_scatter(holes):
 @pytest.mark.parametrize("holes", [False, True])
 def test_first_seeds_equal_the_cpu_sort(holes):
     mask = ragged_mask(40, lengths=(None, 5), holes=holes)  # 5 real < 12 seeds: the last repeats
+    cpu, acc = jit_both(cl._first_real_indices, ca.first_real_indices, static_argnums=1)
     for count in (1, 12, 40):
-        np.testing.assert_array_equal(
-            np.asarray(ca.first_real_indices(mask, count)), np.asarray(cl._first_real_indices(mask, count))
-        )
+        np.testing.assert_array_equal(np.asarray(acc(mask, count)), np.asarray(cpu(mask, count)))
 
 
 @pytest.mark.parametrize("init", cl.INITS)
@@ -74,6 +81,7 @@ def test_kmeans_equals_the_cpu_kmeans(init, bits):
     mask = ragged_mask(90, holes=True)
     h = random_bits(bits, (2, 3, 90, bits))
     args = (h, mask, 7, 3, init, jax.random.key(3))
+    # eager: the inits share the compiled Lloyd loops (jitted, each init compiles its own: no faster)
     np.testing.assert_array_equal(
         np.asarray(ca.hamming_kmeans_bits(*args)), np.asarray(cl.hamming_kmeans_bits(*args)), err_msg=init
     )
@@ -130,13 +138,16 @@ def module(name: str, implementation: str, **kwargs):
     return attention.get(name)(num_heads=2, qkv_dim=16, implementation=implementation, **kwargs)
 
 
+_softmax_init = jax.jit(attention.get("softmax")(num_heads=2, qkv_dim=16).init)
+
+
 @pytest.mark.parametrize("init", ["first", "farthest"])
 @pytest.mark.parametrize("name", NAMES)
 def test_modules_equal_with_the_same_seeding(name, init):
     rng = np.random.default_rng(5)
     x = rng.normal(size=(2, 24, 8)).astype(np.float32)
     mask = np.arange(24)[None, :] < np.array([[17], [24]])
-    variables = attention.get("softmax")(num_heads=2, qkv_dim=16).init(jax.random.key(0), x, mask)
+    variables = _softmax_init(jax.random.key(0), x, mask)
     rngs = {"attention": jax.random.key(3), "dropout": jax.random.key(4)}
 
     def run(implementation):
@@ -160,7 +171,7 @@ def test_auto_is_the_cpu_implementation_with_farthest_seeding_on_cpu(name):
     assert jax.default_backend() == "cpu" and cl.resolve_implementation("auto") == "cpu"
     x = np.random.default_rng(6).normal(size=(2, 20, 8)).astype(np.float32)
     mask = np.arange(20)[None, :] < np.array([[13], [20]])
-    variables = attention.get("softmax")(num_heads=2, qkv_dim=16).init(jax.random.key(0), x, mask)
+    variables = _softmax_init(jax.random.key(0), x, mask)
     y = {
         (impl, seeding): np.asarray(module(name, impl, kmeans_init=seeding).apply(variables, x, mask)[0])
         for impl, seeding in (("auto", "auto"), ("cpu", "farthest"), ("accelerator", "auto"), ("accelerator", "first"))

@@ -23,12 +23,13 @@ def test_other_ways_compute_the_same_convolution(way):
 
 
 def test_toeplitz_taps_is_the_band_of_the_kernel():
+    import jax
     import jax.numpy as jnp
 
     from lra.attention.luna import toeplitz_taps
 
     kernel = np.arange(1.0, 9.0, dtype=np.float32).reshape(4, 2)  # K = 4 taps, 2 heads
-    taps = np.asarray(toeplitz_taps(jnp.asarray(kernel), 3))  # H x C x (C + K - 1)
+    taps = np.asarray(jax.jit(toeplitz_taps, static_argnums=1)(jnp.asarray(kernel), 3))  # H x C x (C + K - 1)
     assert taps.shape == (2, 3, 6)
     for c in range(3):
         for w in range(6):

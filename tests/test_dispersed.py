@@ -104,6 +104,11 @@ def _dense_pattern_reference(params, x, mask, num_heads, allowed_NxN, scale=None
     return np.einsum("bnhk,hkd->bnd", y, np.asarray(p["out"]["kernel"])) + np.asarray(p["out"]["bias"])
 
 
+def _init(module, x, mask, seed=0):
+    """``module.init`` as one compiled program (its forward pass is dropped: only the parameters come out)."""
+    return jax.jit(module.init)(jax.random.key(seed), x, mask)
+
+
 def _inputs(n=64, dim=16, lengths=(51, 64), seed=0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(len(lengths), n, dim)).astype(np.float32)
@@ -118,8 +123,8 @@ def _inputs(n=64, dim=16, lengths=(51, 64), seed=0):
 def test_matches_dense_pattern_reference(kwargs):
     module = DispersedAttention(num_heads=2, qkv_dim=16, **kwargs)
     x, mask = _inputs()
-    params = module.init(jax.random.key(0), x, mask)
-    y, memory = module.apply(params, x, mask)
+    params = _init(module, x, mask)
+    y, memory = jax.jit(module.apply)(params, x, mask)
     assert memory is None and y.shape == x.shape
     allowed = pattern(x.shape[1], module.window, module.max_gap)
     assert not allowed.all()  # the pattern really drops keys at this length
@@ -136,10 +141,9 @@ def test_window_covering_sequence_equals_softmax():
     x, mask = _inputs(n=24, lengths=(17, 24))
     module = DispersedAttention(num_heads=2, qkv_dim=16, window=2 * 24, block_size=5)
     softmax = SoftmaxAttention(num_heads=2, qkv_dim=16)
-    params = softmax.init(jax.random.key(1), x, mask)  # softmax-trained weights, same tree
-    assert jax.tree.structure(module.init(jax.random.key(1), x, mask)) == jax.tree.structure(params)
-    y, _ = module.apply(params, x, mask)
-    y_soft, _ = softmax.apply(params, x, mask)
+    params = _init(softmax, x, mask, seed=1)  # softmax-trained weights, same tree
+    assert jax.tree.structure(jax.eval_shape(module.init, jax.random.key(1), x, mask)) == jax.tree.structure(params)
+    y, y_soft = jax.jit(lambda p: (module.apply(p, x, mask)[0], softmax.apply(p, x, mask)[0]))(params)
     m = np.asarray(mask)[..., None]
     np.testing.assert_allclose(np.asarray(y) * m, np.asarray(y_soft) * m, atol=1e-5)
 
@@ -147,7 +151,11 @@ def test_window_covering_sequence_equals_softmax():
 def test_padding_invariance():
     # Blocks of 5 queries over 24 (then 33) positions: partial last blocks are exercised too.
     module = DispersedAttention(num_heads=2, qkv_dim=16, window=2, max_gap=5, block_size=5)
-    assert_padding_invariant(module, n=24, lengths=(13, 24), extra_padding=9)
+    # The helper's own init (seed 0, the 24 + 9 positions): parameters depend on the shapes only.
+    variables = _init(module, jnp.zeros((2, 33, 16)), jnp.ones((2, 33), bool))
+    assert_padding_invariant(
+        module, n=24, lengths=(13, 24), extra_padding=9, variables=variables, apply=jax.jit(module.apply)
+    )
 
 
 def test_jit_matches_eager():
@@ -162,7 +170,7 @@ def test_jit_matches_eager():
 def test_gradients_finite_and_nonzero():
     module = DispersedAttention(num_heads=2, qkv_dim=16, block_size=16)
     x, mask = _inputs()
-    params = module.init(jax.random.key(0), x, mask)
+    params = _init(module, x, mask)
 
     def loss(params, x):
         y, _ = module.apply(params, x, mask)
@@ -179,7 +187,7 @@ def test_gradients_finite_and_nonzero():
 def test_dropout_on_pattern_weights():
     module = DispersedAttention(num_heads=2, qkv_dim=16, dropout_rate=0.5, block_size=16)
     x, mask = _inputs()
-    params = module.init(jax.random.key(0), x, mask)
+    params = _init(module, x, mask)
     det, _ = jax.jit(module.apply)(params, x, mask)
     no_drop, _ = jax.jit(DispersedAttention(num_heads=2, qkv_dim=16, block_size=16).apply)(params, x, mask)
     np.testing.assert_allclose(np.asarray(det), np.asarray(no_drop), atol=1e-6)
@@ -198,7 +206,7 @@ def test_registry_builds_working_module():
     assert isinstance(module, DispersedAttention) and module.window == 4 and module.max_gap == 180
     assert set(lra.attention.option_names("dispersed")) >= {"window", "max_gap"}
     x, mask = _inputs(dim=32)
-    y, _ = module.apply(module.init(jax.random.key(0), x, mask), x, mask)
+    y, _ = jax.jit(module.apply)(_init(module, x, mask), x, mask)
     assert y.shape == x.shape and np.isfinite(np.asarray(y)).all()
 
 
@@ -224,6 +232,17 @@ def _core_inputs(n, lengths, seed=0, b_h_d=(2, 2, 8)):
     return q, k, v, r, mask
 
 
+def _output_and_grads(f, r=None, loss=None):
+    """One program: ``f(q, k, v)`` and the gradients wrt q, k and v of ``loss`` (default ``sum(f(q, k, v) * r)``)."""
+    loss = loss or (lambda q, k, v: jnp.sum(f(q, k, v) * r))
+    return jax.jit(lambda q, k, v: (f(q, k, v), jax.grad(loss, argnums=(0, 1, 2))(q, k, v)))
+
+
+def _grads(*losses):
+    """One program: the gradients wrt q, k and v of each loss."""
+    return jax.jit(lambda q, k, v: tuple(jax.grad(f, argnums=(0, 1, 2))(q, k, v) for f in losses))
+
+
 def _dense_core(q, k, v, mask, allowed_NxN):
     """Masked softmax over the pattern, differentiated by JAX (test-only, N x N)."""
     logits = jnp.einsum("bnhd,bmhd->bhnm", q * q.shape[-1] ** -0.5, k)
@@ -238,10 +257,9 @@ def test_core_and_gradients_match_dense_reference(n, chunk, block):
     offs = offsets(4, 12)
     core = lambda q, k, v: dispersed.dispersed_attention(q, k, v, mask, offs, chunk_size=chunk, block_size=block)
     dense = lambda q, k, v: _dense_core(q, k, v, mask, pattern(n, 4, 12))
-    np.testing.assert_allclose(np.asarray(jax.jit(core)(q, k, v)), np.asarray(dense(q, k, v)), atol=2e-5)
-    loss = lambda f: (lambda q, k, v: jnp.sum(f(q, k, v) * r))
-    got = jax.jit(jax.grad(loss(core), argnums=(0, 1, 2)))(q, k, v)
-    want = jax.grad(loss(dense), argnums=(0, 1, 2))(q, k, v)
+    y, got = _output_and_grads(core, r)(q, k, v)
+    y_dense, want = _output_and_grads(dense, r)(q, k, v)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(y_dense), atol=2e-5)
     for g, w in zip(got, want, strict=False):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
 
@@ -258,8 +276,7 @@ def test_hand_written_backward_matches_autodiff_with_dropout():
     keep = jnp.where(kept, 1 / 0.7, 0.0)
     custom = lambda q, k, v: jnp.sum(dispersed._pattern_attention(q, k, v, mask2, keep, key) * r)
     plain = lambda q, k, v: jnp.sum(dispersed._pattern_attention_fwd(q, k, v, mask2, keep, key)[0] * r)
-    got = jax.grad(custom, argnums=(0, 1, 2))(q, k, v)
-    want = jax.grad(plain, argnums=(0, 1, 2))(q, k, v)
+    got, want = _grads(custom, plain)(q, k, v)
     for g, w in zip(got, want, strict=False):
         assert np.abs(np.asarray(w)).max() > 1e-3
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
@@ -317,7 +334,7 @@ def test_gather_equals_chunks_outputs_and_gradients(n, lengths, window, max_gap)
     for impl in ("chunks", "gather"):
         core = _impl_core(impl, mask, offs, chunk_size=48)
         loss = lambda q, k, v, core=core: jnp.sum(jnp.where(real, core(q, k, v), 0.0) * r)  # noqa: E731
-        results[impl] = (jax.jit(core)(q, k, v), jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v))
+        results[impl] = _output_and_grads(core, loss=loss)(q, k, v)
     (y_c, g_c), (y_g, g_g) = results["chunks"], results["gather"]
     np.testing.assert_allclose(np.asarray(y_g * real), np.asarray(y_c * real), atol=2e-5)
     for got, want in zip(g_g, g_c, strict=True):
@@ -334,6 +351,8 @@ def test_gather_slot_parts_change_nothing(slot_parts):
     q, k, v, r, mask = _core_inputs(n, (29, 40), seed=2)
     live = tuple(int(d) for d in dispersed.live_offsets(n, 4, 12))
     rng = jax.random.key(5)
+    # Eager on purpose: jitted, each case compiles its own whole program, which measured slower than the
+    # eager primitives the cases share.
     core = lambda q, k, v, p: gather_attention(q, k, v, mask, rng, live=live, dropout_rate=0.3, slot_parts=p)  # noqa: E731
     loss = lambda p: (lambda q, k, v: jnp.sum(core(q, k, v, p) * r))  # noqa: E731
     np.testing.assert_allclose(np.asarray(core(q, k, v, slot_parts)), np.asarray(core(q, k, v, None)), atol=1e-5)
@@ -356,8 +375,7 @@ def test_gather_backward_matches_autodiff_with_dropout():
     kept = jax.random.bernoulli(jax.random.key(3), 0.7, (2, len(live), n, 2))
     custom = lambda q, k, v: jnp.sum(dg._core(q, k, v, mask, kept, live, 0.3, 3) * r)  # noqa: E731
     plain = lambda q, k, v: jnp.sum(dg._core_fwd(q, k, v, mask, kept, live, 0.3, 3)[0] * r)  # noqa: E731
-    got = jax.grad(custom, argnums=(0, 1, 2))(q, k, v)
-    want = jax.grad(plain, argnums=(0, 1, 2))(q, k, v)
+    got, want = _grads(custom, plain)(q, k, v)
     for g, w in zip(got, want, strict=True):
         assert np.abs(np.asarray(w)).max() > 1e-3
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=5e-5)
@@ -367,12 +385,13 @@ def test_gather_matches_dense_reference_and_bf16():
     n = 70
     q, k, v, r, mask = _core_inputs(n, (57, 70), seed=4)
     offs = offsets(4, 12)
-    dense = _dense_core(q, k, v, mask, pattern(n, 4, 12))
+    dense = jax.jit(lambda q, k, v: _dense_core(q, k, v, mask, pattern(n, 4, 12)))(q, k, v)
     real = np.asarray(mask)[..., None, None]
-    got = jax.jit(_impl_core("gather", mask, offs))(q, k, v)
+    gather = jax.jit(_impl_core("gather", mask, offs))
+    got = gather(q, k, v)
     np.testing.assert_allclose(np.asarray(got) * real, np.asarray(dense) * real, atol=2e-5)
     bf = [x.astype(jnp.bfloat16) for x in (q, k, v)]
-    got16 = jax.jit(_impl_core("gather", mask, offs))(*bf)
+    got16 = gather(*bf)
     assert got16.dtype == jnp.bfloat16
     np.testing.assert_allclose(np.asarray(got16, np.float32) * real, np.asarray(dense) * real, atol=5e-2)
 
@@ -457,7 +476,7 @@ def test_implementation_option():
     ys = {}
     for impl in ("chunks", "gather"):
         module = DispersedAttention(num_heads=2, qkv_dim=16, implementation=impl)
-        ys[impl], _ = jax.jit(module.apply)(module.init(jax.random.key(0), x, mask), x, mask)
+        ys[impl], _ = jax.jit(module.apply)(_init(module, x, mask), x, mask)
     np.testing.assert_allclose(np.asarray(ys["gather"]), np.asarray(ys["chunks"]), atol=2e-5)
     path = Path(__file__).resolve().parents[1] / "configs" / "listops_dispersed.py"
     spec = importlib.util.spec_from_file_location("listops_dispersed", path)

@@ -105,11 +105,11 @@ def test_causal_outputs_ignore_the_future(variant):
     x, mask = inputs()
     mask = jnp.ones_like(mask)
     variables = module.init(jax.random.key(1), x, mask)
-    y, _ = module.apply(variables, x, mask)
+    y = np.asarray(module.apply(variables, x, mask)[0])
     for i in (1, 4, 7):
-        noise = np.random.default_rng(i).normal(size=x[:, i:].shape).astype(np.float32)
-        changed = x.at[:, i:].set(noise)
-        y2, _ = module.apply(variables, changed, mask)
+        changed = np.array(x)  # numpy edits and indexing: no eager XLA program per slice
+        changed[:, i:] = np.random.default_rng(i).normal(size=changed[:, i:].shape).astype(np.float32)
+        y2 = np.asarray(module.apply(variables, changed, mask)[0])
         np.testing.assert_allclose(y2[:, :i], y[:, :i], atol=1e-5)
         assert not np.allclose(y2[:, i], y[:, i], atol=1e-3)  # position i does see itself
 
@@ -142,29 +142,29 @@ def test_causal_encode_is_the_final_running_summary():
         atol=1e-7,  # summation order
     )
     # The last real position of a causal pass reads exactly that final summary.
-    y, _ = module.apply(variables, x, mask)
-    y_full, _ = full.apply(variables, x, mask)
+    y = np.asarray(module.apply(variables, x, mask)[0])
+    y_full = np.asarray(full.apply(variables, x, mask)[0])
     np.testing.assert_allclose(y[0, LENGTHS[0] - 1], y_full[0, LENGTHS[0] - 1], rtol=1e-5, atol=1e-5)
 
 
 def test_normalize_makes_output_scale_length_independent():
     module, summed = make("linear"), make("linear_sum")
-    x = jnp.tile(jnp.asarray(np.random.default_rng(0).normal(size=(1, 4, D)), jnp.float32), (1, 8, 1))
+    x = np.tile(np.random.default_rng(0).normal(size=(1, 4, D)).astype(np.float32), (1, 8, 1))
     short, long_ = x[:, :4], x
     variables = module.init(jax.random.key(1), *inputs())
-    s = module.apply(variables, short, jnp.ones((1, 4), bool), method="encode")
-    lo = module.apply(variables, long_, jnp.ones((1, 32), bool), method="encode")
+    s = module.apply(variables, short, np.ones((1, 4), bool), method="encode")
+    lo = module.apply(variables, long_, np.ones((1, 32), bool), method="encode")
     np.testing.assert_allclose(s, lo, rtol=1e-5, atol=1e-6)  # same mean
-    s = summed.apply(variables, short, jnp.ones((1, 4), bool), method="encode")
-    lo = summed.apply(variables, long_, jnp.ones((1, 32), bool), method="encode")
+    s = summed.apply(variables, short, np.ones((1, 4), bool), method="encode")
+    lo = summed.apply(variables, long_, np.ones((1, 32), bool), method="encode")
     np.testing.assert_allclose(lo, 8 * s, rtol=1e-5, atol=1e-5)  # the plain sum grows
 
 
 @pytest.mark.parametrize("cls", [LinearAttention, GatedLinearAttention])
 def test_tie_kv_creates_no_value_projection(cls):
     x, mask = inputs()
-    tied = cls(num_heads=H, qkv_dim=QKV, tie_kv=True).init(jax.random.key(1), x, mask)["params"]
-    untied = cls(num_heads=H, qkv_dim=QKV).init(jax.random.key(1), x, mask)["params"]
+    tied = jax.eval_shape(cls(num_heads=H, qkv_dim=QKV, tie_kv=True).init, jax.random.key(1), x, mask)["params"]
+    untied = jax.eval_shape(cls(num_heads=H, qkv_dim=QKV).init, jax.random.key(1), x, mask)["params"]
     assert "value" not in tied and set(untied) - set(tied) == {"value"}
 
 
@@ -176,8 +176,8 @@ def test_tie_kv_without_normalize_is_the_papers_symmetric_summary():
     variables = perturb_params(module.init(jax.random.key(1), x, mask))
     p = jax.tree.map(lambda a: np.asarray(a, np.float64), variables["params"])
     xs, m = np.asarray(x, np.float64), np.asarray(mask)
-    y, _ = module.apply(variables, x, mask)
-    summary = module.apply(variables, x, mask, method="encode")
+    y = np.asarray(module.apply(variables, x, mask)[0])
+    summary = np.asarray(module.apply(variables, x, mask, method="encode"))
     for b in range(B):
         h = xs[b] @ p["key"]["kernel"][:, 0] + p["key"]["bias"][0]  # N x Dh
         q = xs[b] @ p["query"]["kernel"][:, 0] + p["query"]["bias"][0]

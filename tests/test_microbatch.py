@@ -9,6 +9,7 @@ import numpy as np
 import optax
 import pytest
 
+from conftest import FAST_COMPILE, fast_jit
 from lra.data import task_shapes
 from lra.defaults import make_config
 from lra.errors import InputError
@@ -20,21 +21,30 @@ from lra.training.step import make_init, make_steps
 # --- the row-keyed PRNG: a microbatch's bits are the full batch's bits of its rows
 
 
+@functools.partial(fast_jit, static_argnums=(2, 3, 4, 5))  # one program per shape, shared by the cases
+def _draws(key, m, count, rows, batch, parts):
+    """Bits and (as flax folds module paths into keys) derived-key dropout of the full batch (count
+    None) or of microbatch m's rows."""
+    if count is not None:
+        key, batch = step.row_keyed(key, m, count, rows, batch, parts), rows
+    n = parts * batch
+    return jax.random.bits(key, (n, 3, 5)), jax.random.bernoulli(
+        jax.random.fold_in(jax.random.split(key)[1], 3), 0.3, (n, 7)
+    )
+
+
 @pytest.mark.parametrize("count, parts", [(1, 1), (2, 1), (4, 1), (4, 2), (8, 2)])
 def test_row_keyed_bits_are_the_full_batch_bits_of_each_row(count, parts):
     key = jax.random.key(7)
     batch = 8
     rows = batch // count
-    full = np.asarray(jax.random.bits(key, (parts * batch, 3, 5)))
-    full_drop = np.asarray(
-        jax.random.bernoulli(jax.random.fold_in(jax.random.split(key)[1], 3), 0.3, (parts * batch, 7))
-    )
+    # both sides jitted (an exact comparison); one program serves every microbatch m
+    full, full_drop = map(np.asarray, _draws(key, jnp.asarray(0), None, None, batch, parts))
     for m in range(count):
-        k = step.row_keyed(key, jnp.asarray(m), count, rows, batch, parts)
+        bits, drop = _draws(key, jnp.asarray(m), count, rows, batch, parts)
         mine = [p * batch + m + j * count for p in range(parts) for j in range(rows)]
-        np.testing.assert_array_equal(np.asarray(jax.random.bits(k, (parts * rows, 3, 5))), full[mine])
+        np.testing.assert_array_equal(np.asarray(bits), full[mine])
         # derived keys (flax folds module paths into them) keep the map
-        drop = jax.random.bernoulli(jax.random.fold_in(jax.random.split(k)[1], 3), 0.3, (parts * rows, 7))
         np.testing.assert_array_equal(np.asarray(drop), full_drop[mine])
 
 
@@ -44,14 +54,19 @@ def test_row_keyed_counter_crosses_2_to_the_32():
     count, per_row = 70_000, 98_304
     m = 43_690  # the row holds indices 4,294,901,760 .. 4,294,999,... : it crosses 2^32 (the carry)
     key = jax.random.key(3)
-    k = step.row_keyed(key, jnp.asarray(m), count, 1, count, 1)
-    got = np.asarray(jax.random.bits(k, (1, per_row)))
+    draw = fast_jit(lambda key, m: jax.random.bits(step.row_keyed(key, m, count, 1, count, 1), (1, per_row)))
+    got = np.asarray(draw(key, jnp.asarray(m)))
     index = np.uint64(m) * np.uint64(per_row) + np.arange(per_row, dtype=np.uint64)
     assert index[0] < 2**32 < index[-1]
     hi, lo = (index >> np.uint64(32)).astype(np.uint32), (index & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    kd = jax.random.key_data(key)
-    b1, b2 = jax.extend.random.threefry2x32_p.bind(kd[0], kd[1], jnp.asarray(hi), jnp.asarray(lo))
-    np.testing.assert_array_equal(got[0], np.asarray(b1 ^ b2))
+
+    @fast_jit  # jitted as the draw above (an exact comparison)
+    def threefry(key, hi, lo):
+        kd = jax.random.key_data(key)
+        b1, b2 = jax.extend.random.threefry2x32_p.bind(kd[0], kd[1], hi, lo)
+        return b1 ^ b2
+
+    np.testing.assert_array_equal(got[0], np.asarray(threefry(key, hi, lo)))
 
 
 def test_mul_2x32_is_exact():
@@ -106,9 +121,10 @@ def _step(task, microbatches, seeds=(0,), dropout=0.1, remat=False, dtype="float
     weights = np.ones((s, b), np.float32)
     weights[:, -3:] = 0.0  # padding rows of a last partial batch
     batch = {"inputs": inputs, "labels": rng.integers(0, classes, (s, b)).astype(np.int32), "weights": weights}
-    state = init()
+    state = init.lower().compile(compiler_options=FAST_COMPILE)()  # the library's programs, compiled fast
     before = jax.tree.map(np.asarray, state["params"])
-    new_state, metrics = train(state, hosts.shard_batch(batch, hosts.seed_batch_sharded(mesh)))
+    batch = hosts.shard_batch(batch, hosts.seed_batch_sharded(mesh))
+    new_state, metrics = train.lower(state, batch).compile(compiler_options=FAST_COMPILE)(state, batch)
     delta = jax.tree.map(lambda a, b: np.asarray(a) - b, new_state["params"], before)
     return delta, jax.tree.map(np.asarray, metrics)
 
@@ -168,14 +184,14 @@ def test_bf16_option_computes_in_bfloat16_and_keeps_float32_state():
     vocab, classes, dual = task_shapes("listops")
     model = build_model(c.model, vocab, classes, dual)
     tokens = jnp.asarray(np.random.default_rng(0).integers(1, vocab, (2, 24)), jnp.int32)
-    params = model.init(jax.random.key(0), tokens)["params"]
+    params = fast_jit(model.init)(jax.random.key(0), tokens)["params"]
     assert {p.dtype for p in jax.tree.leaves(params)} == {jnp.dtype(jnp.float32)}
     tx = make_optimizer(c.learning_rate, c.warmup_steps, c.weight_decay, c.grad_clip_norm)
-    state = tx.init(params)
+    state = fast_jit(tx.init)(params)
     assert {x.dtype for x in jax.tree.leaves(state) if jnp.issubdtype(x.dtype, jnp.floating)} == {
         jnp.dtype(jnp.float32)
     }
-    logits = model.apply({"params": params}, tokens)
+    logits = fast_jit(model.apply)({"params": params}, tokens)
     assert logits.dtype == jnp.float32  # the head and the loss
     # the encoder computes in bfloat16: its matmuls take bfloat16 operands
     jaxpr = str(jax.make_jaxpr(lambda p: model.apply({"params": p}, tokens))(params))

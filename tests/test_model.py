@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+from conftest import fast_jit
 from lra.defaults import make_config
 from lra.model import build_model
 
@@ -37,9 +38,10 @@ def test_model_logits_ignore_padding(attention, pooling, norm):
     model = _model(attention, pooling=pooling, norm=norm)
     tokens = _tokens()
     longer = np.concatenate([tokens, np.zeros((3, 7), np.int32)], axis=1)
-    v = model.init(jax.random.key(0), longer)
-    a = model.apply(v, tokens)
-    b = model.apply(v, longer)
+    apply = fast_jit(model.apply)
+    v = fast_jit(model.init)(jax.random.key(0), longer)
+    a = apply(v, tokens)
+    b = apply(v, longer)
     assert a.shape == (3, 10)
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5)
 
@@ -47,10 +49,13 @@ def test_model_logits_ignore_padding(attention, pooling, norm):
 def test_memory_pooling_averages_the_final_memory_cells():
     model = _model("luna", pooling="memory", norm="post", attention_kwargs={"memory_size": 4})
     tokens = _tokens()
-    v = model.init(jax.random.key(0), tokens)
+    v = fast_jit(model.init)(jax.random.key(0), tokens)
     assert v["params"]["encoder"]["memory"].shape == (4, 32)
     # smoke has one post-LN block: the pooled vector is the mean of that block's output memory
-    _, state = model.apply(v, tokens, capture_intermediates=lambda mdl, _: mdl.name in ("block_0", "encoder"))
+    capture = fast_jit(
+        lambda v, t: model.apply(v, t, capture_intermediates=lambda mdl, _: mdl.name in ("block_0", "encoder"))
+    )
+    _, state = capture(v, tokens)
     inter = state["intermediates"]["encoder"]
     _, memory = inter["block_0"]["__call__"][0]
     pooled = inter["__call__"][0]
@@ -59,7 +64,8 @@ def test_memory_pooling_averages_the_final_memory_cells():
     # and the initial memory matters: other cells give other logits
     v2 = jax.tree_util.tree_map(lambda a: a, v)
     v2["params"]["encoder"]["memory"] = v["params"]["encoder"]["memory"] + 1.0
-    assert not np.allclose(np.asarray(model.apply(v, tokens)), np.asarray(model.apply(v2, tokens)))
+    apply = fast_jit(model.apply)
+    assert not np.allclose(np.asarray(apply(v, tokens)), np.asarray(apply(v2, tokens)))
 
 
 def test_memory_size_sets_the_initial_memory():
@@ -70,7 +76,7 @@ def test_memory_size_sets_the_initial_memory():
             norm="post",
             attention_kwargs={"memory_size": cells, "filter": "maxpool", "kernel_size": 4},
         )
-        v = model.init(jax.random.key(0), _tokens())
+        v = jax.eval_shape(model.init, jax.random.key(0), _tokens())  # shapes only: nothing compiled
         assert v["params"]["encoder"]["memory"].shape == (cells, 32)
 
 
@@ -78,18 +84,18 @@ def test_memory_size_sets_the_initial_memory():
 def test_two_input_head_uses_one_encoder_for_both_documents(attention, pooling):
     model = _model(attention, dual=True, classes=2, pooling=pooling, norm="post")
     docs = np.stack([_tokens(seed=1), _tokens(seed=2)], axis=1)  # B x 2 x N
-    v = model.init(jax.random.key(0), docs)
+    v = fast_jit(model.init)(jax.random.key(0), docs)
     assert "encoder" in v["params"] and "encoder_1" not in v["params"], "both documents share one encoder"
-    logits = model.apply(v, docs)
+    apply = fast_jit(model.apply)  # one program for the three batches below (same shape)
+    logits = apply(v, docs)
     assert logits.shape == (3, 2)
     # [u, v, u*v, u-v] is order sensitive: swapping the documents changes the logits
-    swapped = model.apply(v, docs[:, ::-1])
+    swapped = apply(v, docs[:, ::-1])
     assert not np.allclose(np.asarray(logits), np.asarray(swapped))
-    # each example's logits depend only on its own pair: other pairs beside it change nothing (the
-    # batch keeps its shape, so the eager layers compiled above are reused: suite time)
+    # each example's logits depend only on its own pair: other pairs beside it change nothing
     others = docs.copy()
     others[1:] = np.stack([_tokens(seed=4), _tokens(seed=5)], axis=1)[1:]
-    beside = model.apply(v, others)
+    beside = apply(v, others)
     np.testing.assert_allclose(np.asarray(beside[:1]), np.asarray(logits[:1]), atol=2e-5)
     assert not np.allclose(np.asarray(beside[1:]), np.asarray(logits[1:]))
 
@@ -98,22 +104,23 @@ def test_concat_combination_has_smaller_head():
     m4 = _model(dual=True, classes=2)
     m2 = _model(dual=True, classes=2, dual_combine="concat")
     docs = np.stack([_tokens(), _tokens(seed=3)], axis=1)
-    k4 = m4.init(jax.random.key(0), docs)["params"]["head_hidden"]["kernel"]
-    k2 = m2.init(jax.random.key(0), docs)["params"]["head_hidden"]["kernel"]
+    k4 = jax.eval_shape(m4.init, jax.random.key(0), docs)["params"]["head_hidden"]["kernel"]  # shapes only
+    k2 = jax.eval_shape(m2.init, jax.random.key(0), docs)["params"]["head_hidden"]["kernel"]
     assert k4.shape[0] == 4 * 32 and k2.shape[0] == 2 * 32
 
 
 def test_sequence_longer_than_position_table_is_an_error():
     model = _model()
     with pytest.raises(ValueError, match="position table"):
-        model.init(jax.random.key(0), np.ones((1, 65), np.int32))
+        jax.eval_shape(model.init, jax.random.key(0), np.ones((1, 65), np.int32))  # a trace-time check
 
 
 def test_bfloat16_model_runs_and_is_close():
     tokens = _tokens()
     m32, m16 = _model(), _model(dtype="bfloat16")
-    v = m32.init(jax.random.key(0), tokens)
-    np.testing.assert_allclose(np.asarray(m16.apply(v, tokens)), np.asarray(m32.apply(v, tokens)), atol=0.15)
+    v = fast_jit(m32.init)(jax.random.key(0), tokens)
+    y16, y32 = fast_jit(m16.apply)(v, tokens), fast_jit(m32.apply)(v, tokens)
+    np.testing.assert_allclose(np.asarray(y16), np.asarray(y32), atol=0.15)
 
 
 def test_memory_families_declare_the_memory_contract():
@@ -158,10 +165,10 @@ def test_build_model_freezes_its_config():
     with pytest.raises((AttributeError, ValueError)):
         model.config.num_layers = 7
     tokens = _tokens()
-    v = jax.jit(model.init)(jax.random.key(0), tokens)  # jitted: the eager layer-by-layer dispatch costs ~10 s
+    v = fast_jit(model.init)(jax.random.key(0), tokens)
     mutable = Classifier(c.model, vocab_size=16, num_classes=10, dual=False)
     np.testing.assert_array_equal(
-        np.asarray(jax.jit(model.apply)(v, tokens)), np.asarray(jax.jit(mutable.apply)(v, tokens))
+        np.asarray(fast_jit(model.apply)(v, tokens)), np.asarray(fast_jit(mutable.apply)(v, tokens))
     )
     c.model.num_layers = 7
     assert model.config.num_layers != 7

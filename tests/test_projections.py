@@ -85,7 +85,7 @@ def test_merged_gemm_equals_one_each(projections, dtype, tol):
 
     merged, separate = loss(base._merged)(x, *args), loss(base._separate)(x, *args)
     for a, b in zip(jax.tree.leaves(merged), jax.tree.leaves(separate), strict=True):
-        scale = max(1.0, float(jnp.max(jnp.abs(b.astype(jnp.float32)))))
+        scale = max(1.0, float(np.max(np.abs(np.asarray(b, np.float32)))))
         np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32), atol=tol * scale, rtol=tol)
 
 
@@ -93,7 +93,7 @@ def _projection_dots(cls: type[base.Attention], platform: str) -> int:
     """dot_generals in ``cls``'s forward + backward lowered for ``platform`` (no device needed)."""
     module = cls(num_heads=HEADS, qkv_dim=QKV)
     x, mask = _x(), jnp.ones((2, N), bool)
-    params = module.init(jax.random.key(1), x, mask)
+    params = jax.eval_shape(module.init, jax.random.key(1), x, mask)  # the program needs shapes only
 
     def loss(p, x):
         return jnp.sum(module.apply(p, x, mask)[0] ** 2)

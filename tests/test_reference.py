@@ -31,13 +31,18 @@ def _tokens(b=3, n=20, lengths=(12, 20, 5), seed=0):
     return t
 
 
+def _param_shapes(model, tokens):
+    """The parameter tree's shapes, traced only (the tests that check only those compile nothing)."""
+    return jax.eval_shape(model.init, jax.random.key(0), tokens)["params"]
+
+
 # ----------------------------------------------------------------------------- defaults
 
 
 @pytest.mark.parametrize("scale", [1.0, 64**-0.5])
 def test_memory_init_scale_is_the_standard_deviation(scale):
     _, model = _model(emb_dim=64, qkv_dim=64, memory_init_scale=scale, attention_kwargs={"memory_size": 256})
-    memory = model.init(jax.random.key(0), _tokens())["params"]["encoder"]["memory"]
+    memory = jax.jit(model.init)(jax.random.key(0), _tokens())["params"]["encoder"]["memory"]  # one program
     assert memory.shape == (256, 64)
     assert abs(float(np.std(memory)) / scale - 1.0) < 0.03  # 16k draws: std within ~1%
 
@@ -72,7 +77,7 @@ def test_memory_family_matching_concatenates_u_and_v(path, arg):
     assert config.model.dual_combine == "concat"
     model = build_model(config.model, 300, 2, True)
     docs = np.stack([_tokens(), _tokens(seed=3)], axis=1)
-    kernel = model.init(jax.random.key(0), docs)["params"]["head_hidden"]["kernel"]
+    kernel = _param_shapes(model, docs)["head_hidden"]["kernel"]
     assert kernel.shape[0] == 2 * config.model.emb_dim
 
 
@@ -92,9 +97,15 @@ def test_attention_residual_dropout(residual_dropout):
     x = jax.random.normal(jax.random.key(1), (3, 20, 32))
     mask = jnp.asarray(_tokens() != 0)
     memory = jax.random.normal(jax.random.key(2), (3, 16, 32))
-    params = block.init(jax.random.key(0), x, mask, memory, True)
-    _, train = block.apply(params, x, mask, memory, False, rngs={"dropout": jax.random.key(3)})
-    _, evaluate = block.apply(params, x, mask, memory, True)
+
+    @jax.jit  # one program, not the block's layers op by op
+    def run(x, mask, memory):
+        params = block.init(jax.random.key(0), x, mask, memory, True)
+        _, train = block.apply(params, x, mask, memory, False, rngs={"dropout": jax.random.key(3)})
+        _, evaluate = block.apply(params, x, mask, memory, True)
+        return train, evaluate
+
+    train, evaluate = run(x, mask, memory)
     assert np.allclose(np.asarray(train), np.asarray(evaluate), atol=1e-6) == (not residual_dropout)
 
 
@@ -246,11 +257,11 @@ def test_embedding_dropout(embedding_dropout):
 def test_reference_parameter_sharing():
     """The published code: ConvLuna shares W^Q, W^K, W^O (no W^V); Luna one module for both."""
     c = load(CONFIGS / "listops_convluna.py", "smoke,reference")
-    params = build_model(c.model, 16, 10, False).init(jax.random.key(0), _tokens())["params"]
+    params = _param_shapes(build_model(c.model, 16, 10, False), _tokens())
     attn = params["encoder"]["block_0"]["attention"]
     assert set(attn) == {"query", "key", "out", "filter_kernel", "log_temperature"}
     c = load(CONFIGS / "listops_luna.py", "smoke,reference")
-    params = build_model(c.model, 16, 10, False).init(jax.random.key(0), _tokens())["params"]
+    params = _param_shapes(build_model(c.model, 16, 10, False), _tokens())
     assert set(params["encoder"]["block_0"]["attention"]) == {"query", "key", "value", "out"}
 
 
@@ -414,9 +425,7 @@ def test_cls_without_position():
     )
     with_pos, _ = _model("luna", pooling="cls")
     assert (
-        build_model(with_pos.model, 300, 10, False)
-        .init(jax.random.key(0), tokens)["params"]["encoder"]["pos_embedding"]
-        .shape[0]
+        _param_shapes(build_model(with_pos.model, 300, 10, False), tokens)["encoder"]["pos_embedding"].shape[0]
         == cfg.model.max_len + 1
     )
 
@@ -426,16 +435,18 @@ def test_pytorch_init_draws_as_torch_defaults():
 
     cfg, model = _model("luna", pooling="cls", emb_dim=64, qkv_dim=64, mlp_dim=128, param_init="pytorch")
     tokens = _tokens()
-    params = init_params(model, jax.random.key(0), tokens)
+    init = jax.jit(init_params, static_argnums=0)  # one program per model, not op by op
+    params = init(model, jax.random.key(0), tokens)
     enc = params["encoder"]
     mlp = enc["block_0"]["mlp"]["Dense_0"]
+    amax = lambda a: float(np.max(np.abs(np.asarray(a))))  # noqa: E731  (NumPy: no eager programs to compile)
     for leaf in (mlp["kernel"], mlp["bias"]):  # Linear(64, 128): U(+-1/8)
-        assert float(jnp.max(jnp.abs(leaf))) <= 1 / 8 and float(jnp.max(jnp.abs(leaf))) > 0.9 / 8
+        assert amax(leaf) <= 1 / 8 and amax(leaf) > 0.9 / 8
     out = enc["block_0"]["attention"]["pack"]["out"]  # W^O: H x Dh = 64 inputs
-    assert float(jnp.max(jnp.abs(out["bias"]))) <= 1 / 8 and float(jnp.max(jnp.abs(out["bias"]))) > 0.5 / 8
+    assert amax(out["bias"]) <= 1 / 8 and amax(out["bias"]) > 0.5 / 8
     assert not np.any(np.asarray(enc["pos_embedding"]))
-    assert 0.9 * (3 / 64) ** 0.5 < float(jnp.max(jnp.abs(enc["cls"]))) <= (3 / 64) ** 0.5
-    default = init_params(
+    assert 0.9 * (3 / 64) ** 0.5 < amax(enc["cls"]) <= (3 / 64) ** 0.5
+    default = init(
         build_model(_model("luna", pooling="cls", emb_dim=64, qkv_dim=64, mlp_dim=128)[0].model, 300, 10, False),
         jax.random.key(0),
         tokens,

@@ -1,6 +1,8 @@
 """The softmax baseline: equals a plain reference, jit == no jit; implementation="cudnn" builds the
 arguments that give the same attention. Shapes, padding, jit and bf16: tests/test_attention_contract.py."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -81,17 +83,25 @@ def test_cudnn_args_equal_ours_at_real_queries(dtype, atol, prefix):
     # bf16 (8-bit mantissa, relative step 2^-8 ~ 0.004), differently ordered: a few ulps of 3.
     q, k, v, mask = _qkv_mask(dtype)
     if not prefix:  # real keys scattered: row 1 keeps every other key, row 2 a middle block
-        mask = mask.at[1].set(jnp.arange(mask.shape[1]) % 2 == 0)
-        mask = mask.at[2].set((jnp.arange(mask.shape[1]) >= 4) & (jnp.arange(mask.shape[1]) < 8))
-    ours = np.asarray(dot_product_attention(q, k, v, mask), np.float32)
-    args = softmax_module.cudnn_args(q, k, v, mask, assume_prefix_mask=prefix)
-    theirs = jax.nn.dot_product_attention(**args, implementation="xla")[:, : q.shape[1]]
+        mask = np.array(mask)
+        mask[1] = np.arange(mask.shape[1]) % 2 == 0
+        mask[2] = (np.arange(mask.shape[1]) >= 4) & (np.arange(mask.shape[1]) < 8)
+        mask = jnp.asarray(mask)
+
+    @jax.jit
+    def both(q, k, v, mask):
+        args = softmax_module.cudnn_args(q, k, v, mask, assume_prefix_mask=prefix)
+        theirs = jax.nn.dot_product_attention(**args, implementation="xla")[:, : q.shape[1]]
+        return dot_product_attention(q, k, v, mask), theirs
+
+    ours, theirs = both(q, k, v, mask)
+    ours = np.asarray(ours, np.float32)
     assert theirs.dtype == dtype and theirs.shape == ours.shape
     theirs = np.asarray(theirs, np.float32)
     assert np.isfinite(theirs).all()  # padded queries and the row without real keys included
     # Every query row attends to the real keys of its row, so padded queries agree too; only the
     # row without real keys differs (ours: uniform over all keys; cudnn_args: its first key).
-    has_keys = np.asarray(mask.any(-1))
+    has_keys = np.asarray(mask).any(-1)
     np.testing.assert_allclose(theirs[has_keys], ours[has_keys], atol=atol, rtol=0)
 
 
@@ -116,7 +126,7 @@ def test_cudnn_module_wiring_equals_xla_module(monkeypatch):
     cudnn = attention.get("softmax")(num_heads=2, qkv_dim=16, dtype=jnp.bfloat16, implementation="cudnn")
     v = xla.init(jax.random.key(0), x, mask)
     y_xla = np.asarray(xla.apply(v, x, mask)[0], np.float32)
-    y_cudnn = np.asarray(cudnn.apply(v, x, mask, deterministic=False)[0], np.float32)
+    y_cudnn = np.asarray(jax.jit(partial(cudnn.apply, deterministic=False))(v, x, mask)[0], np.float32)
     np.testing.assert_allclose(y_cudnn, y_xla, atol=3e-2)
     pad = ~mask  # padded positions: the out-projection bias only (zero-initialised)
     np.testing.assert_array_equal(y_cudnn[pad], 0.0)
@@ -174,13 +184,13 @@ def _suite_case(n, prefix, dtype=jnp.float32, b=2, h=1, dh=8):
 @pytest.mark.parametrize("prefix", [True, False])
 def test_cudnn_args_at_suite_lengths_equal_xla_outputs_and_gradients(n, prefix):
     q, k, v, mask = _suite_case(n, prefix)
-    args = softmax_module.cudnn_args(q, k, v, mask, assume_prefix_mask=prefix)
+    args = jax.eval_shape(partial(softmax_module.cudnn_args, assume_prefix_mask=prefix), q, k, v, mask)
     for name in ("query", "key", "value"):  # what cuDNN's training path accepts
         assert args[name].shape[1] % softmax_module.CUDNN_LENGTH_MULTIPLE == 0
         assert args[name].shape[1] - n < softmax_module.CUDNN_LENGTH_MULTIPLE
     assert args["key_value_seq_lengths"].dtype == jnp.int32 and args["key_value_seq_lengths"].shape == (2,)
     cot = jnp.asarray(np.random.default_rng(1).normal(size=q.shape), jnp.float32)
-    keep = mask[:, :, None, None]  # the module zeroes padded queries' outputs
+    keep = np.asarray(mask)[:, :, None, None]  # the module zeroes padded queries' outputs
 
     def loss(fn):
         return lambda q, k, v: jnp.sum(jnp.where(keep, fn(q, k, v) * cot, 0.0))
@@ -189,12 +199,17 @@ def test_cudnn_args_at_suite_lengths_equal_xla_outputs_and_gradients(n, prefix):
     theirs = loss(
         lambda q, k, v: softmax_module.fused_attention(q, k, v, mask, implementation="xla", assume_prefix_mask=prefix)
     )
-    y_ours = dot_product_attention(q, k, v, mask)
-    y_theirs = softmax_module.fused_attention(q, k, v, mask, implementation="xla", assume_prefix_mask=prefix)
+
+    @jax.jit  # one program: both forwards and both gradients
+    def run(q, k, v):
+        y_ours = dot_product_attention(q, k, v, mask)
+        y_theirs = softmax_module.fused_attention(q, k, v, mask, implementation="xla", assume_prefix_mask=prefix)
+        grad = partial(jax.grad, argnums=(0, 1, 2))
+        return y_ours, y_theirs, grad(ours)(q, k, v), grad(theirs)(q, k, v)
+
+    y_ours, y_theirs, g_ours, g_theirs = run(q, k, v)
     assert y_theirs.shape == y_ours.shape
     np.testing.assert_allclose(np.asarray(y_theirs), np.asarray(y_ours), atol=2e-5, rtol=0)
-    g_ours = jax.jit(jax.grad(ours, argnums=(0, 1, 2)))(q, k, v)
-    g_theirs = jax.jit(jax.grad(theirs, argnums=(0, 1, 2)))(q, k, v)
     for a, b in zip(g_theirs, g_ours, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=0)
     # padded and masked keys get no gradient
@@ -204,8 +219,13 @@ def test_cudnn_args_at_suite_lengths_equal_xla_outputs_and_gradients(n, prefix):
 
 def test_cudnn_args_bf16_at_an_odd_suite_length():
     q, k, v, mask = _suite_case(2001, True, jnp.bfloat16)
-    ours = np.asarray(dot_product_attention(q, k, v, mask), np.float32)
-    theirs = softmax_module.fused_attention(q, k, v, mask, implementation="xla")
+
+    @jax.jit
+    def both(q, k, v, mask):
+        return dot_product_attention(q, k, v, mask), softmax_module.fused_attention(q, k, v, mask, implementation="xla")
+
+    ours, theirs = both(q, k, v, mask)
+    ours = np.asarray(ours, np.float32)
     assert theirs.dtype == jnp.bfloat16
     np.testing.assert_allclose(np.asarray(theirs, np.float32), ours, atol=3e-2, rtol=0)
 
@@ -214,15 +234,27 @@ def test_assumed_prefix_mask_is_checked_not_trusted():
     # A mask that is not a prefix under assume_prefix_mask=True: that row's outputs are NaN (the
     # run's non-finite check stops it), the prefix rows are exact.
     q, k, v, mask = _suite_case(33, prefix=False)
-    np.testing.assert_array_equal(np.asarray(softmax_module.is_prefix_mask(mask)), [True, False])
-    y = np.asarray(softmax_module.fused_attention(q, k, v, mask, implementation="xla"))
-    assert np.isnan(y[1]).all()
-    np.testing.assert_allclose(y[0], np.asarray(dot_product_attention(q, k, v, mask))[0], atol=2e-5)
-    exact = softmax_module.fused_attention(q, k, v, mask, implementation="xla", assume_prefix_mask=False)
-    assert np.isfinite(np.asarray(exact)).all()
     # every prefix form: full, partial, a lone [CLS], none at all (count 0 counted as 1)
     masks = jnp.asarray(np.arange(6)[None, :] < np.array([6, 3, 1, 0])[:, None])
-    assert bool(jnp.all(softmax_module.is_prefix_mask(masks)))
+
+    @jax.jit
+    def run(q, k, v, mask, masks):
+        fused = partial(softmax_module.fused_attention, q, k, v, mask, implementation="xla")
+        return (
+            softmax_module.is_prefix_mask(mask),
+            fused(),
+            dot_product_attention(q, k, v, mask),
+            fused(assume_prefix_mask=False),
+            jnp.all(softmax_module.is_prefix_mask(masks)),
+        )
+
+    is_prefix, y, ours, exact, all_prefix = run(q, k, v, mask, masks)
+    np.testing.assert_array_equal(np.asarray(is_prefix), [True, False])
+    y = np.asarray(y)
+    assert np.isnan(y[1]).all()
+    np.testing.assert_allclose(y[0], np.asarray(ours)[0], atol=2e-5)
+    assert np.isfinite(np.asarray(exact)).all()
+    assert bool(all_prefix)
 
 
 def test_auto_chooses_cudnn_only_where_it_applies():
