@@ -181,9 +181,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
 
 
-# Test programs checked against each other (never a golden record or a user's run) may be compiled with LLVM's
-# expensive passes off: XLA:CPU compiles them in about half the time, and results move by float rounding at most
-# (integer bits are exact). Compiling dominates the suite (each test program runs in milliseconds).
+# Test-only programs (never the library's training run, whose smoke runs the golden tests check) may be compiled
+# with LLVM's expensive passes off: XLA:CPU compiles them in about half the time, and results move by float
+# rounding at most (integer bits are exact); test_bf16's golden losses are made and checked with them. Compiling
+# dominates the suite (each test program runs in milliseconds).
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
