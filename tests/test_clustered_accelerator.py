@@ -19,6 +19,7 @@ from attention_checks import assert_no_quadratic, assert_padding_invariant
 from lra import attention
 from lra.attention import clustered as cl
 from lra.attention import clustered_accelerator as ca
+from test_clustered import init as softmax_params  # the jitted softmax init both files draw parameters from
 
 NAMES = ("clustered", "improved_clustered")
 
@@ -138,16 +139,13 @@ def module(name: str, implementation: str, **kwargs):
     return attention.get(name)(num_heads=2, qkv_dim=16, implementation=implementation, **kwargs)
 
 
-_softmax_init = jax.jit(attention.get("softmax")(num_heads=2, qkv_dim=16).init)
-
-
 @pytest.mark.parametrize("init", ["first", "farthest"])
 @pytest.mark.parametrize("name", NAMES)
 def test_modules_equal_with_the_same_seeding(name, init):
     rng = np.random.default_rng(5)
     x = rng.normal(size=(2, 24, 8)).astype(np.float32)
     mask = np.arange(24)[None, :] < np.array([[17], [24]])
-    variables = _softmax_init(jax.random.key(0), x, mask)
+    variables = softmax_params(x, mask)
     rngs = {"attention": jax.random.key(3), "dropout": jax.random.key(4)}
 
     def run(implementation):
@@ -171,7 +169,7 @@ def test_auto_is_the_cpu_implementation_with_farthest_seeding_on_cpu(name):
     assert jax.default_backend() == "cpu" and cl.resolve_implementation("auto") == "cpu"
     x = np.random.default_rng(6).normal(size=(2, 20, 8)).astype(np.float32)
     mask = np.arange(20)[None, :] < np.array([[13], [20]])
-    variables = _softmax_init(jax.random.key(0), x, mask)
+    variables = softmax_params(x, mask)
     y = {
         (impl, seeding): np.asarray(module(name, impl, kmeans_init=seeding).apply(variables, x, mask)[0])
         for impl, seeding in (("auto", "auto"), ("cpu", "farthest"), ("accelerator", "auto"), ("accelerator", "first"))
