@@ -274,3 +274,41 @@ def test_killed_bundle_resumes_and_ends_like_an_uninterrupted_one(data_dir, tmp_
         keys = ("best_val_accuracy", "best_step", "test_accuracy", "test_loss")
         assert {k: ra[k] for k in keys} == {k: rb[k] for k in keys}
     assert Checkpoints(killed / "seed1").steps("latest") == [50, 60]
+
+
+def test_the_seeds_are_an_argument_of_the_compiled_programs_not_constants(data_dir):
+    """Runs that differ only in their seeds lower to the same programs (init, train, evaluate), so the
+    persistent compilation cache serves a rerun with another seed; and the keys they are given differ."""
+    import jax.numpy as jnp
+
+    from lra.data import task_shapes
+    from lra.model import build_model
+    from lra.training import hosts
+    from lra.training.step import make_init, make_optimizer, make_steps
+
+    config = smoke(data_dir)
+    model = build_model(config.model, *task_shapes(config.task))
+    tx = make_optimizer(config.learning_rate, config.warmup_steps, config.weight_decay, config.grad_clip_norm)
+    mesh, length = hosts.data_mesh(), config.model.max_len
+    batch = {
+        "inputs": jax.ShapeDtypeStruct((2, config.batch_size, length), jnp.int32),
+        "labels": jax.ShapeDtypeStruct((2, config.batch_size), jnp.int32),
+        "weights": jax.ShapeDtypeStruct((2, config.batch_size), jnp.float32),
+    }
+    texts, keys = [], []
+    for seeds in ((0, 1), (3, 7)):
+        init = make_init(model, tx, seeds, jnp.zeros((1, length), jnp.int32), hosts.replicated(mesh))
+        train, evaluate = make_steps(model, tx, config, mesh, seeds)
+        state = jax.eval_shape(init)
+        texts.append(
+            [
+                init.lower().as_text(),
+                train.lower(state, batch).as_text(),
+                evaluate.lower(
+                    state["params"], {k: jax.ShapeDtypeStruct(v.shape[1:], v.dtype) for k, v in batch.items()}
+                ).as_text(),
+            ]
+        )
+        keys.append(train.keys_Sx2)
+    assert texts[0] == texts[1]
+    assert not np.array_equal(keys[0], keys[1])

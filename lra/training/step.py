@@ -93,21 +93,46 @@ def init_state(params: Any, tx: optax.GradientTransformation | None) -> State:
     }
 
 
-def seed_keys(seeds: Sequence[int]) -> jax.Array:
-    """The base key of each seed, stacked (S,)."""
-    return jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.int32))
+def seed_keys(seeds: Sequence[int]) -> np.ndarray:
+    """The base key of each seed, as key data (S, 2) uint32 (``jax.random.wrap_key_data`` makes them keys)."""
+    return np.asarray(jax.random.key_data(jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.int32))))
+
+
+class Seeded:
+    """A jitted function whose last argument, the seeds' key data, is bound: called and lowered without it.
+
+    The keys are an argument, not constants of the program, so one compiled program serves every seed list
+    of the same length: a run with another seed loads the first one's from the persistent compilation cache.
+    They are integers, so the bits are those of keys compiled in as constants. Host data (NumPy) until the
+    first call places them (``sharding``), so a deviceless lowering passes them as they are."""
+
+    def __init__(self, fn: jax.stages.Wrapped, keys_Sx2: np.ndarray, sharding: Any):
+        self.fn, self.keys_Sx2, self.sharding = fn, keys_Sx2, sharding
+        self._placed: jax.Array | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._placed is None:
+            self._placed = jax.device_put(self.keys_Sx2, self.sharding)
+        return self.fn(*args, self._placed)
+
+    def lower(self, *args: Any) -> jax.stages.Lowered:
+        return self.fn.lower(*args, self.keys_Sx2)
+
+
+def _keyed(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+    """``fn`` vmapped over the seed axis, its last argument given as key data."""
+    return lambda *args: jax.vmap(fn, in_axes=in_axes)(*args[:-1], jax.random.wrap_key_data(args[-1]))
 
 
 def make_init(
     model: Any, tx: optax.GradientTransformation, seeds: Sequence[int], sample: jax.Array, sharding: Any
-) -> jax.stages.Wrapped:
+) -> Seeded:
     """``() -> state_S``: every seed's fresh state, stacked on the seed axis."""
-    keys_S = seed_keys(seeds)
 
     def one(key: jax.Array) -> State:
         return init_state(init_params(model, jax.random.fold_in(key, INIT_SALT), sample), tx)
 
-    return jax.jit(lambda: jax.vmap(one)(keys_S), out_shardings=sharding)
+    return Seeded(jax.jit(_keyed(one), in_shardings=sharding, out_shardings=sharding), seed_keys(seeds), sharding)
 
 
 def weighted_metrics(logits: jax.Array, labels: jax.Array, weights: jax.Array) -> dict[str, jax.Array]:
@@ -128,7 +153,7 @@ def make_steps(
     config: ml_collections.ConfigDict,
     mesh: Any,
     seeds: Sequence[int],
-) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:
+) -> tuple[Seeded, Seeded]:
     """``train(state_S, batch_SxB) -> (state_S, metrics_S)`` and ``evaluate(params_S, batch_B) -> metrics_S``
     (one eval batch for every seed)."""
     keys_S = seed_keys(seeds)
@@ -199,17 +224,17 @@ def make_steps(
         return weighted_metrics(logits, batch["labels"], batch["weights"])
 
     train = jax.jit(
-        lambda state, batch: jax.vmap(train_one)(state, batch, keys_S),
-        in_shardings=(repl, hosts.seed_batch_sharded(mesh)),
+        _keyed(train_one),
+        in_shardings=(repl, hosts.seed_batch_sharded(mesh), repl),
         out_shardings=(repl, repl),
         donate_argnums=0,
     )
     evaluate = jax.jit(
-        lambda params, batch: jax.vmap(eval_one, in_axes=(0, None, 0))(params, batch, keys_S),
-        in_shardings=(repl, hosts.batch_sharded(mesh)),
+        _keyed(eval_one, in_axes=(0, None, 0)),
+        in_shardings=(repl, hosts.batch_sharded(mesh), repl),
         out_shardings=repl,
     )
-    return train, evaluate
+    return Seeded(train, keys_S, repl), Seeded(evaluate, keys_S, repl)
 
 
 def evaluate_split(
