@@ -20,6 +20,7 @@ _CACHE_KEY = pytest.StashKey[str]()
 _CACHE_INPUT = "lra_jax_compilation_cache"
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 COMPILATION_CACHE = "JAX_COMPILATION_CACHE_DIR"
+MIN_COMPILE_SECONDS = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # JAX writes a program compiled in longer
 
 
 # Cases run with -m slow only (the suite's budget, about ten minutes of two cores): each parametrized test
@@ -109,26 +110,45 @@ def pytest_configure(config: pytest.Config) -> None:
     process makes it. The workers write it at the same time: JAX writes an entry in place, so a
     reader can meet one half written, which fails the decompressor's check (zlib here, zstd where
     installed): JAX warns and compiles the program
-    itself (an entry is never read wrong). No test's subprocess gets the folder (their environments
-    are unchanged, so a SIGKILLed child never leaves a cut entry) except the documentation's
-    commands (test_doc_commands.py), never killed but by their timeout. Removed at the end by its
-    maker; a cache the caller set is left alone. ``python -m lra.train`` children get no cache of
-    their own either (LRA_COMPILATION_CACHE=off: lra.train) unless a test gives one."""
+    itself (an entry is never read wrong). A test's subprocess gets the folder only to read it
+    (cached_child_env: it writes nothing, so a SIGKILLed child never leaves a cut entry), except the
+    documentation's commands (test_doc_commands.py), which also write and are never killed but by
+    their timeout. Removed at the end by its maker; a cache the caller set is left alone. ``python -m
+    lra.train`` children get no cache of their own either (LRA_COMPILATION_CACHE=off: lra.train)."""
     os.environ["LRA_COMPILATION_CACHE"] = "off"
-    if os.environ.get(COMPILATION_CACHE):
-        return  # set by the caller
+    if not _worker(config) and config.getoption("numprocesses", None):
+        _make_cache_folder(config)
+        return  # the xdist controller: it runs no test, its workers use the folder
+    _threefry_as_training_runs()
     if _worker(config):
         folder = config.workerinput.get(_CACHE_INPUT)  # type: ignore[attr-defined]
     else:
-        folder = tempfile.mkdtemp(prefix="lra-tests-jax-cache-")
-        config.stash[_CACHE_KEY] = folder
-        if config.getoption("numprocesses", None):
-            return  # the xdist controller: it runs no test, its workers use the folder
+        folder = _make_cache_folder(config)
     if folder:
         import jax
 
         jax.config.update("jax_compilation_cache_dir", folder)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def _make_cache_folder(config: pytest.Config) -> str | None:
+    """The test run's compilation cache folder (None: the caller set one), made by the one process that removes it."""
+    if os.environ.get(COMPILATION_CACHE):
+        return None
+    folder = tempfile.mkdtemp(prefix="lra-tests-jax-cache-")
+    config.stash[_CACHE_KEY] = folder
+    return folder
+
+
+def _threefry_as_training_runs() -> None:
+    """Every test process compiles random bits with the CPU threefry lowering a training run registers
+    (lra.cpu_speed, bit-identical to jax's: test_cpu_speed.py checks that in children), from its first test
+    on. Otherwise a worker's test programs switched lowering at the first ``train_and_evaluate`` it
+    happened to run, so a program's compile depended on the test order; and jax's own rolled lowering of an
+    N-d draw (a dropout mask) compiles slowly: about a quarter of test_clustered*.py's time."""
+    from lra import cpu_speed
+
+    cpu_speed.unroll_threefry_on_cpu()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -203,15 +223,17 @@ def compilation_cache_dir() -> str | None:
 
 
 def cached_child_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this process's environment) with this test run's compilation cache, for a
-    ``python -m lra.train`` child that is neither SIGKILLed nor stopped by a signal before its
-    training starts (pytest_configure: JAX writes an entry in place, so only such a child may be cut
-    while writing one). A rerun of a child's run then loads the programs the child compiled (the
-    same executables: the same bits) instead of compiling them again, ~10 CPU-seconds each."""
+    """``env`` (default: this process's environment) that reads this test run's compilation cache and
+    writes nothing to it, for a ``python -m lra.train`` or ``lra.evaluate`` child: a program a test process
+    compiled is loaded instead of compiled again (the same executable: the same bits), 5-10 CPU-seconds per
+    training step. JAX writes only a program whose compile took longer than its minimum, here a year, so
+    the child may be SIGKILLed or signalled at any moment: it never leaves a cut entry. Reading one that a
+    test process is writing at that moment is JAX's warning and its own compile (pytest_configure)."""
     out = dict(os.environ if env is None else env)
     cache = compilation_cache_dir()
     if cache:
         out[COMPILATION_CACHE] = cache
+        out[MIN_COMPILE_SECONDS] = str(365 * 24 * 3600)
     return out
 
 

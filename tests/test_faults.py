@@ -250,14 +250,12 @@ def test_bundle_refusal_advises_the_seeds_own_command_and_it_works(finished_bund
     uninterrupted bundle's."""
     import shlex
 
-    from conftest import cached_child_env
-
     workdir = tmp_path / "w"
     shutil.copytree(finished_bundle[0], workdir)
     shutil.rmtree(workdir / "seed1" / "checkpoints")
     (workdir / "seed1" / "result.json").unlink()
     before = _snapshot(workdir)
-    env = cached_child_env(run_env())  # neither child is signalled: they may share the run's compiled programs
+    env = run_env()
     refused = subprocess.run(
         cli(workdir, data_dir, *_bundle_args()), capture_output=True, text=True, cwd=REPO, env=env, timeout=600
     )

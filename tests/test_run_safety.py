@@ -81,8 +81,11 @@ def cli(workdir: Path, data_dir: Path, *args: str) -> list[str]:
 
 
 def run_env() -> dict:
-    """This checkout's lra first, whatever is installed."""
-    return dict(os.environ, PYTHONPATH=str(REPO))
+    """This checkout's lra first, whatever is installed; the test run's compiled programs are read, never
+    written (conftest.cached_child_env: a child may be killed at any moment)."""
+    from conftest import cached_child_env
+
+    return cached_child_env(dict(os.environ, PYTHONPATH=str(REPO)))
 
 
 # 1 -------------------------------------------------------------------------------------------

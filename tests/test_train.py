@@ -215,9 +215,9 @@ def test_cli_reports_config_errors_without_traceback(tmp_path):
 
 def test_sigterm_saves_checkpoint_and_rerun_resumes(data_dir, tmp_path):
     """SIGTERM at the first logged step (10): a checkpoint, exit 143; the rerun resumes from it and
-    finishes (1,000 steps: the signal lands hundreds of steps before the end; both children use the
-    test run's compilation cache, conftest.cached_child_env, so the rerun can load the first one's
-    compiled training step)."""
+    finishes (1,000 steps: the signal lands hundreds of steps before the end; both children read the
+    test run's compilation cache, conftest.cached_child_env, so they load the smoke run's compiled
+    programs when a test process has compiled them)."""
     from conftest import cached_child_env
 
     workdir = tmp_path / "term"
