@@ -121,11 +121,10 @@ def _step(task, microbatches, seeds=(0,), dropout=0.1, remat=False, dtype="float
     weights = np.ones((s, b), np.float32)
     weights[:, -3:] = 0.0  # padding rows of a last partial batch
     batch = {"inputs": inputs, "labels": rng.integers(0, classes, (s, b)).astype(np.int32), "weights": weights}
-    # the library's programs, compiled fast (their last argument: the seeds' keys, step.Seeded)
-    state = init.lower().compile(compiler_options=FAST_COMPILE)(init.keys_Sx2)
+    state = init.bind(init.lower().compile(compiler_options=FAST_COMPILE))()  # the library's programs, compiled fast
     before = jax.tree.map(np.asarray, state["params"])
     batch = hosts.shard_batch(batch, hosts.seed_batch_sharded(mesh))
-    new_state, metrics = train.lower(state, batch).compile(compiler_options=FAST_COMPILE)(state, batch, train.keys_Sx2)
+    new_state, metrics = train.bind(train.lower(state, batch).compile(compiler_options=FAST_COMPILE))(state, batch)
     delta = jax.tree.map(lambda a, b: np.asarray(a) - b, new_state["params"], before)
     return delta, jax.tree.map(np.asarray, metrics)
 

@@ -312,3 +312,16 @@ def test_the_seeds_are_an_argument_of_the_compiled_programs_not_constants(data_d
         keys.append(train.keys_Sx2)
     assert texts[0] == texts[1]
     assert not np.array_equal(keys[0], keys[1])
+
+
+def test_a_seeded_function_traced_by_eval_shape_still_runs():
+    """``jax.eval_shape(init)`` (preflight, the step benchmark) traces Seeded's placement of the keys: the
+    tracer must not be kept for the calls after it."""
+    from lra.training import hosts
+    from lra.training.step import Seeded
+
+    keys = np.arange(4, dtype=np.uint32).reshape(2, 2)
+    f = Seeded(jax.jit(lambda x, k: x + k.sum()), keys, hosts.replicated(hosts.data_mesh()))
+    assert jax.eval_shape(f, np.float32(1.0)).shape == ()
+    assert float(f(np.float32(1.0))) == 7.0
+    assert float(f.bind(f.lower(np.float32(1.0)).compile())(np.float32(2.0))) == 8.0

@@ -111,12 +111,23 @@ class Seeded:
         self._placed: jax.Array | None = None
 
     def __call__(self, *args: Any) -> Any:
-        if self._placed is None:
-            self._placed = jax.device_put(self.keys_Sx2, self.sharding)
-        return self.fn(*args, self._placed)
+        return self.fn(*args, self._keys())
 
     def lower(self, *args: Any) -> jax.stages.Lowered:
         return self.fn.lower(*args, self.keys_Sx2)
+
+    def bind(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
+        """``compiled`` (this function lowered and compiled) called without the keys, as this one is."""
+        return lambda *args: compiled(*args, self._keys())
+
+    def _keys(self) -> jax.Array:
+        """The keys on ``sharding``, placed once; never kept while traced (``jax.eval_shape`` of this function)."""
+        if self._placed is not None:
+            return self._placed
+        keys = jax.device_put(self.keys_Sx2, self.sharding)
+        if not isinstance(keys, jax.core.Tracer):
+            self._placed = keys
+        return keys
 
 
 def _keyed(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:

@@ -199,12 +199,11 @@ def compile_case(case: Case) -> dict[str, Any]:
     from lra_lab.bench.hlo_launches import summary
 
     launches = summary(train_compiled.as_text() or "")
-    keys = jax.device_put(train.keys_Sx2, hosts.replicated(mesh))  # an argument of the programs (step.Seeded)
     return {
         "config": config,
         "mesh": mesh,
-        "init": lambda: init_compiled(keys),
-        "train": lambda state, batch: train_compiled(state, batch, keys),
+        "init": init.bind(init_compiled),  # the seeds' keys, the programs' last argument (step.Seeded)
+        "train": train.bind(train_compiled),
         "compile_seconds": compile_seconds,
         "flops": float(cost.get("flops", 0.0)) if cost else 0.0,
         "memory": compiled_bytes(train_compiled),
