@@ -25,9 +25,10 @@ from lra.errors import EXIT_INVALID, InputError, describe, exit_code
 from lra.model import build_model
 from lra.training import hosts
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.checks import validate_config
+from lra.training.loop import evaluate_split
 from lra.training.run_files import RunFileError, append_jsonl, load_run_config
-from lra.training.runs import validate_config
-from lra.training.step import evaluate_split, make_steps
+from lra.training.step import make_steps
 
 
 def error_line(error: BaseException) -> tuple[int, str]:

@@ -27,7 +27,8 @@ from lra.errors import EXIT_INVALID, describe, exit_code
 
 if TYPE_CHECKING:
     from lra.training import Interrupted, NonFiniteLossError, train_and_evaluate
-    from lra.training.step import evaluate_split, make_steps
+    from lra.training.loop import evaluate_split
+    from lra.training.step import make_steps
 
 __all__ = ["Interrupted", "NonFiniteLossError", "train_and_evaluate", "make_steps", "evaluate_split"]
 _LAZY = {  # imported on first use (PEP 562): --help and a bad flag answer before jax loads
@@ -35,7 +36,7 @@ _LAZY = {  # imported on first use (PEP 562): --help and a bad flag answer befor
     "NonFiniteLossError": "lra.training",
     "train_and_evaluate": "lra.training",
     "make_steps": "lra.training.step",
-    "evaluate_split": "lra.training.step",
+    "evaluate_split": "lra.training.loop",
 }
 
 

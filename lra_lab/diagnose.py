@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory degradation of Luna / ConvLuna runs (the ConvLuna paper's Figure 1)",
         description="Memory degradation of memory-family runs (luna, convluna) at their best checkpoints, on "
         "the first eval_batch_size validation examples: heatmaps of the learned initial memory "
-        "and each block's memory (memory_<run>.png), the statistics of lra.training.metrics "
+        "and each block's memory (memory_<run>.png), the statistics of lra.memory_stats "
         "(memory_stats.md, memory_stats.json), memory_degradation.png, and memory_curves.png "
         "when the runs logged memory statistics during training.",
     )

@@ -12,7 +12,7 @@ from lra.attention import FAMILIES
 from lra.defaults import TASKS
 from lra.errors import InputError
 from lra.family_configs import config_spec
-from lra.training.runs import validate_config
+from lra.training.checks import validate_config
 from test_data_tasks import write_aan, write_aclimdb, write_cifar_pickles
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

@@ -28,7 +28,7 @@ from lra.data.listops import NUM_CLASSES, VOCAB
 from lra.defaults import load_config_file
 from lra.family_configs import config_spec
 from lra.model import build_model
-from lra.training.runs import validate_config
+from lra.training.checks import validate_config
 from lra.training.step import make_optimizer
 
 STEPS = 4

@@ -100,7 +100,7 @@ def _mean_cosine(m: np.ndarray) -> float:
 @pytest.mark.slow  # trains two runs to diagnose (the laboratory's Figure 1 command)
 def test_numbers_equal_an_independent_recomputation(diagnosed):
     """Restore the checkpoint, run the model on the first 8 validation examples and recompute
-    the statistics here with numpy, without lra.training.metrics."""
+    the statistics here with numpy, without lra.memory_stats."""
     from lra.data import load_task
     from lra.model import build_model
     from lra.training.checkpoints import Checkpoints

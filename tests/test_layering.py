@@ -13,7 +13,7 @@ The library, ``lra/``, what a user imports and extends:
 1. ``lra.model``, ``lra.defaults``, ``lra.config_fields``, ``lra.config_args`` (the override grammar),
    ``lra.family_configs`` (each family's configs, from the registry) and ``lra.reference_config``
    (what ``:reference`` changes in a config, applied by ``lra.defaults``).
-2. ``lra.training``.
+2. ``lra.training`` and ``lra.memory_stats`` (the memory families' statistics, which the loop logs).
 3. ``lra.reports``: tables, statistics, the trivial baseline, figures.
 4. The library's command lines: ``lra.train``, ``lra.evaluate`` and ``lra.data.prepare``
    (``python -m lra.data prepare|download``, which reads the task defaults of ``lra.defaults``).
@@ -67,7 +67,7 @@ LAYERS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
             "lra.reference_config",
         ),
     ),
-    ("training", 2, ("lra.training",)),
+    ("training", 2, ("lra.training", "lra.memory_stats")),
     ("reports", 3, ("lra.reports",)),
     ("the library's command lines", 4, ("lra.train", "lra.evaluate", "lra.data.prepare")),
     (

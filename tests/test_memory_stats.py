@@ -1,11 +1,11 @@
-"""lra.training.metrics on hand-built memories and attention weights with known answers."""
+"""lra.memory_stats on hand-built memories and attention weights with known answers."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lra.training import metrics as ms
+import lra.memory_stats as ms
 
 normalized_entropy = jax.jit(ms.normalized_entropy)  # one program per shape, not one per primitive
 

@@ -15,7 +15,7 @@ from lra.defaults import make_config
 from lra.errors import InputError
 from lra.model import build_model
 from lra.training import hosts, step
-from lra.training.runs import ConfigError, validate_config
+from lra.training.checks import ConfigError, validate_config
 from lra.training.step import make_init, make_steps
 
 # --- the row-keyed PRNG: a microbatch's bits are the full batch's bits of its rows

@@ -312,7 +312,7 @@ def test_smoke_run_end_to_end(tmp_path):
 @pytest.mark.parametrize("task", ["pathfinder", "pathx"])
 def test_pixel_values_can_be_embedded_linearly(task):
     from lra.defaults import make_config as build
-    from lra.training.runs import validate_config
+    from lra.training.checks import validate_config
 
     config = build(task, "softmax", "smoke")
     config.model.embedding = "linear"

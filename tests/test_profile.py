@@ -9,7 +9,7 @@ import json
 import pytest
 
 from lra.train import train_and_evaluate
-from lra.training.runs import ProfileWindow
+from lra.training.loop import ProfileWindow
 from lra_lab.bench import profile_summary
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from lra import console
 from lra.console import terminal_bar_possible
-from lra.training import metrics as progress_module
-from lra.training.metrics import Progress
+from lra.training import loop as progress_module
+from lra.training.loop import Progress
 
 
 def _plain(tmp_path, **kw) -> Progress:

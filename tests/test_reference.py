@@ -11,7 +11,7 @@ import pytest
 
 from lra.defaults import make_config
 from lra.model import Encoder, EncoderBlock, PixelEmbed, build_model
-from lra.training.runs import ConfigError, validate_config
+from lra.training.checks import ConfigError, validate_config
 from test_all_configs import CONFIGS, load
 
 REFERENCE_DOC = Path(__file__).resolve().parent.parent / "docs" / "reference.md"

@@ -12,6 +12,7 @@ import pytest
 from lra.config_args import split_config_args
 from lra.defaults import make_config
 from lra.errors import EXIT_INVALID, InputError, RunStateError, exit_code
+from lra.training.checks import ConfigError, validate_config
 from lra.training.provenance import append_session
 from lra.training.run_files import (
     WorkdirLock,
@@ -20,7 +21,7 @@ from lra.training.run_files import (
     config_to_dict,
     foreign_problem,
 )
-from lra.training.runs import ConfigError, default_workdir, validate_config
+from lra.training.runs import default_workdir
 
 
 def test_a_symlinked_lock_is_refused_and_its_target_untouched(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from lra import errors
 from lra.data.types import DataError
 from lra.errors import InputError
 from lra.evaluate import fail
+from lra.training.checks import ConfigError
 from lra.training.run_files import WorkdirMismatchError
-from lra.training.runs import ConfigError
 
 
 @pytest.mark.parametrize(

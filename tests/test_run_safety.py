@@ -32,8 +32,8 @@ from lra.errors import (
 )
 from lra.train import train_and_evaluate
 from lra.training.checkpoints import Checkpoints, CorruptCheckpointError
+from lra.training.checks import ConfigError, validate_config
 from lra.training.run_files import MetricsLog, RunFileError, WorkdirLock, check_workdir, config_to_dict, result_problem
-from lra.training.runs import ConfigError, validate_config
 from test_checkpoints import flip_bit
 from test_train import REPO, assert_saved_states_finite, smoke
 
@@ -375,7 +375,7 @@ def test_numeric_family_options_are_type_checked():
 
 
 def test_failed_metrics_write_is_a_storage_error_and_tensorboard_only_warns(tmp_path, capsys):
-    from lra.training.metrics import Progress
+    from lra.training.loop import Progress
 
     with pytest.raises(StorageError, match="cannot write /dev/full: No space left on device") as e:
         MetricsLog(Path("/dev/full")).write([{"step": 1, "split": "train"}])
@@ -402,8 +402,8 @@ def test_a_full_disk_reaching_tensorboard_first_leaves_no_traceback_at_exit(tmp_
         "import errno, sys, time\n"
         "from pathlib import Path\n"
         "import tensorboardX.record_writer as rw\n"
-        "import lra.training.metrics as P\n"
-        "from lra.training.metrics import Progress\n"
+        "import lra.training.loop as P\n"
+        "from lra.training.loop import Progress\n"
         "discard = P._discard\n"
         "def slow_discard(writer):  # a loaded machine: the event thread is slow to discard\n"
         "    time.sleep(0.5)\n"

@@ -21,7 +21,8 @@ from lra.errors import RunStateError
 from lra.training import NonFiniteLossError, train_and_evaluate
 from lra.training import loop as loop_module
 from lra.training.checkpoints import Checkpoints
-from lra.training.runs import ConfigError, run_seeds, seed_config, seed_workdirs, validate_config
+from lra.training.checks import ConfigError, validate_config
+from lra.training.runs import run_seeds, seed_config, seed_workdirs
 from test_run_safety import cli, run_env, snapshot
 from test_train import REPO, assert_saved_states_finite, smoke
 

@@ -13,7 +13,7 @@ from lra import attention
 from lra.attention import softmax as softmax_module
 from lra.attention.base import dot_product_attention
 from lra.defaults import make_config
-from lra.training.runs import ConfigError, validate_config
+from lra.training.checks import ConfigError, validate_config
 
 
 def _inputs(b=2, n=9, d=16, lengths=(5, 9), seed=0):

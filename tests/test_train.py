@@ -17,8 +17,8 @@ import pytest
 
 from lra.defaults import make_config
 from lra.train import train_and_evaluate
+from lra.training.checks import ConfigError
 from lra.training.run_files import WorkdirMismatchError
-from lra.training.runs import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_KEYS = {
@@ -369,7 +369,7 @@ def test_a_family_option_as_its_config_field_is_the_option_after_the_colon():
 def test_a_very_deep_model_says_it_is_tracing_before_the_long_silence(data_dir, capsys):
     """Issue 52 O10: num_layers=100000 traced for minutes without a word; past DEEP_MODEL_BLOCKS the
     run says what it is doing first (and a normal depth prints nothing extra)."""
-    from lra.training.runs import DEEP_MODEL_BLOCKS, prepare
+    from lra.training.checks import DEEP_MODEL_BLOCKS, prepare
 
     prepare(smoke(data_dir), [])
     assert "tracing a model" not in capsys.readouterr().err

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -27,7 +27,6 @@ import numpy as np
 import optax
 from jax import lax
 
-from lra.data.batching import eval_batches
 from lra.errors import InputError
 from lra.model import init_params
 from lra.training import hosts
@@ -246,39 +245,6 @@ def make_steps(
         out_shardings=repl,
     )
     return Seeded(train, keys_S, repl), Seeded(evaluate, keys_S, repl)
-
-
-def evaluate_split(
-    eval_step: Callable,
-    params_S: Any,
-    split: Any,
-    config: ml_collections.ConfigDict,
-    sharding: Any,
-    examples: bool = False,
-) -> list[dict[str, float]]:
-    """Each seed's accuracy and loss over a split (``max_eval_batches``); ``examples``: also the count scored."""
-    pending = [
-        eval_step(params_S, hosts.shard_batch(batch, sharding))
-        for batch in eval_batches(
-            split, config.eval_batch_size, config.data.buckets, config.data.max_len, config.max_eval_batches
-        )
-    ]
-    return summed_metrics(jax.device_get(pending), examples)
-
-
-def summed_metrics(per_batch: Iterable[dict[str, np.ndarray]], examples: bool = False) -> list[dict[str, float]]:
-    """Per-seed accuracy and loss from the per-batch sums (each of shape (S,)), with ``examples`` if asked."""
-    totals: dict[str, np.ndarray] = {}
-    for m in per_batch:
-        for k in ("loss_sum", "correct", "count"):
-            totals[k] = totals.get(k, 0.0) + np.asarray(m[k], np.float64)
-    if not totals:
-        return []
-    count = np.maximum(totals["count"], 1.0)
-    return [
-        {"accuracy": float(c / n), "loss": float(s / n), **({"examples": int(t)} if examples else {})}
-        for c, s, n, t in zip(totals["correct"], totals["loss_sum"], count, totals["count"], strict=False)
-    ]
 
 
 # -- microbatches: gradient accumulation with the full batch's dropout bits ----------------------------------

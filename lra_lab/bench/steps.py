@@ -172,7 +172,7 @@ def compile_case(case: Case) -> dict[str, Any]:
     from lra.data import task_shapes
     from lra.model import build_model
     from lra.training import hosts
-    from lra.training.runs import validate_config
+    from lra.training.checks import validate_config
     from lra.training.step import make_init, make_optimizer, make_steps
 
     config = case_config(case)

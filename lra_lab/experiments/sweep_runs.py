@@ -197,7 +197,7 @@ def check_overrides(runs: Sequence[Run]) -> None:
     """Build each distinct config of ``runs`` with its row settings and the sweep's --config.FIELD, and
     validate it as lra.train would (unknown field, wrong type, invalid value): one ValueError
     naming the field, before any run starts or any workdir is written (issue 38 SW1/SW2)."""
-    from lra.training.runs import validate_config
+    from lra.training.checks import validate_config
 
     seen = set()
     for run in runs:

@@ -201,7 +201,7 @@ def preflight(
         overrides["batch_size"] = batch
     try:
         config = load_config(path, options, overrides)
-        from lra.training.runs import validate_config
+        from lra.training.checks import validate_config
 
         validate_config(config)  # batch_size=0 and the like: refused here, not in the compile child
     except Exception as e:  # noqa: BLE001 -- a config file's own code may raise anything; it is reported, not hidden

@@ -145,7 +145,7 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
         import jax
         import numpy as np
 
-        from lra.training.runs import validate_config
+        from lra.training.checks import validate_config
 
         stage = "devices"
         devices = devices_for(payload["target"])

@@ -6,11 +6,11 @@ run's best checkpoint.
     python -m lra_lab.diagnose memory --workdir RUN [RUN ...] --out results/diagnostics
 
 For each run (a workdir written by lra.train of a memory family: luna, convluna), on a fixed
-batch (the first ``eval_batch_size`` validation examples, :func:`lra.training.metrics.probe_inputs`):
+batch (the first ``eval_batch_size`` validation examples, :func:`lra.memory_stats.probe_inputs`):
 
 * ``memory_<run>.png``: heatmaps (memory cell x feature) of the learned initial memory and of
   each block's output memory for the first example of the batch;
-* the statistics of :mod:`lra.training.metrics` (distinct vectors, effective rank, mean pairwise
+* the statistics of :mod:`lra.memory_stats` (distinct vectors, effective rank, mean pairwise
   cosine of the initial memory and of each block's memory, batch means; each block's packing
   entropy / log(real keys));
 
@@ -33,7 +33,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from lra.training.metrics import DISTINCT_COSINE
+from lra.memory_stats import DISTINCT_COSINE
 from lra.training.provenance import stamp
 from lra.training.run_files import write_text_atomic
 from lra_lab.reports.memory_report import TASK_NAMES, curves_figure, degradation_figure, heatmap_figure, markdown_table
@@ -97,15 +97,15 @@ def memory_records(workdir: Path) -> list[dict[str, Any]]:
 def probe_run(workdir: Path, config: ml_collections.ConfigDict, log=print) -> dict[str, Any]:
     """Restore the best checkpoint and measure the memory on the fixed validation batch.
 
-    Returns the flat statistics (the keys of :func:`lra.training.metrics.collect`), the per-example
+    Returns the flat statistics (the keys of :func:`lra.memory_stats.collect`), the per-example
     statistics of the first example, the memories to draw, the checkpoint step and the batch."""
     import jax
     import jax.numpy as jnp
 
+    from lra import memory_stats as metrics
     from lra.data import load_task
     from lra.data.types import PAD_ID
     from lra.model import build_model
-    from lra.training import metrics
     from lra.training.checkpoints import Checkpoints
 
     log(f"  loading {config.task} data and building the model")
@@ -226,7 +226,7 @@ def diagnose_memory(workdirs: Sequence[str], out: str | None, command: str, log=
     document = {
         **{k: v for k, v in stamp().items() if k != "command"},
         "command": command,
-        "description": "lra.training.metrics of each run's best checkpoint on the first `batch.examples` "
+        "description": "lra.memory_stats of each run's best checkpoint on the first `batch.examples` "
         "validation "
         "examples: initial/<stat> of the learned initial memory, block<k>/<stat> batch means of "
         "block k's output memory (k from 0), block<k>/packing_entropy; first_example: the same "

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lra.training.metrics import DISTINCT_COSINE, STATS
+from lra.memory_stats import DISTINCT_COSINE, STATS
 
 TASK_NAMES = {"listops": "ListOps", "text": "Text", "matching": "Matching", "image": "Image"}
 STAT_WORDS = {
@@ -103,7 +103,7 @@ def markdown_table(runs: list[dict[str, Any]], command: str) -> str:
         f"Regenerate with `{command}`. Each run at its best checkpoint (by validation accuracy; step "
         f"{', '.join(map(str, steps))}, also in the *step* column), on a fixed batch: the first "
         f"{' / '.join(map(str, examples))} validation examples in file order "
-        f"(`lra.training.metrics.probe_inputs(data.validation, config.eval_batch_size)`).",
+        f"(`lra.memory_stats.probe_inputs(data.validation, config.eval_batch_size)`).",
         "",
         f"*distinct*: memory cells grouped at cosine >= {DISTINCT_COSINE}; *rank*: effective rank (exp of the "
         "entropy of the normalised singular values); *cos*: mean pairwise cosine of the cells; *entropy*: packing "
